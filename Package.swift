@@ -1,0 +1,58 @@
+// swift-tools-version:6.0
+// Keyway: multi-factor authentication for Linux. See README.md and ../shared/DESIGN.md.
+import PackageDescription
+
+/// Settings every Swift target shares (the habits of swift-log's manifest).
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Keyway",
+    products: [
+        .library(name: "KeywayCore", targets: ["KeywayCore"]),
+        .library(name: "KeywayPlatform", targets: ["KeywayPlatform"]),
+        .library(name: "KeywayGesture", targets: ["KeywayGesture"]),
+        .library(name: "KeywayBiometricSimulator", targets: ["KeywayBiometricSimulator"]),
+        .library(name: "KeywayPasscode", targets: ["KeywayPasscode"]),
+        .library(name: "KeywayTestSupport", targets: ["KeywayTestSupport"]),
+    ],
+    targets: [
+        // The core: protocols, secrets, errors, throttling, the policy engine. No C, no Foundation.
+        .target(name: "KeywayCore", swiftSettings: strictSettings),
+
+        // libsodium, wrapped once: Argon2id hashing, constant-time helpers, the wall clock.
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium",
+                       providers: [.apt(["libsodium-dev"])]),
+        .target(name: "KeywayPlatform", dependencies: ["KeywayCore", "CSodium"],
+                swiftSettings: strictSettings),
+
+        // One target per factor.
+        .target(name: "KeywayGesture", dependencies: ["KeywayCore"], path: "Plugins/Gesture",
+                swiftSettings: strictSettings),
+        .target(name: "KeywayBiometricSimulator", dependencies: ["KeywayCore"],
+                path: "Plugins/BiometricSimulator", swiftSettings: strictSettings),
+        .target(name: "KeywayPasscode", dependencies: ["KeywayCore"], path: "Plugins/Passcode",
+                swiftSettings: strictSettings),
+
+        // Test doubles shipped as a real library: scripted conversation, manual clock, conformance checks.
+        .target(name: "KeywayTestSupport", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
+
+        .testTarget(name: "KeywayCoreTests", dependencies: ["KeywayCore", "KeywayTestSupport", "KeywayPlatform"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "KeywayPlatformTests", dependencies: ["KeywayPlatform", "KeywayCore"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "GestureTests",
+                    dependencies: ["KeywayGesture", "KeywayCore", "KeywayPlatform", "KeywayTestSupport"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "BiometricSimulatorTests",
+                    dependencies: ["KeywayBiometricSimulator", "KeywayCore", "KeywayTestSupport"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "PasscodeTests",
+                    dependencies: ["KeywayPasscode", "KeywayCore", "KeywayPlatform", "KeywayTestSupport"],
+                    swiftSettings: strictSettings),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,2 @@
+// libsodium for Keyway. Only KeywayPlatform imports this module.
+#include <sodium.h>

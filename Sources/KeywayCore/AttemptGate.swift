@@ -1,0 +1,136 @@
+/// Reserves an attempt before a factor verifies anything, then settles it: the one mechanism that keeps
+/// parallel guesses from ever verifying more than the schedule allows (DESIGN.md §5).
+///
+/// Reserve: in one store transaction, check the lockout and count the attempt as a failure. Verify outside the
+/// transaction (the slow hash, the sensor match). Settle: a success resets the factor (and the factors it clears);
+/// a failure stays counted; a repeat of a recent wrong secret is refunded. A crash between the two leaves the
+/// attempt counted, never free.
+public struct AttemptGate: Sendable {
+    /// The factor whose attempts this gate counts.
+    public let factor: FactorKind
+    /// Where the counters live.
+    public let store: any Store
+    /// The time source.
+    public let clock: any Clock
+    /// The factor's delay ladder and lock rule.
+    public let schedule: ThrottleSchedule
+    /// Other factors whose counters a success of this one resets (the passcode clears the biometric lockout).
+    public let clears: [FactorKind]
+    /// The account-wide limit of consecutive failures.
+    public let accountLimit: Int
+
+    /// Creates a gate.
+    public init(factor: FactorKind, store: any Store, clock: any Clock, schedule: ThrottleSchedule,
+                clears: [FactorKind] = [], accountLimit: Int = ThrottleSchedule.accountLimit) {
+        self.factor = factor
+        self.store = store
+        self.clock = clock
+        self.schedule = schedule
+        self.clears = clears
+        self.accountLimit = accountLimit
+    }
+
+    /// A reserved attempt, to be settled once verified.
+    public struct Reservation: Sendable {
+        /// The user the attempt is counted for.
+        public let user: String
+        /// Failures counted for the factor, including this one.
+        public let failuresIncludingThis: Int
+    }
+
+    /// The decision for the next attempt, read without reserving (for `availability`).
+    public func decision(for user: String) throws(AuthenticationError) -> AttemptDecision {
+        AttemptDecision.decide(try store.attempts(user: user), factor: factor, schedule: schedule,
+                               accountLimit: accountLimit, now: clock.now())
+    }
+
+    /// The availability implied by the counters, for a factor that is otherwise ready.
+    public func availability(for user: String, whenAllowed ready: Availability) -> Availability {
+        do {
+            switch try decision(for: user) {
+            case .allowed: return ready
+            case .wait(let until): return .lockedOut(until: until, reason: "too many failed attempts")
+            case .lockedUntilCleared: return .lockedOut(until: nil, reason: lockReason(.lockedUntilCleared))
+            case .lockedOut: return .lockedOut(until: nil, reason: lockReason(.lockedOut))
+            }
+        } catch {
+            return .notAvailable(error.reason)
+        }
+    }
+
+    /// Counts an attempt now, or throws the lockout that forbids it.
+    public func reserve(for user: String) throws(AuthenticationError) -> Reservation {
+        let now = clock.now()
+        let outcome: Result<Reservation, AuthenticationError> = try store.updateAttempts(user: user) { book in
+            let decision = AttemptDecision.decide(book, factor: factor, schedule: schedule,
+                                                  accountLimit: accountLimit, now: now)
+            guard decision == .allowed else { return .failure(error(for: decision)) }
+            book[factor].consecutiveFailures += 1
+            book[factor].lastFailure = now
+            return .success(Reservation(user: user, failuresIncludingThis: book[factor].consecutiveFailures))
+        }
+        return try outcome.get()
+    }
+
+    /// Records a verified success: resets this factor and the factors it clears.
+    public func settleSuccess(_ reservation: Reservation) throws(AuthenticationError) {
+        try store.updateAttempts(user: reservation.user) { book in
+            book[factor] = AttemptState()
+            for cleared in clears { book[cleared] = AttemptState() }
+        }
+    }
+
+    /// Records a failed verification. With a fingerprint of the wrong secret, a repeat of a recent one is refunded.
+    public func settleFailure(_ reservation: Reservation, fingerprint: [UInt8]?) throws(AuthenticationError)
+        -> Verdict.Failure
+    {
+        try store.updateAttempts(user: reservation.user) { book in
+            guard let fingerprint else { return .mismatch }
+            var state = book[factor]
+            if state.recentMismatches.contains(fingerprint) {
+                state.consecutiveFailures = max(0, state.consecutiveFailures - 1)
+                book[factor] = state
+                return .repeatedMismatch
+            }
+            state.recentMismatches.append(fingerprint)
+            if state.recentMismatches.count > AttemptState.rememberedMismatches {
+                state.recentMismatches.removeFirst(state.recentMismatches.count - AttemptState.rememberedMismatches)
+            }
+            book[factor] = state
+            return .mismatch
+        }
+    }
+
+    /// Failures left before the next delay or lock, for "2 attempts left" messages; nil when unlimited.
+    public func failuresLeft(after reservation: Reservation) -> Int? {
+        let next = [schedule.lockAfter, schedule.steps.first { $0.failures > reservation.failuresIncludingThis }
+            .map(\.failures)].compactMap { $0 }.min()
+        return next.map { max(0, $0 - reservation.failuresIncludingThis) }
+    }
+
+    /// The error that a refusing decision is reported as.
+    public func error(for decision: AttemptDecision) -> AuthenticationError {
+        switch decision {
+        case .allowed:
+            return AuthenticationError(.internalFailure, "an allowed attempt reported as an error")
+        case .wait(let until):
+            return AuthenticationError(.throttled, "too many failed \(factor) attempts; try again after \(until)",
+                                       retryAt: until)
+        case .lockedUntilCleared:
+            let code: AuthenticationError.Code = factor == .biometric ? .biometryLockout : .lockedOut
+            return AuthenticationError(code, lockReason(decision))
+        case .lockedOut:
+            return AuthenticationError(.lockedOut, lockReason(decision))
+        }
+    }
+
+    private func lockReason(_ decision: AttemptDecision) -> String {
+        switch decision {
+        case .lockedUntilCleared:
+            "\(schedule.lockAfter ?? 0) consecutive \(factor) failures; "
+                + (factor == .biometric ? "enter the passcode to unlock" : "another factor must succeed")
+        default:
+            "\(accountLimit) consecutive failures on this account; an administrator must reset the counters"
+        }
+    }
+}

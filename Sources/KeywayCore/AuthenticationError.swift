@@ -1,0 +1,102 @@
+/// Why an evaluation could not reach a verdict, as LocalAuthentication's `LAError` plus what Linux needs.
+///
+/// Equality compares codes only, so tests read `#expect(throws: AuthenticationError(.biometryLockout))`.
+public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, as a stable code.
+    public var code: Code
+    /// Why, for logs and administrators. Never contains a secret.
+    public var reason: String
+    /// When a temporary lockout ends (for `.throttled`), if known.
+    public var retryAt: Timestamp?
+
+    /// Creates an error with a code and, optionally, a reason and a retry time.
+    public init(_ code: Code, _ reason: String = "", retryAt: Timestamp? = nil) {
+        self.code = code
+        self.reason = reason.isEmpty ? code.summary : reason
+        self.retryAt = retryAt
+    }
+
+    public static func == (lhs: AuthenticationError, rhs: AuthenticationError) -> Bool { lhs.code == rhs.code }
+
+    public var description: String { "\(code.rawValue): \(reason)" }
+
+    /// The error codes. The first eleven mirror `LAError.Code`; the rest are Keyway's own.
+    public enum Code: String, Sendable, Hashable, CaseIterable {
+        /// The person did not provide valid credentials.
+        case authenticationFailed
+        /// The person cancelled.
+        case userCancel
+        /// The person chose the fallback (for example "Use passcode").
+        case userFallback
+        /// The system cancelled (for example the sensor went away mid-evaluation).
+        case systemCancel
+        /// No passcode is set for the user.
+        case passcodeNotSet
+        /// The biometric sensor is absent, unplugged, or cannot be used from this session.
+        case biometryNotAvailable
+        /// No biometric is enrolled for the user.
+        case biometryNotEnrolled
+        /// Too many biometric failures; a passcode success unlocks biometrics again.
+        case biometryLockout
+        /// The caller invalidated the context during the evaluation.
+        case appCancel
+        /// The context was invalidated before this use.
+        case invalidContext
+        /// Interaction was needed but the context does not allow it.
+        case notInteractive
+
+        /// A non-biometric factor (such as the pattern) is not enrolled for the user.
+        case factorNotEnrolled
+        /// A factor is not available (not registered, or unusable here).
+        case factorNotAvailable
+        /// Too many recent failures; try again at `retryAt`.
+        case throttled
+        /// The failure limit was reached; an administrator must reset the counters.
+        case lockedOut
+        /// The policy is empty, unsatisfiable or refers to an unknown factor.
+        case invalidPolicy
+        /// The enrollment and attempt store could not be read or written.
+        case storeFailure
+        /// The conversation with the person failed (not a cancel).
+        case conversationFailure
+        /// A factor failed internally (for example the password hash could not be computed).
+        case internalFailure
+
+        /// A one-line explanation used when no reason is given.
+        public var summary: String {
+            switch self {
+            case .authenticationFailed: "Authentication failed."
+            case .userCancel: "Cancelled."
+            case .userFallback: "Fallback chosen."
+            case .systemCancel: "Cancelled by the system."
+            case .passcodeNotSet: "No passcode is set."
+            case .biometryNotAvailable: "Biometrics are not available."
+            case .biometryNotEnrolled: "No biometric is enrolled."
+            case .biometryLockout: "Biometrics are locked; enter the passcode to unlock them."
+            case .appCancel: "Cancelled by the application."
+            case .invalidContext: "The authentication context was invalidated."
+            case .notInteractive: "Interaction is needed but not allowed."
+            case .factorNotEnrolled: "The factor is not enrolled."
+            case .factorNotAvailable: "The factor is not available."
+            case .throttled: "Too many attempts; try again later."
+            case .lockedOut: "Locked after too many failures; an administrator must reset it."
+            case .invalidPolicy: "The policy cannot be satisfied."
+            case .storeFailure: "The Keyway store could not be used."
+            case .conversationFailure: "The conversation failed."
+            case .internalFailure: "Internal failure."
+            }
+        }
+
+        /// True when the evaluation must stop instead of trying another factor:
+        /// the person or the caller asked to stop, or infrastructure failed (fail closed).
+        public var stopsEvaluation: Bool {
+            switch self {
+            case .userCancel, .systemCancel, .appCancel, .invalidContext, .notInteractive,
+                .invalidPolicy, .storeFailure, .conversationFailure, .internalFailure:
+                true
+            default:
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+/// A factor plugin: the gesture, the biometric sensor, the passcode, or one of your own.
+///
+/// Implementation requirements:
+/// - `availability` is cheap and never prompts: it is LocalAuthentication's `canEvaluatePolicy` for one factor.
+/// - `authenticate` makes one attempt (one pattern, one touch) and returns `.success` only for a verified match.
+///   "No" is a value (`Verdict.failure`); it throws only when the factor could not be evaluated
+///   (not enrolled, locked out, cancelled, fallback chosen, store failure).
+/// - Attempts are reserved in the `Store` before the secret or sample is verified (see `AttemptGate`),
+///   so parallel guesses never verify more than the limit.
+/// - Never put a secret in a `reason`, a message or a log.
+public protocol Authenticator: Sendable {
+    /// The factor this plugin provides.
+    static var factor: FactorKind { get }
+
+    /// Whether the factor can be used for `user` now, without prompting.
+    func availability(for user: UserContext) -> Availability
+
+    /// Makes one attempt for `request.user`, talking to the person through `conversation`.
+    func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
+        throws(AuthenticationError) -> Verdict
+}
+
+extension Authenticator {
+    /// The factor of this plugin instance.
+    public var factor: FactorKind { Self.factor }
+}
+
+/// Who is authenticating, and from where.
+public struct UserContext: Sendable, Equatable {
+    /// The account name.
+    public var name: String
+    /// The PAM service (or "keyway" for the CLI), for logs.
+    public var service: String
+    /// True for a remote session (PAM_RHOST set, or not on a local seat): the local sensor cannot be used.
+    public var isRemote: Bool
+
+    /// Creates a user context.
+    public init(name: String, service: String = "keyway", isRemote: Bool = false) {
+        self.name = name
+        self.service = service
+        self.isRemote = isRemote
+    }
+}
+
+/// One request to a factor: a struct, so a new field never breaks a plugin.
+public struct AuthenticationRequest: Sendable {
+    /// Who is authenticating.
+    public var user: UserContext
+    /// Why, shown to the person ("sudo wants to run a command as root").
+    public var reason: String
+    /// This attempt's number within the evaluation, from 1.
+    public var attempt: Int
+    /// How many attempts this evaluation allows for the factor.
+    public var attemptsAllowed: Int
+    /// The fallback to offer, or nil when the policy has none.
+    public var fallbackLabel: String?
+    /// Set when the context is invalidated; factors that wait (for a sensor) poll it.
+    public var cancellation: CancellationFlag
+
+    /// Creates a request.
+    public init(user: UserContext, reason: String = "", attempt: Int = 1, attemptsAllowed: Int = 1,
+                fallbackLabel: String? = nil, cancellation: CancellationFlag = CancellationFlag()) {
+        self.user = user
+        self.reason = reason
+        self.attempt = attempt
+        self.attemptsAllowed = attemptsAllowed
+        self.fallbackLabel = fallbackLabel
+        self.cancellation = cancellation
+    }
+}
+
+/// Whether a factor can be used now: the answer of `canEvaluatePolicy` for one factor.
+public enum Availability: Sendable, Equatable {
+    /// Ready; for a biometric, which kind.
+    case available(BiometryType)
+    /// Nothing enrolled for the user.
+    case notEnrolled
+    /// The factor cannot be used here (no sensor, unplugged, remote session), and why.
+    case notAvailable(String)
+    /// Locked: until a time (throttled), or until cleared (`nil`: by another factor or an administrator).
+    case lockedOut(until: Timestamp?, reason: String)
+
+    /// Ready, with no biometry.
+    public static let available: Availability = .available(.none)
+
+    /// True when the factor can be used.
+    public var isAvailable: Bool { if case .available = self { true } else { false } }
+}
+
+/// The answer of one attempt.
+public enum Verdict: Sendable, Equatable {
+    /// Verified.
+    case success
+    /// Not verified, and why.
+    case failure(Failure)
+
+    /// Why an attempt did not verify.
+    public enum Failure: Sendable, Equatable {
+        /// A wrong secret or a non-matching sample: counts as a failed attempt.
+        case mismatch
+        /// The same wrong secret as a recent failure: not counted again.
+        case repeatedMismatch
+        /// The entry was not a well-formed secret (letters in a pattern): not counted, and why.
+        case malformed(String)
+        /// The sensor could not read a usable sample (moved too fast, dirty, timeout): not counted, and why.
+        case noSample(String)
+
+        /// True when the failure counts against the per-evaluation attempts.
+        public var countsAsAttempt: Bool {
+            switch self {
+            case .mismatch, .repeatedMismatch: true
+            case .malformed, .noSample: false
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+/// The only way a factor talks to a person: a terminal through PAM, a greeter, the CLI, or a test script.
+///
+/// Implementation requirements:
+/// - `ask` returns `.secret` with exactly what was entered (no trailing newline), `.fallback` when the person
+///   chose the fallback (a PAM conversation maps an empty reply to it when the prompt offers one), and `.cancel`
+///   when the person cancelled (end of input, Ctrl-C, the greeter's cancel button).
+/// - `ask` throws `.conversationFailure` when the channel itself failed, never for a wrong answer.
+/// - `tell` must not block waiting for the person; a channel that cannot show messages drops them.
+public protocol Conversation: AnyObject {
+    /// Asks the person for a reply.
+    func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply
+    /// Shows the person a message that needs no reply.
+    func tell(_ message: Message)
+}
+
+/// A request for input.
+public struct Prompt: Sendable, Equatable {
+    /// The text shown, e.g. "Pattern: ".
+    public var text: String
+    /// Whether the reply is echoed (never for secrets).
+    public var echo: Bool
+    /// The fallback offered with this prompt, e.g. "Use passcode", or nil if none.
+    public var fallbackLabel: String?
+
+    /// Creates a prompt; secrets are asked with `echo: false`.
+    public init(_ text: String, echo: Bool = false, fallbackLabel: String? = nil) {
+        self.text = text
+        self.echo = echo
+        self.fallbackLabel = fallbackLabel
+    }
+}
+
+/// What the person answered.
+public enum Reply: Sendable, Equatable {
+    /// The entered text.
+    case secret(Secret)
+    /// The person chose the offered fallback.
+    case fallback
+    /// The person cancelled.
+    case cancel
+}
+
+/// A message shown without waiting for a reply.
+public struct Message: Sendable, Equatable, CustomStringConvertible {
+    /// Informational (PAM_TEXT_INFO) or an error (PAM_ERROR_MSG).
+    public enum Kind: Sendable, Equatable { case info, error }
+
+    /// How the message is shown.
+    public var kind: Kind
+    /// The text.
+    public var text: String
+
+    /// An informational message.
+    public static func info(_ text: String) -> Message { Message(kind: .info, text: text) }
+    /// An error message.
+    public static func error(_ text: String) -> Message { Message(kind: .error, text: text) }
+
+    public var description: String { "\(kind == .info ? "info" : "error"): \(text)" }
+}

@@ -1,0 +1,40 @@
+/// Walks a policy rule with one k-of-n mechanism, for both the capability check and the evaluation.
+enum RuleCombinator {
+    /// Decides what a factor step did: nil for success, or the error it ended with.
+    /// `fallback` is the factor tried next if this one fails, if any.
+    typealias Leaf = (_ factor: FactorKind, _ attempts: Int, _ fallback: FactorKind?) -> AuthenticationError?
+
+    /// Combines leaf results: nil when the rule is satisfied, otherwise the error that explains why not.
+    ///
+    /// Rules are tried in order. A success counts; a failure falls through to the next rule while the count can
+    /// still be reached; an error that stops evaluation (cancel, store failure…) ends everything at once.
+    /// The error reported is `.authenticationFailed` if any rule really failed to authenticate, otherwise the last
+    /// rule's error (so "biometrics unavailable, passcode not set" reports `.passcodeNotSet`).
+    static func combine(_ rule: Policy.Rule, fallback: FactorKind? = nil, leaf: Leaf) -> AuthenticationError? {
+        switch rule {
+        case .factor(let kind, let attempts):
+            return leaf(kind, attempts, fallback)
+        case .atLeast(let required, let rules):
+            guard required >= 1, required <= rules.count else {
+                return AuthenticationError(.invalidPolicy, "rule \(rule) can never be satisfied")
+            }
+            var successes = 0
+            var errors: [AuthenticationError] = []
+            for (index, child) in rules.enumerated() {
+                let remainingAfter = rules.count - index - 1
+                guard successes < required, successes + remainingAfter + 1 >= required else { break }
+                let failureLeavesHope = successes + remainingAfter >= required
+                let childFallback = failureLeavesHope && remainingAfter > 0 ? rules[index + 1].factors.first : fallback
+                if let error = combine(child, fallback: childFallback, leaf: leaf) {
+                    if error.code.stopsEvaluation { return error }
+                    errors.append(error)
+                } else {
+                    successes += 1
+                }
+            }
+            if successes >= required { return nil }
+            return errors.first { $0.code == .authenticationFailed } ?? errors.last
+                ?? AuthenticationError(.invalidPolicy, "rule \(rule) was not satisfied")
+        }
+    }
+}

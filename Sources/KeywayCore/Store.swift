@@ -1,0 +1,85 @@
+/// Where enrollments, attempt counters and lockouts live: in memory for tests, SQLite in production.
+///
+/// Implementation requirements:
+/// - `updateAttempts` is atomic across threads and processes: it reads the user's whole `AttemptBook`,
+///   runs `body` once, and writes the result, with no other update in between. This one primitive is how
+///   attempts are reserved before they are verified.
+/// - `save` replaces a factor's enrollment atomically: after a crash the old or the new one is present, never neither.
+/// - Every failure throws `AuthenticationError(.storeFailure, reason)` with a reason naming the store and the cause.
+public protocol Store: Sendable {
+    /// The user's enrollment for `factor`, or nil when there is none.
+    func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment?
+    /// All of the user's enrollments, ordered by factor.
+    func enrollments(user: String) throws(AuthenticationError) -> [Enrollment]
+    /// Adds or replaces the enrollment for its user and factor.
+    func save(_ enrollment: Enrollment) throws(AuthenticationError)
+    /// Removes the user's enrollment for `factor`; returns false when there was none.
+    @discardableResult
+    func removeEnrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Bool
+    /// The user's attempt counters, read without locking.
+    func attempts(user: String) throws(AuthenticationError) -> AttemptBook
+    /// Atomically reads, changes and writes back the user's attempt counters.
+    func updateAttempts<T>(user: String, _ body: (inout AttemptBook) -> T) throws(AuthenticationError) -> T
+}
+
+/// One enrolled factor of one user. The payload is the factor's own encoding (an Argon2id string, templates).
+public struct Enrollment: Sendable, Equatable {
+    /// The account name.
+    public var user: String
+    /// The factor.
+    public var factor: FactorKind
+    /// The factor's data, opaque to the store.
+    public var payload: [UInt8]
+    /// When it was last changed.
+    public var changedAt: Timestamp
+    /// Who changed it ("root via keyway enroll", "alice via keyway change").
+    public var changedBy: String
+
+    /// Creates an enrollment record.
+    public init(user: String, factor: FactorKind, payload: [UInt8], changedAt: Timestamp, changedBy: String) {
+        self.user = user
+        self.factor = factor
+        self.payload = payload
+        self.changedAt = changedAt
+        self.changedBy = changedBy
+    }
+}
+
+/// A user's attempt counters, one state per factor.
+public struct AttemptBook: Sendable, Equatable {
+    /// The state per factor; a missing factor has had no failures.
+    public var states: [FactorKind: AttemptState]
+
+    /// Creates a book.
+    public init(_ states: [FactorKind: AttemptState] = [:]) { self.states = states }
+
+    /// The state of `factor` (empty when never used).
+    public subscript(factor: FactorKind) -> AttemptState {
+        get { states[factor] ?? AttemptState() }
+        set { states[factor] = newValue == AttemptState() ? nil : newValue }
+    }
+
+    /// Consecutive failures summed over factors: the account-wide figure the hard limit applies to.
+    public var consecutiveFailures: Int { states.values.reduce(0) { $0 + $1.consecutiveFailures } }
+}
+
+/// The counters of one factor of one user.
+public struct AttemptState: Sendable, Equatable {
+    /// Failures since the last success (reserved attempts count until they succeed).
+    public var consecutiveFailures: Int
+    /// When the last failure was counted.
+    public var lastFailure: Timestamp?
+    /// Fingerprints of recent wrong secrets, oldest first, so the same wrong secret does not count twice.
+    /// A fingerprint is derived from the slow hash, so it is as hard to invert as the enrollment itself.
+    public var recentMismatches: [[UInt8]]
+
+    /// Creates a state.
+    public init(consecutiveFailures: Int = 0, lastFailure: Timestamp? = nil, recentMismatches: [[UInt8]] = []) {
+        self.consecutiveFailures = consecutiveFailures
+        self.lastFailure = lastFailure
+        self.recentMismatches = recentMismatches
+    }
+
+    /// How many recent wrong-secret fingerprints are kept.
+    public static let rememberedMismatches = 8
+}

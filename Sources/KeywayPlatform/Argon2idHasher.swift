@@ -1,0 +1,121 @@
+public import KeywayCore
+
+/// Argon2id through libsodium: enrollment hashes in the standard `$argon2id$v=19$m=…,t=…,p=1$salt$hash` form.
+///
+/// Verification derives the key itself (rather than `crypto_pwhash_str_verify`) so that a wrong secret's
+/// fingerprint can come from the slow hash's output: recognising a repeated wrong secret then costs an attacker
+/// with the database as much as guessing the enrollment.
+public struct Argon2idHasher: SecretHasher {
+    /// The Argon2id cost: passes over memory and memory in bytes.
+    public struct Cost: Sendable, Equatable, CustomStringConvertible {
+        /// Passes (Argon2's t).
+        public var opsLimit: UInt64
+        /// Memory in bytes (Argon2's m × 1024).
+        public var memLimit: Int
+
+        /// Creates a cost.
+        public init(opsLimit: UInt64, memLimit: Int) {
+            self.opsLimit = opsLimit
+            self.memLimit = memLimit
+        }
+
+        /// Keyway's default: t=3, m=64 MiB, p=1 (libsodium's "interactive" memory with one more pass).
+        /// One verification takes ~0.1 s on the reference machine; see README "Argon2id parameters".
+        public static let `default` = Cost(opsLimit: 3, memLimit: 64 << 20)
+
+        /// libsodium's minimum, for tests that need many hashes quickly. Never for real enrollments.
+        public static var minimum: Cost {
+            let floor = Sodium.minimumCost
+            return Cost(opsLimit: floor.opsLimit, memLimit: floor.memLimit)
+        }
+
+        public var description: String { "Argon2id t=\(opsLimit) m=\(memLimit >> 10) KiB p=1" }
+    }
+
+    /// The cost used for new hashes and for `burnWork`.
+    public let cost: Cost
+
+    /// Creates a hasher; fails only when libsodium cannot initialize.
+    public init(cost: Cost = .default) throws(AuthenticationError) {
+        guard Sodium.initialize() else { throw AuthenticationError(.internalFailure, "libsodium failed to initialize") }
+        self.cost = cost
+    }
+
+    static let saltLength = 16
+    static let keyLength = 32
+    static let fingerprintLength = 16
+    static let fingerprintKey = Array("keyway wrong-secret fingerprint v1".utf8)
+    static let burnSalt = [UInt8](repeating: 0x6b, count: saltLength)
+
+    public func hash(_ secret: Secret) throws(AuthenticationError) -> String {
+        let encoded = secret.withUnsafeBytes { Sodium.passwordHashString($0, opsLimit: cost.opsLimit, memLimit: cost.memLimit) }
+        guard let encoded else {
+            throw AuthenticationError(.internalFailure, "Argon2id hashing failed (\(cost); out of memory?)")
+        }
+        return encoded
+    }
+
+    public func verify(_ secret: Secret, against encoded: String) throws(AuthenticationError) -> SecretCheck {
+        let parsed = try Self.parse(encoded)
+        var derived = [UInt8](repeating: 0, count: parsed.hash.count)
+        defer { derived.withUnsafeMutableBytes { Sodium.wipe($0) } }
+        let ok = secret.withUnsafeBytes { password in
+            derived.withUnsafeMutableBytes { output in
+                Sodium.deriveKey(into: output, password: password, salt: parsed.salt,
+                                 opsLimit: parsed.cost.opsLimit, memLimit: parsed.cost.memLimit)
+            }
+        }
+        guard ok else { throw AuthenticationError(.internalFailure, "Argon2id verification failed (out of memory?)") }
+        let matches = derived.withUnsafeBytes { d in parsed.hash.withUnsafeBytes { Sodium.constantTimeEqual(d, $0) } }
+        if matches { return .match }
+        let fingerprint = derived.withUnsafeBytes {
+            Sodium.keyedHash($0, key: Self.fingerprintKey, length: Self.fingerprintLength)
+        }
+        return .mismatch(fingerprint: fingerprint)
+    }
+
+    public func burnWork(_ secret: Secret) {
+        var derived = [UInt8](repeating: 0, count: Self.keyLength)
+        _ = secret.withUnsafeBytes { password in
+            derived.withUnsafeMutableBytes { output in
+                Sodium.deriveKey(into: output, password: password, salt: Self.burnSalt,
+                                 opsLimit: cost.opsLimit, memLimit: cost.memLimit)
+            }
+        }
+        derived.withUnsafeMutableBytes { Sodium.wipe($0) }
+    }
+
+    /// Parses `$argon2id$v=19$m=M,t=T,p=1$SALT$HASH`, refusing anything else with a reason.
+    static func parse(_ encoded: String) throws(AuthenticationError) -> (cost: Cost, salt: [UInt8], hash: [UInt8]) {
+        func bad(_ why: String) -> AuthenticationError {
+            AuthenticationError(.storeFailure, "the stored hash is not a usable Argon2id string: \(why)")
+        }
+        let fields = encoded.split(separator: "$", omittingEmptySubsequences: false)
+        guard fields.count == 6, fields[0].isEmpty else { throw bad("expected 5 '$'-separated fields") }
+        guard fields[1] == "argon2id" else { throw bad("algorithm is not argon2id") }
+        guard fields[2] == "v=19" else { throw bad("version is not 19") }
+        var memoryKiB: Int?
+        var passes: UInt64?
+        var lanes: Int?
+        for parameter in fields[3].split(separator: ",") {
+            let pair = parameter.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2 else { throw bad("malformed parameter") }
+            switch pair[0] {
+            case "m": memoryKiB = Int(pair[1])
+            case "t": passes = UInt64(pair[1])
+            case "p": lanes = Int(pair[1])
+            default: throw bad("unknown parameter")
+            }
+        }
+        guard let memoryKiB, (8...(1 << 20)).contains(memoryKiB) else { throw bad("memory outside 8 KiB…1 GiB") }
+        guard let passes, (1...64).contains(passes) else { throw bad("passes outside 1…64") }
+        guard lanes == 1 else { throw bad("only one lane is supported") }
+        guard let salt = Sodium.decodeBase64(fields[4], maxLength: 64), salt.count == saltLength else {
+            throw bad("salt is not 16 bytes of base64")
+        }
+        guard let hash = Sodium.decodeBase64(fields[5], maxLength: 128), hash.count == keyLength else {
+            throw bad("hash is not 32 bytes of base64")
+        }
+        return (Cost(opsLimit: passes, memLimit: memoryKiB << 10), salt, hash)
+    }
+}
