@@ -9,8 +9,8 @@
 ///   so parallel guesses never verify more than the limit.
 /// - Never put a secret in a `reason`, a message or a log.
 public protocol Authenticator: Sendable {
-    /// The factor this plugin provides.
-    static var factor: FactorKind { get }
+    /// The factor this plugin provides (an instance property, so one plugin type can serve several factors).
+    var factor: FactorKind { get }
 
     /// Whether the factor can be used for `user` now, without prompting.
     func availability(for user: UserContext) -> Availability
@@ -18,11 +18,6 @@ public protocol Authenticator: Sendable {
     /// Makes one attempt for `request.user`, talking to the person through `conversation`.
     func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
         throws(AuthenticationError) -> Verdict
-}
-
-extension Authenticator {
-    /// The factor of this plugin instance.
-    public var factor: FactorKind { Self.factor }
 }
 
 /// Who is authenticating, and from where.

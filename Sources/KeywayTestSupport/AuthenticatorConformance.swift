@@ -70,7 +70,7 @@ public enum AuthenticatorConformance {
         if case .success(.failure(.mismatch)) = wrong {} else {
             problems.append("a wrong answer must be a counted mismatch, got \(wrong)")
         }
-        if (try? subject.store.attempts(user: user.name)[Plugin.factor].consecutiveFailures) != 1 {
+        if (try? subject.store.attempts(user: user.name)[plugin.factor].consecutiveFailures) != 1 {
             problems.append("a wrong answer must be counted in the store exactly once")
         }
         let cancelled = Result { () throws(AuthenticationError) in
