@@ -51,6 +51,8 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
         case factorNotAvailable
         /// Too many recent failures; try again at `retryAt`.
         case throttled
+        /// The person did not respond in time (no finger on the sensor); the policy may fall back.
+        case timeout
         /// The failure limit was reached; an administrator must reset the counters.
         case lockedOut
         /// The policy is empty, unsatisfiable or refers to an unknown factor.
@@ -79,6 +81,7 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
             case .factorNotEnrolled: "The factor is not enrolled."
             case .factorNotAvailable: "The factor is not available."
             case .throttled: "Too many attempts; try again later."
+            case .timeout: "Timed out waiting for the person."
             case .lockedOut: "Locked after too many failures; an administrator must reset it."
             case .invalidPolicy: "The policy cannot be satisfied."
             case .storeFailure: "The Keyway store could not be used."
