@@ -24,12 +24,15 @@ public struct KnowledgeFactor: Sendable {
     public let gate: AttemptGate
     /// The code for "not enrolled" (`.passcodeNotSet` for the passcode).
     public let notEnrolledCode: AuthenticationError.Code
+    /// Shown before the first prompt of an evaluation (the numbered grid for the pattern), or nil.
+    public let preamble: String?
 
     /// Creates the shared part of a knowledge factor.
-    public init(factor: FactorKind, promptText: String, normalize: @escaping Normalizer, hasher: any SecretHasher,
-                gate: AttemptGate, notEnrolledCode: AuthenticationError.Code) {
+    public init(factor: FactorKind, promptText: String, preamble: String? = nil, normalize: @escaping Normalizer,
+                hasher: any SecretHasher, gate: AttemptGate, notEnrolledCode: AuthenticationError.Code) {
         self.factor = factor
         self.promptText = promptText
+        self.preamble = preamble
         self.normalize = normalize
         self.hasher = hasher
         self.gate = gate
@@ -50,6 +53,7 @@ public struct KnowledgeFactor: Sendable {
     public func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
         throws(AuthenticationError) -> Verdict
     {
+        if let preamble, request.attempt == 1 { conversation.tell(.info(preamble)) }
         let entered: Secret
         switch try conversation.ask(Prompt(promptText, echo: false, fallbackLabel: request.fallbackLabel)) {
         case .secret(let secret): entered = secret
@@ -91,6 +95,7 @@ public struct KnowledgeFactor: Sendable {
                        conversation: some Conversation,
                        check: (Secret) -> NormalizationError?) throws(AuthenticationError) -> Enrollment
     {
+        if let preamble { conversation.tell(.info(preamble)) }
         for _ in 0..<max(rounds, 1) {
             guard let first = try askCanonical(wording.first, conversation: conversation) else { continue }
             if let problem = check(first) {

@@ -15,11 +15,66 @@ public protocol Store: Sendable {
     func save(_ enrollment: Enrollment) throws(AuthenticationError)
     /// Removes the user's enrollment for `factor`; returns false when there was none.
     @discardableResult
-    func removeEnrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Bool
+    func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError) -> Bool
     /// The user's attempt counters, read without locking.
     func attempts(user: String) throws(AuthenticationError) -> AttemptBook
     /// Atomically reads, changes and writes back the user's attempt counters.
     func updateAttempts<T>(user: String, _ body: (inout AttemptBook) -> T) throws(AuthenticationError) -> T
+    /// Clears the counters of one factor, or of all factors when `factor` is nil (as `faillock --reset`).
+    func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError)
+    /// Every user with an enrollment or counters, sorted.
+    func users() throws(AuthenticationError) -> [String]
+    /// The record of changes (enrollments, removals, resets), oldest first; for one user, or all when nil.
+    func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry]
+}
+
+/// Who made a change and when, for the audit trail.
+public struct Attribution: Sendable, Equatable {
+    /// Who ("root via keyway remove").
+    public var actor: String
+    /// When.
+    public var at: Timestamp
+
+    /// Creates an attribution.
+    public init(_ actor: String, at: Timestamp) {
+        self.actor = actor
+        self.at = at
+    }
+}
+
+/// One change in the audit trail.
+public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
+    /// What was done.
+    public enum Action: String, Sendable, Equatable {
+        /// An enrollment was added or replaced.
+        case enroll
+        /// An enrollment was removed.
+        case remove
+        /// Counters were reset.
+        case reset
+    }
+
+    /// When.
+    public var at: Timestamp
+    /// Who.
+    public var actor: String
+    /// Whose data.
+    public var user: String
+    /// What.
+    public var action: Action
+    /// Which factor, or nil for all.
+    public var factor: FactorKind?
+
+    /// Creates an entry.
+    public init(at: Timestamp, actor: String, user: String, action: Action, factor: FactorKind?) {
+        self.at = at
+        self.actor = actor
+        self.user = user
+        self.action = action
+        self.factor = factor
+    }
+
+    public var description: String { "\(at) \(actor) \(action.rawValue) \(user) \(factor?.rawValue ?? "all")" }
 }
 
 /// One enrolled factor of one user. The payload is the factor's own encoding (an Argon2id string, templates).

@@ -1,0 +1,78 @@
+public import KeywayCore
+
+/// The 3×3 pattern lock as a factor: the grid is shown, the pattern typed as dot numbers, checked against an
+/// Argon2id hash, with Android-style throttling.
+public struct GestureAuthenticator: Authenticator {
+    public var factor: FactorKind { .gesture }
+
+    /// The enrollment rules (minimum dots, blocklist).
+    public let rules: PatternRules
+    /// The shared knowledge-factor machinery (prompt, reserve, Argon2id, settle).
+    public let knowledge: KnowledgeFactor
+
+    /// Creates the factor over a store, a clock and a hasher.
+    public init(store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PatternRules = .default,
+                schedule: ThrottleSchedule = .gesture) {
+        self.rules = rules
+        let gate = AttemptGate(factor: .gesture, store: store, clock: clock, schedule: schedule)
+        knowledge = KnowledgeFactor(factor: .gesture, promptText: "Pattern: ", preamble: Self.grid,
+                                    normalize: Self.normalize, hasher: hasher, gate: gate,
+                                    notEnrolledCode: .factorNotEnrolled)
+    }
+
+    public func availability(for user: UserContext) -> Availability { knowledge.availability(for: user) }
+
+    public func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
+        throws(AuthenticationError) -> Verdict
+    {
+        try knowledge.authenticate(request, conversation: conversation)
+    }
+
+    /// Sets a new pattern, drawn twice.
+    public func enroll(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
+        -> Enrollment
+    {
+        try knowledge.enroll(user: user, by: actor, wording: Self.wording, conversation: conversation, check: check)
+    }
+
+    /// Changes the pattern after verifying the current one.
+    public func change(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
+        -> Enrollment
+    {
+        try knowledge.change(user: user, by: actor, wording: Self.wording, conversation: conversation, check: check)
+    }
+
+    /// The numbered grid shown before the pattern is asked for.
+    public static let grid = """
+        Draw your pattern by typing the dots in order, e.g. 1-5-9-6:
+          1 2 3
+          4 5 6
+          7 8 9
+        """
+
+    static let wording = KnowledgeFactor.EnrollmentWording(
+        first: "New pattern: ", again: "Draw the pattern again: ",
+        differ: "The patterns did not match; start again.", current: "Current pattern: ")
+
+    /// Applies the enrollment rules to a canonical pattern.
+    private func check(_ canonical: Secret) -> KnowledgeFactor.NormalizationError? {
+        let pattern = canonical.withUnsafeBytes { Pattern.parse($0) }
+        switch pattern {
+        case .success(let pattern): return rules.violation(of: pattern).map { .init($0.description) }
+        case .failure(let error): return .init(error.description)
+        }
+    }
+
+    /// Parses what was typed into the canonical dots ("12369"). Shorter than the 4-dot floor is malformed: no
+    /// enrollment can be that short, so it is a slip, not a guess, and is not counted.
+    static let normalize: KnowledgeFactor.Normalizer = { entered in
+        switch entered.withUnsafeBytes({ Pattern.parse($0) }) {
+        case .failure(let error):
+            return .failure(.init(error.description))
+        case .success(let pattern) where pattern.dots.count < PatternRules.minimumDotsRange.lowerBound:
+            return .failure(.init(PatternError.tooShort(minimum: PatternRules.minimumDotsRange.lowerBound).description))
+        case .success(let pattern):
+            return .success(Secret(copying: pattern.canonicalBytes))
+        }
+    }
+}
