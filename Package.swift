@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "KeywayBiometricSimulator", targets: ["KeywayBiometricSimulator"]),
         .library(name: "KeywayPasscode", targets: ["KeywayPasscode"]),
         .library(name: "KeywayTestSupport", targets: ["KeywayTestSupport"]),
+        .library(name: "KeywayStore", targets: ["KeywayStore"]),
     ],
     targets: [
         // The core: protocols, secrets, errors, throttling, the policy engine. No C, no Foundation.
@@ -28,6 +29,10 @@ let package = Package(
                        providers: [.apt(["libsodium-dev"])]),
         .target(name: "KeywayPlatform", dependencies: ["KeywayCore", "CSodium"],
                 swiftSettings: strictSettings),
+
+        // The SQLite store: durable enrollments, counters and lockouts.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .target(name: "KeywayStore", dependencies: ["KeywayCore", "CSQLite"], swiftSettings: strictSettings),
 
         // One target per factor.
         .target(name: "KeywayGesture", dependencies: ["KeywayCore"], path: "Plugins/Gesture",
@@ -54,6 +59,14 @@ let package = Package(
         .testTarget(name: "PasscodeTests",
                     dependencies: ["KeywayPasscode", "KeywayCore", "KeywayPlatform", "KeywayTestSupport"],
                     swiftSettings: strictSettings),
+        .testTarget(name: "KeywayStoreTests",
+                    dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform", "KeywayTestSupport",
+                                   "keyway-probe"],
+                    swiftSettings: strictSettings),
+        // A separate process that drives a real store, for the multi-process tests and the store benchmark.
+        .executableTarget(name: "keyway-probe",
+                          dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform"],
+                          path: "Tests/KeywayProbe", swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,138 @@
+import CSQLite
+
+/// An SQLite failure: the result code, SQLite's own message, and what it means for a Keyway store.
+struct SQLiteError: Error, Sendable, CustomStringConvertible {
+    /// The extended result code.
+    var code: Int32
+    /// SQLite's message.
+    var message: String
+
+    /// The primary result code.
+    var primary: Int32 { code & 0xFF }
+
+    /// What the failure means for an administrator.
+    var meaning: String {
+        switch primary {
+        case SQLITE_FULL: "the disk is full"
+        case SQLITE_READONLY: "the store is read-only (read-only filesystem or file)"
+        case SQLITE_CORRUPT, SQLITE_NOTADB: "the file is damaged or not a database; restore it from a backup"
+        case SQLITE_BUSY, SQLITE_LOCKED: "the store stayed locked by another process"
+        case SQLITE_CANTOPEN: "the file cannot be opened"
+        case SQLITE_IOERR: "an I/O error occurred"
+        case SQLITE_PERM, SQLITE_AUTH: "permission denied"
+        default: "SQLite error \(code)"
+        }
+    }
+
+    var description: String { "\(meaning) (\(message))" }
+}
+
+/// One SQLite connection: the only caller of `sqlite3_*` in Keyway. Opened with SQLITE_OPEN_NOMUTEX, so it is not
+/// thread-safe by itself: `SQLiteStore` serializes every use behind its lock, which is why it may be shared.
+final class SQLiteConnection: @unchecked Sendable {
+    private let handle: OpaquePointer
+
+    private init(handle: OpaquePointer) { self.handle = handle }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    /// `sqlite3_open_v2` read-write, never following a symlink, never creating (the store creates the file itself).
+    static func open(path: String) -> Result<SQLiteConnection, SQLiteError> {
+        var handle: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        let status = sqlite3_open_v2(path, &handle, flags, nil)
+        guard let handle else { return .failure(SQLiteError(code: status, message: "out of memory")) }
+        guard status == SQLITE_OK else {
+            let error = SQLiteError(code: status, message: String(cString: sqlite3_errmsg(handle)))
+            sqlite3_close_v2(handle)
+            return .failure(error)
+        }
+        sqlite3_extended_result_codes(handle, 1)
+        return .success(SQLiteConnection(handle: handle))
+    }
+
+    private func error(_ status: Int32) -> SQLiteError {
+        SQLiteError(code: status, message: String(cString: sqlite3_errmsg(handle)))
+    }
+
+    /// `sqlite3_busy_timeout`.
+    func setBusyTimeout(milliseconds: Int32) { sqlite3_busy_timeout(handle, milliseconds) }
+
+    /// Runs statements that return no rows (`sqlite3_exec`).
+    func execute(_ sql: String) throws(SQLiteError) {
+        let status = sqlite3_exec(handle, sql, nil, nil, nil)
+        guard status == SQLITE_OK else { throw error(status) }
+    }
+
+    /// Runs one statement with bound values and returns every row.
+    @discardableResult
+    func query(_ sql: String, _ values: [Value] = []) throws(SQLiteError) -> [[Value]] {
+        var statement: OpaquePointer?
+        var status = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+        guard status == SQLITE_OK, let statement else { throw error(status) }
+        defer { sqlite3_finalize(statement) }
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            switch value {
+            case .null: status = sqlite3_bind_null(statement, index)
+            case .integer(let number): status = sqlite3_bind_int64(statement, index, number)
+            case .text(let text): status = keyway_sqlite3_bind_text(statement, index, text, -1)
+            case .blob(let bytes):
+                status = bytes.withUnsafeBytes { keyway_sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count)) }
+            }
+            guard status == SQLITE_OK else { throw error(status) }
+        }
+        var rows: [[Value]] = []
+        while true {
+            status = sqlite3_step(statement)
+            if status == SQLITE_DONE { return rows }
+            guard status == SQLITE_ROW else { throw error(status) }
+            rows.append((0..<sqlite3_column_count(statement)).map { column(statement, $0) })
+        }
+    }
+
+    private func column(_ statement: OpaquePointer, _ index: Int32) -> Value {
+        switch sqlite3_column_type(statement, index) {
+        case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, index))
+        case SQLITE_TEXT: return .text(String(cString: sqlite3_column_text(statement, index)))
+        case SQLITE_BLOB:
+            let count = Int(sqlite3_column_bytes(statement, index))
+            guard count > 0, let bytes = sqlite3_column_blob(statement, index) else { return .blob([]) }
+            return .blob(Array(UnsafeRawBufferPointer(start: bytes, count: count)))
+        default: return .null
+        }
+    }
+
+    /// Runs `body` in a transaction (`BEGIN IMMEDIATE` takes the write lock at once), committing on return and
+    /// rolling back on a throw.
+    func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// A value bound to or read from a statement.
+    enum Value: Equatable {
+        case null
+        case integer(Int64)
+        case text(String)
+        case blob([UInt8])
+
+        var integer: Int64? { if case .integer(let number) = self { number } else { nil } }
+        var text: String? { if case .text(let text) = self { text } else { nil } }
+        var blob: [UInt8]? {
+            switch self {
+            case .blob(let bytes): bytes
+            case .null: nil
+            case .text(let text): Array(text.utf8)
+            case .integer: nil
+            }
+        }
+    }
+}

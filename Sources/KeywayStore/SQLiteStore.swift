@@ -1,0 +1,293 @@
+public import Glibc
+public import KeywayCore
+import Synchronization
+
+/// The production `Store`: one SQLite database (WAL, full sync), root-owned 0600 in a 0700 directory.
+///
+/// Every process opens its own connection; SQLite's locks make `updateAttempts` atomic across processes
+/// (`BEGIN IMMEDIATE`), and its journal makes every change all-or-nothing across crashes.
+public final class SQLiteStore: Store {
+    /// Where the store is and whom it must belong to.
+    public struct Options: Sendable, Equatable {
+        /// The database file.
+        public var path: String
+        /// The owner the directory and file must have: root, except for tests that say otherwise on purpose.
+        public var owner: uid_t
+        /// Create the directory (0700) and the file (0600) if missing.
+        public var create: Bool
+        /// How long to wait for another process's lock before failing.
+        public var busyTimeout: Duration
+
+        /// The default location.
+        public static let defaultPath = "/var/lib/keyway/keyway.db"
+
+        /// Options for the store at `path`, which must be root's.
+        public init(path: String = defaultPath, create: Bool = true, busyTimeout: Duration = .seconds(10)) {
+            self.path = path
+            self.owner = 0
+            self.create = create
+            self.busyTimeout = busyTimeout
+        }
+
+        /// Options for a store owned by the current user instead of root: for tests and demos in a temporary
+        /// directory only. The permission checks stay; only the expected owner changes.
+        public static func ownedByCurrentUser(path: String, create: Bool = true) -> Options {
+            var options = Options(path: path, create: create)
+            options.owner = geteuid()
+            return options
+        }
+    }
+
+    /// Where the store is.
+    public let options: Options
+    private let connection: SQLiteConnection
+    /// Serializes use of `connection` between threads of one process (SQLite's locks serialize processes).
+    private let lock = Mutex(())
+
+    /// Opens (creating if allowed) the store, checking ownership and mode, and migrating an older schema.
+    public init(_ options: Options = Options()) throws(AuthenticationError) {
+        self.options = options
+        try StoreFile.prepare(path: options.path, owner: options.owner, create: options.create)
+        let opened: SQLiteConnection
+        switch SQLiteConnection.open(path: options.path) {
+        case .success(let connection): opened = connection
+        case .failure(let error): throw Self.failure(options.path, "cannot be opened", error)
+        }
+        let (seconds, attoseconds) = options.busyTimeout.components
+        opened.setBusyTimeout(milliseconds: Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        try Self.configure(opened, path: options.path)
+        connection = opened
+    }
+
+    private static func configure(_ db: SQLiteConnection, path: String) throws(AuthenticationError) {
+        do {
+            let identity = try db.query("PRAGMA application_id")
+            let version = try db.query("PRAGMA user_version").first?.first?.integer ?? 0
+            let application = identity.first?.first?.integer ?? 0
+            if application != Schema.applicationID {
+                let tables = try db.query("SELECT count(*) FROM sqlite_schema").first?.first?.integer ?? 0
+                guard application == 0, tables == 0 else {
+                    throw AuthenticationError(.storeFailure, "Keyway store \(path): it is not a Keyway store "
+                                                  + "(another application's database); it was not changed")
+                }
+            }
+            guard version <= Schema.currentVersion else {
+                throw AuthenticationError(.storeFailure, "Keyway store \(path): it was written by a newer Keyway "
+                                              + "(schema version \(version); this version knows up to "
+                                              + "\(Schema.currentVersion)); upgrade Keyway. The file was not changed.")
+            }
+            try db.execute("PRAGMA trusted_schema = OFF; PRAGMA secure_delete = ON; PRAGMA synchronous = FULL")
+            if version < Schema.currentVersion { try migrate(db) }
+            let mode = try db.query("PRAGMA journal_mode = WAL").first?.first?.text
+            guard mode == "wal" else {
+                throw AuthenticationError(.storeFailure, "Keyway store \(path): cannot use write-ahead logging "
+                                              + "(journal mode is \(mode ?? "unknown"))")
+            }
+        } catch let error as SQLiteError {
+            throw failure(path, "cannot be read", error)
+        } catch let error as AuthenticationError {
+            throw error
+        } catch {
+            throw AuthenticationError(.storeFailure, "Keyway store \(path): \(error)")
+        }
+    }
+
+    /// Applies the missing migrations, each in its own transaction; another process may be migrating too.
+    private static func migrate(_ db: SQLiteConnection) throws(SQLiteError) {
+        try db.transaction { () throws(SQLiteError) in
+            let version = try db.query("PRAGMA user_version").first?.first?.integer ?? 0
+            guard version < Schema.currentVersion else { return }
+            for index in Int(version)..<Schema.migrations.count {
+                try db.execute(Schema.migrations[index])
+            }
+            try db.execute("PRAGMA application_id = \(Schema.applicationID); "
+                               + "PRAGMA user_version = \(Schema.currentVersion)")
+        }
+    }
+
+    static func failure(_ path: String, _ what: String, _ error: SQLiteError) -> AuthenticationError {
+        AuthenticationError(.storeFailure, "Keyway store \(path): \(what): \(error)")
+    }
+
+    /// Runs `body` on the connection, turning SQLite failures into store failures that name the file.
+    private func run<T>(_ what: String, _ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(AuthenticationError)
+        -> T
+    {
+        let outcome: Result<T, SQLiteError> = lock.withLock { _ in
+            do throws(SQLiteError) { return .success(try body(connection)) } catch { return .failure(error) }
+        }
+        switch outcome {
+        case .success(let value): return value
+        case .failure(let error): throw Self.failure(options.path, what, error)
+        }
+    }
+
+    // MARK: Enrollments
+
+    public func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment? {
+        try run("cannot read an enrollment") { db throws(SQLiteError) in
+            try db.query("SELECT user, factor, payload, changed_at, changed_by FROM enrollments "
+                             + "WHERE user = ? AND factor = ?", [.text(user), .text(factor.rawValue)])
+                .first.flatMap(Self.enrollment(from:))
+        }
+    }
+
+    public func enrollments(user: String) throws(AuthenticationError) -> [Enrollment] {
+        try run("cannot read enrollments") { db throws(SQLiteError) in
+            try db.query("SELECT user, factor, payload, changed_at, changed_by FROM enrollments WHERE user = ? "
+                             + "ORDER BY factor", [.text(user)]).compactMap(Self.enrollment(from:))
+        }
+    }
+
+    private static func enrollment(from row: [SQLiteConnection.Value]) -> Enrollment? {
+        guard row.count == 5, let user = row[0].text, let factor = row[1].text, let payload = row[2].blob,
+            let changedAt = row[3].integer, let changedBy = row[4].text
+        else { return nil }
+        return Enrollment(user: user, factor: FactorKind(rawValue: factor), payload: payload,
+                          changedAt: Timestamp(milliseconds: changedAt), changedBy: changedBy)
+    }
+
+    public func save(_ enrollment: Enrollment) throws(AuthenticationError) {
+        try run("cannot save the enrollment") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                try db.query("INSERT OR REPLACE INTO enrollments (user, factor, payload, changed_at, changed_by) "
+                                 + "VALUES (?, ?, ?, ?, ?)",
+                             [.text(enrollment.user), .text(enrollment.factor.rawValue), .blob(enrollment.payload),
+                              .integer(enrollment.changedAt.milliseconds), .text(enrollment.changedBy)])
+                try Self.audit(db, AuditEntry(at: enrollment.changedAt, actor: enrollment.changedBy,
+                                              user: enrollment.user, action: .enroll, factor: enrollment.factor))
+            }
+        }
+    }
+
+    @discardableResult
+    public func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError)
+        -> Bool
+    {
+        try run("cannot remove the enrollment") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let removed = try db.query("DELETE FROM enrollments WHERE user = ? AND factor = ? RETURNING 1",
+                                           [.text(user), .text(factor.rawValue)])
+                guard !removed.isEmpty else { return false }
+                try Self.audit(db, AuditEntry(at: change.at, actor: change.actor, user: user, action: .remove,
+                                              factor: factor))
+                return true
+            }
+        }
+    }
+
+    // MARK: Attempts
+
+    public func attempts(user: String) throws(AuthenticationError) -> AttemptBook {
+        try run("cannot read attempt counters") { db throws(SQLiteError) in try Self.book(db, user) }
+    }
+
+    public func updateAttempts<T>(user: String, _ body: (inout AttemptBook) -> T) throws(AuthenticationError) -> T {
+        try run("cannot update attempt counters") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let before = try Self.book(db, user)
+                var book = before
+                let result = body(&book)
+                for factor in Set(before.states.keys).union(book.states.keys) where before[factor] != book[factor] {
+                    let state = book[factor]
+                    if state == AttemptState() {
+                        try db.query("DELETE FROM attempts WHERE user = ? AND factor = ?",
+                                     [.text(user), .text(factor.rawValue)])
+                    } else {
+                        try db.query("INSERT OR REPLACE INTO attempts "
+                                         + "(user, factor, failures, last_failure, recent_mismatches) VALUES (?, ?, ?, ?, ?)",
+                                     [.text(user), .text(factor.rawValue), .integer(Int64(state.consecutiveFailures)),
+                                      state.lastFailure.map { .integer($0.milliseconds) } ?? .null,
+                                      .blob(Self.encode(state.recentMismatches))])
+                    }
+                }
+                return result
+            }
+        }
+    }
+
+    public func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError) {
+        try run("cannot reset attempt counters") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                if let factor {
+                    try db.query("DELETE FROM attempts WHERE user = ? AND factor = ?", [.text(user), .text(factor.rawValue)])
+                } else {
+                    try db.query("DELETE FROM attempts WHERE user = ?", [.text(user)])
+                }
+                try Self.audit(db, AuditEntry(at: change.at, actor: change.actor, user: user, action: .reset,
+                                              factor: factor))
+            }
+        }
+    }
+
+    private static func book(_ db: SQLiteConnection, _ user: String) throws(SQLiteError) -> AttemptBook {
+        var book = AttemptBook()
+        let rows = try db.query("SELECT factor, failures, last_failure, recent_mismatches FROM attempts WHERE user = ?",
+                                [.text(user)])
+        for row in rows {
+            guard let factor = row[0].text, let failures = row[1].integer else { continue }
+            book[FactorKind(rawValue: factor)] = AttemptState(
+                consecutiveFailures: Int(clamping: failures), lastFailure: row[2].integer.map { Timestamp(milliseconds: $0) },
+                recentMismatches: decode(row[3].blob ?? []))
+        }
+        return book
+    }
+
+    /// Length-prefixed fingerprints, oldest first.
+    static func encode(_ fingerprints: [[UInt8]]) -> [UInt8] {
+        fingerprints.flatMap { [UInt8(clamping: $0.count)] + $0.prefix(255) }
+    }
+
+    static func decode(_ bytes: [UInt8]) -> [[UInt8]] {
+        var result: [[UInt8]] = []
+        var index = 0
+        while index < bytes.count {
+            let length = Int(bytes[index])
+            guard index + 1 + length <= bytes.count else { break }
+            result.append(Array(bytes[(index + 1)..<(index + 1 + length)]))
+            index += 1 + length
+        }
+        return result
+    }
+
+    // MARK: Administration
+
+    public func users() throws(AuthenticationError) -> [String] {
+        try run("cannot list users") { db throws(SQLiteError) in
+            try db.query("SELECT user FROM enrollments UNION SELECT user FROM attempts ORDER BY 1")
+                .compactMap { $0.first?.text }
+        }
+    }
+
+    public func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry] {
+        try run("cannot read the audit trail") { db throws(SQLiteError) in
+            let columns = "SELECT at, actor, user, action, factor FROM audit"
+            let rows: [[SQLiteConnection.Value]]
+            if let user {
+                rows = try db.query(columns + " WHERE user = ? ORDER BY id", [.text(user)])
+            } else {
+                rows = try db.query(columns + " ORDER BY id")
+            }
+            return rows.compactMap { row in
+                guard let at = row[0].integer, let actor = row[1].text, let user = row[2].text,
+                    let action = row[3].text.flatMap(AuditEntry.Action.init(rawValue:))
+                else { return nil }
+                return AuditEntry(at: Timestamp(milliseconds: at), actor: actor, user: user, action: action,
+                                  factor: row[4].text.map(FactorKind.init(rawValue:)))
+            }
+        }
+    }
+
+    private static func audit(_ db: SQLiteConnection, _ entry: AuditEntry) throws(SQLiteError) {
+        try db.query("INSERT INTO audit (at, actor, user, action, factor) VALUES (?, ?, ?, ?, ?)",
+                     [.integer(entry.at.milliseconds), .text(entry.actor), .text(entry.user),
+                      .text(entry.action.rawValue), entry.factor.map { .text($0.rawValue) } ?? .null])
+    }
+
+    /// Runs SQLite's full consistency check; "ok" when the file is sound.
+    public func integrityCheck() throws(AuthenticationError) -> String {
+        try run("cannot check integrity") { db throws(SQLiteError) in
+            try db.query("PRAGMA integrity_check").compactMap { $0.first?.text }.joined(separator: "; ")
+        }
+    }
+}

@@ -1,0 +1,101 @@
+import Glibc
+import KeywayCore
+
+/// Checks (and, when asked, creates) the store's directory and file before SQLite opens them: no symlinks, the
+/// expected owner, no access for group or others. Every refusal says what is wrong and how to fix it.
+enum StoreFile {
+    /// Makes sure `path` is safe to open as the store, creating a 0700 directory and a 0600 file when allowed.
+    static func prepare(path: String, owner: uid_t, create: Bool) throws(AuthenticationError) {
+        guard path.hasPrefix("/") else { throw refuse(path, "the path must be absolute") }
+        let directory = parent(of: path)
+        try checkDirectory(directory, owner: owner, create: create, storePath: path)
+        let descriptor = try openFile(path, create: create)
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw refuse(path, "cannot be examined: \(errnoText())") }
+        try checkFile(path, info, owner: owner)
+        for companion in [path + "-wal", path + "-shm", path + "-journal"] {
+            var companionInfo = stat()
+            if lstat(companion, &companionInfo) == 0 { try checkFile(companion, companionInfo, owner: owner) }
+        }
+    }
+
+    static func parent(of path: String) -> String {
+        let trimmed = path.split(separator: "/", omittingEmptySubsequences: true).dropLast()
+        return "/" + trimmed.joined(separator: "/")
+    }
+
+    private static func checkDirectory(_ directory: String, owner: uid_t, create: Bool, storePath: String)
+        throws(AuthenticationError)
+    {
+        var info = stat()
+        if lstat(directory, &info) != 0 {
+            guard errno == ENOENT, create else {
+                throw refuse(storePath, "its directory \(directory) is missing (\(errnoText())); create it with "
+                                 + "`install -d -m 700 -o root -g root \(directory)` or run `make install`")
+            }
+            guard mkdir(directory, 0o700) == 0 || errno == EEXIST else {
+                throw refuse(storePath, "cannot create the directory \(directory): \(errnoText())")
+            }
+            guard lstat(directory, &info) == 0 else { throw refuse(storePath, "cannot examine \(directory)") }
+        }
+        if info.st_mode & S_IFMT == S_IFLNK {
+            throw refuse(storePath, "its directory \(directory) is a symbolic link; use the real directory")
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw refuse(storePath, "\(directory) is not a directory") }
+        guard info.st_uid == owner else {
+            throw refuse(storePath, "its directory \(directory) is owned by uid \(info.st_uid), not \(ownerName(owner)); "
+                             + "fix with `chown \(ownerName(owner)) \(directory)`")
+        }
+        guard info.st_mode & 0o022 == 0 else {
+            throw refuse(storePath, "its directory \(directory) is writable by group or others (mode "
+                             + "\(octal(info.st_mode & 0o7777))); fix with `chmod 700 \(directory)`")
+        }
+    }
+
+    private static func openFile(_ path: String, create: Bool) throws(AuthenticationError) -> Int32 {
+        let descriptor = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
+        if descriptor >= 0 { return descriptor }
+        switch errno {
+        case ELOOP:
+            throw refuse(path, "it is a symbolic link; point the store at the real file")
+        case ENOENT where create:
+            let created = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0o600)
+            guard created >= 0 else { throw refuse(path, "cannot be created: \(errnoText())") }
+            fchmod(created, 0o600)
+            return created
+        case ENOENT:
+            throw refuse(path, "it does not exist; enroll a user (keyway enroll) or run `make install` to create it")
+        case EACCES, EPERM:
+            throw refuse(path, "permission denied; the store is root's and Keyway must run as root")
+        default:
+            throw refuse(path, "cannot be opened: \(errnoText())")
+        }
+    }
+
+    private static func checkFile(_ path: String, _ info: stat, owner: uid_t) throws(AuthenticationError) {
+        if info.st_mode & S_IFMT == S_IFLNK { throw refuse(path, "it is a symbolic link; use the real file") }
+        guard info.st_mode & S_IFMT == S_IFREG else { throw refuse(path, "it is not a regular file") }
+        guard info.st_uid == owner else {
+            throw refuse(path, "it is owned by uid \(info.st_uid), not \(ownerName(owner)); "
+                             + "fix with `chown \(ownerName(owner)) \(path)`")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw refuse(path, "it is accessible to group or others (mode \(octal(info.st_mode & 0o7777))); "
+                             + "fix with `chmod 600 \(path)`")
+        }
+        guard info.st_nlink == 1 else {
+            throw refuse(path, "it has \(info.st_nlink) hard links; a store must have exactly one")
+        }
+    }
+
+    static func refuse(_ path: String, _ why: String) -> AuthenticationError {
+        AuthenticationError(.storeFailure, "Keyway store \(path): \(why)")
+    }
+
+    private static func ownerName(_ uid: uid_t) -> String { uid == 0 ? "root" : "uid \(uid)" }
+
+    private static func octal(_ mode: mode_t) -> String { "0" + String(mode, radix: 8) }
+
+    static func errnoText() -> String { String(cString: strerror(errno)) }
+}

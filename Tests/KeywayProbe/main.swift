@@ -1,0 +1,159 @@
+// keyway-probe: a separate process that drives a real SQLite store, for the store's multi-process tests and the
+// store benchmark. Not installed; built with the tests.
+//
+//   keyway-probe attempt STORE USER PASSCODE KDFLOG [BARRIER]   one passcode attempt; prints the outcome
+//   keyway-probe enroll STORE USER PASSCODE                     sets a passcode (no conversation rules)
+//   keyway-probe churn STORE PREFIX COUNT                       enrollments + counter updates, printing each commit
+//   keyway-probe fill STORE PREFIX                              enrollments of 4 KiB until the store refuses
+//   keyway-probe bench STORE USERS ROUNDS                       store latency per authentication, in microseconds
+import Glibc
+import KeywayCore
+import KeywayPasscode
+import KeywayPlatform
+import KeywayStore
+
+/// Writes a line to standard output at once (no buffering), so a SIGKILL never loses a reported commit.
+func say(_ line: String) {
+    let text = line + "\n"
+    _ = text.withCString { write(1, $0, strlen($0)) }
+}
+
+func fail(_ line: String) -> Never {
+    say("error " + line)
+    exit(2)
+}
+
+/// A hasher that appends a line to a log before every verification: an independent count of slow-hash runs.
+struct CountingHasher: SecretHasher {
+    let inner: Argon2idHasher
+    let log: String
+
+    func hash(_ secret: Secret) throws(AuthenticationError) -> String { try inner.hash(secret) }
+
+    func verify(_ secret: Secret, against encoded: String) throws(AuthenticationError) -> SecretCheck {
+        let descriptor = open(log, O_WRONLY | O_APPEND | O_CREAT, 0o600)
+        if descriptor >= 0 {
+            _ = "kdf \(getpid())\n".withCString { write(descriptor, $0, strlen($0)) }
+            close(descriptor)
+        }
+        return try inner.verify(secret, against: encoded)
+    }
+
+    func burnWork(_ secret: Secret) { inner.burnWork(secret) }
+}
+
+/// Answers the one prompt with a fixed line.
+final class OneLine: Conversation {
+    let line: String
+    init(_ line: String) { self.line = line }
+    func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply { .secret(Secret(copying: Array(line.utf8))) }
+    func tell(_ message: Message) {}
+}
+
+func openStore(_ path: String) -> SQLiteStore {
+    do { return try SQLiteStore(.ownedByCurrentUser(path: path)) } catch { fail("\(error.code.rawValue) \(error.reason)") }
+}
+
+func now() -> Double {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 3 else { fail("usage: see the comment at the top of main.swift") }
+
+switch arguments[1] {
+case "attempt" where arguments.count >= 6:
+    if arguments.count >= 7 {  // wait at the barrier so every process attempts at the same moment
+        while access(arguments[6], F_OK) != 0 { usleep(500) }
+    }
+    let store = openStore(arguments[2])
+    let hasher = CountingHasher(inner: try! Argon2idHasher(), log: arguments[5])
+    let plugin = PasscodeAuthenticator(store: store, clock: SystemClock(), hasher: hasher)
+    do {
+        let verdict = try plugin.authenticate(AuthenticationRequest(user: UserContext(name: arguments[3])),
+                                              conversation: OneLine(arguments[4]))
+        switch verdict {
+        case .success: say("success")
+        case .failure(.mismatch): say("mismatch")
+        case .failure(let other): say("failure \(other)")
+        }
+    } catch {
+        say("refused \(error.code.rawValue)")
+    }
+
+case "enroll" where arguments.count >= 5:
+    let store = openStore(arguments[2])
+    let plugin = PasscodeAuthenticator(store: store, clock: SystemClock(), hasher: try! Argon2idHasher())
+    do {
+        try store.save(plugin.knowledge.enrollment(of: Secret(copying: Array(arguments[4].utf8)), user: arguments[3],
+                                                   by: "keyway-probe"))
+        say("committed \(arguments[3])")
+    } catch {
+        fail("\(error.code.rawValue) \(error.reason)")
+    }
+
+case "churn" where arguments.count >= 5:
+    let store = openStore(arguments[2])
+    let count = Int(arguments[4]) ?? 0
+    for index in 0..<count {
+        let user = "\(arguments[3])-\(index)"
+        let payload = Array("payload of \(user)".utf8)
+        do {
+            try store.save(Enrollment(user: user, factor: .passcode, payload: payload,
+                                      changedAt: SystemClock().now(), changedBy: "churn"))
+            say("committed \(user)")
+            let failures = try store.updateAttempts(user: arguments[3]) { book in
+                book[.gesture].consecutiveFailures += 1
+                return book[.gesture].consecutiveFailures
+            }
+            say("counted \(arguments[3]) \(failures)")
+        } catch {
+            fail("\(error.code.rawValue) \(error.reason)")
+        }
+    }
+
+case "fill" where arguments.count >= 4:
+    let store = openStore(arguments[2])
+    var generator = SystemRandomNumberGenerator()
+    for index in 0..<100_000 {
+        let user = "\(arguments[3])-\(index)"
+        let payload = (0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        do {
+            try store.save(Enrollment(user: user, factor: .passcode, payload: payload, changedAt: SystemClock().now(),
+                                      changedBy: "fill"))
+            say("committed \(user)")
+        } catch {
+            fail("\(error.code.rawValue) \(error.reason)")
+        }
+    }
+
+case "bench" where arguments.count >= 5:
+    // The store's part of one authentication: open, read the enrollment, reserve, settle (a failure, so the
+    // counter row is written, then a success that deletes it).
+    let users = Int(arguments[3]) ?? 1
+    let rounds = Int(arguments[4]) ?? 200
+    var samples: [Double] = []
+    for round in 0..<rounds {
+        let user = "user-\(round * 7919 % users)"
+        let start = now()
+        let store = openStore(arguments[2])
+        let gate = AttemptGate(factor: .passcode, store: store, clock: SystemClock(), schedule: .passcode)
+        do {
+            guard try store.enrollment(user: user, factor: .passcode) != nil else { fail("\(user) is not enrolled") }
+            let reservation = try gate.reserve(for: user)
+            try gate.settleSuccess(reservation)
+        } catch {
+            fail("\(error.code.rawValue) \(error.reason)")
+        }
+        samples.append((now() - start) * 1e6)
+    }
+    samples.sort()
+    let median = samples[samples.count / 2]
+    let p95 = samples[samples.count * 95 / 100]
+    say("users=\(users) rounds=\(rounds) median_us=\(Int(median)) p95_us=\(Int(p95))")
+
+default:
+    fail("unknown or incomplete command \(arguments[1])")
+}

@@ -1,0 +1,92 @@
+import Foundation
+import KeywayCore
+import Testing
+
+@testable import KeywayStore
+
+@Suite("SQLite store across processes", .serialized)
+struct MultiProcessTests {
+    @Test("48 processes guessing at once: at most 5 slow-hash checks, every other attempt refused, the count exact")
+    func parallelGuessesNeverExceedTheLimit() throws {
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        let kdfLog = scratch.directory + "/kdf.log"
+        let barrier = scratch.directory + "/go"
+        #expect(try Probe.run(["enroll", scratch.store, "alice", "739155"]) == ["committed alice"])
+        let processes = 48
+        // Every process has its own wrong passcode, so none is refunded as a repeat.
+        let probes = try (0..<processes).map { index in
+            try Probe(["attempt", scratch.store, "alice", "wrong-\(index)", kdfLog, barrier])
+        }
+        usleep(300_000)  // let every process reach the barrier
+        FileManager.default.createFile(atPath: barrier, contents: Data())
+        let outcomes = probes.map { $0.finish().joined() }
+        let verified = outcomes.filter { $0 == "mismatch" }.count
+        let refused = outcomes.filter { $0 == "refused throttled" }.count
+        let kdfRuns = (try? String(contentsOfFile: kdfLog, encoding: .utf8))?.split(separator: "\n").count ?? 0
+        #expect(kdfRuns <= 5, "the slow hash ran \(kdfRuns) times")
+        #expect(verified == kdfRuns)
+        #expect(verified + refused == processes, "\(outcomes)")
+        #expect(verified == 5)
+        let store = try scratch.open(create: false)
+        #expect(try store.attempts(user: "alice")[.passcode].consecutiveFailures == 5)
+        #expect(try store.integrityCheck() == "ok")
+    }
+
+    @Test("different users authenticating at once do not disturb each other's counts")
+    func parallelDifferentUsers() throws {
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        let kdfLog = scratch.directory + "/kdf.log"
+        let barrier = scratch.directory + "/go"
+        let users = (0..<8).map { "user-\($0)" }
+        for user in users { _ = try Probe.run(["enroll", scratch.store, user, "739155"]) }
+        let probes = try users.flatMap { user in
+            try (0..<3).map { try Probe(["attempt", scratch.store, user, "wrong-\($0)", kdfLog, barrier]) }
+        }
+        usleep(200_000)
+        FileManager.default.createFile(atPath: barrier, contents: Data())
+        let outcomes = probes.map { $0.finish().joined() }
+        #expect(outcomes.allSatisfy { $0 == "mismatch" }, "\(outcomes)")
+        let store = try scratch.open(create: false)
+        for user in users { #expect(try store.attempts(user: user)[.passcode].consecutiveFailures == 3) }
+    }
+
+    @Test("SIGKILL at random points during 200+ operations: integrity ok, every reported commit present")
+    func killedWriters() throws {
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        do { _ = try scratch.open() }
+        var committed: Set<String> = []
+        var lastCount: [String: Int] = [:]
+        var operations = 0
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<25 {
+            let writers = try (0..<3).map { writer in
+                try Probe(["churn", scratch.store, "r\(round)w\(writer)", "400"])
+            }
+            usleep(UInt32.random(in: 5_000...60_000, using: &generator))
+            for writer in writers { kill(writer.process.processIdentifier, SIGKILL) }
+            for (writer, probe) in writers.enumerated() {
+                for line in probe.finish() {
+                    let words = line.split(separator: " ")
+                    if words.first == "committed", words.count == 2 { committed.insert(String(words[1])); operations += 1 }
+                    if words.first == "counted", words.count == 3, let count = Int(words[2]) {
+                        lastCount["r\(round)w\(writer)"] = count
+                        operations += 1
+                    }
+                }
+            }
+        }
+        #expect(operations >= 200, "only \(operations) operations were reported before the kills")
+        let store = try scratch.open(create: false)
+        #expect(try store.integrityCheck() == "ok")
+        for user in committed {
+            #expect(try store.enrollment(user: user, factor: .passcode)?.payload == Array("payload of \(user)".utf8))
+        }
+        for (user, count) in lastCount {
+            let stored = try store.attempts(user: user)[.gesture].consecutiveFailures
+            #expect(stored == count || stored == count + 1, "\(user): reported \(count), stored \(stored)")
+        }
+    }
+}

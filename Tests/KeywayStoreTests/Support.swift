@@ -1,0 +1,85 @@
+import Foundation
+import KeywayCore
+import KeywayStore
+
+/// A fresh 0700 directory under /tmp, removed by `remove()`.
+struct Scratch {
+    let directory: String
+    var store: String { directory + "/keyway.db" }
+
+    init() {
+        let template = "/tmp/keyway-store-test.XXXXXX"
+        var bytes = Array(template.utf8CString)
+        directory = String(cString: mkdtemp(&bytes)!)
+    }
+
+    func open(create: Bool = true) throws(AuthenticationError) -> SQLiteStore {
+        try SQLiteStore(.ownedByCurrentUser(path: store, create: create))
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+
+    func mode(_ path: String) -> mode_t {
+        var info = stat()
+        stat(path, &info)
+        return info.st_mode & 0o7777
+    }
+
+    func bytes(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+}
+
+/// The probe executable, built next to the test bundle.
+let probePath: String = {
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    var directory = executable.deletingLastPathComponent()
+    while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("keyway-probe").path),
+        directory.path != "/"
+    {
+        directory = directory.deletingLastPathComponent()
+    }
+    return directory.appendingPathComponent("keyway-probe").path
+}()
+
+/// A running probe, its output collected.
+final class Probe: @unchecked Sendable {
+    let process = Process()
+    private let pipe = Pipe()
+
+    init(_ arguments: [String], shell prefix: String? = nil) throws {
+        if let prefix {
+            process.executableURL = URL(fileURLWithPath: "/bin/bash")
+            process.arguments = ["-c", prefix + " exec \"$0\" \"$@\"", probePath] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: probePath)
+            process.arguments = arguments
+        }
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+    }
+
+    /// Waits for the exit and returns the output lines.
+    func finish() -> [String] {
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    /// Runs a probe to completion.
+    static func run(_ arguments: [String], shell prefix: String? = nil) throws -> [String] {
+        try Probe(arguments, shell: prefix).finish()
+    }
+}
+
+/// Runs a shell command, returning its status.
+@discardableResult
+func shell(_ command: String) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/bash")
+    process.arguments = ["-c", command]
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try? process.run()
+    process.waitUntilExit()
+    return process.terminationStatus
+}
