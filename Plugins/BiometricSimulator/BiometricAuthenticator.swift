@@ -169,7 +169,7 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         }
         current.templates.removeAll { $0.finger == finger }
         if current.templates.isEmpty {
-            try gate.store.removeEnrollment(user: user, factor: .biometric)
+            try gate.store.removeEnrollment(user: user, factor: .biometric, by: Attribution(actor, at: gate.clock.now()))
         } else {
             current.domainState = newDomainState()
             _ = try save(current, user: user, by: actor)

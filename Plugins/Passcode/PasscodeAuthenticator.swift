@@ -2,7 +2,7 @@ public import KeywayCore
 
 /// The passcode factor: the fallback that also clears the biometric lockout when it succeeds.
 public struct PasscodeAuthenticator: Authenticator {
-    public static let factor = FactorKind.passcode
+    public var factor: FactorKind { .passcode }
 
     /// The enrollment rules.
     public let rules: PasscodeRules
@@ -13,9 +13,9 @@ public struct PasscodeAuthenticator: Authenticator {
     public init(store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PasscodeRules = .default,
                 schedule: ThrottleSchedule = .passcode) {
         self.rules = rules
-        let gate = AttemptGate(factor: Self.factor, store: store, clock: clock, schedule: schedule,
+        let gate = AttemptGate(factor: FactorKind.passcode, store: store, clock: clock, schedule: schedule,
                                clears: [.biometric])
-        knowledge = KnowledgeFactor(factor: Self.factor, promptText: "Passcode: ", normalize: Self.normalize,
+        knowledge = KnowledgeFactor(factor: FactorKind.passcode, promptText: "Passcode: ", normalize: Self.normalize,
                                     hasher: hasher, gate: gate, notEnrolledCode: .passcodeNotSet)
     }
 
