@@ -9,3 +9,4 @@ static inline int keyway_sqlite3_bind_text(sqlite3_stmt *statement, int index, c
 static inline int keyway_sqlite3_bind_blob(sqlite3_stmt *statement, int index, const void *bytes, int length) {
     return sqlite3_bind_blob(statement, index, bytes, length, SQLITE_TRANSIENT);
 }
+

@@ -74,7 +74,7 @@ public struct AttemptGate: Sendable {
 
     /// Records a verified success: resets this factor and the factors it clears.
     public func settleSuccess(_ reservation: Reservation) throws(AuthenticationError) {
-        try store.updateAttempts(user: reservation.user) { book in
+        try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: stays counted
             book[factor] = AttemptState()
             for cleared in clears { book[cleared] = AttemptState() }
         }
@@ -84,7 +84,7 @@ public struct AttemptGate: Sendable {
     public func settleFailure(_ reservation: Reservation, fingerprint: [UInt8]?) throws(AuthenticationError)
         -> Verdict.Failure
     {
-        try store.updateAttempts(user: reservation.user) { book in
+        try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: refund not given
             guard let fingerprint else { return .mismatch }
             var state = book[factor]
             if state.recentMismatches.contains(fingerprint) {

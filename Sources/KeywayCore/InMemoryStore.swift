@@ -61,7 +61,9 @@ public final class InMemoryStore: Store {
         contents.withLock { $0.attempts[user] ?? AttemptBook() }
     }
 
-    public func updateAttempts<T>(user: String, _ body: (inout AttemptBook) -> T) throws(AuthenticationError) -> T {
+    public func updateAttempts<T>(user: String, durable: Bool, _ body: (inout AttemptBook) -> T)
+        throws(AuthenticationError) -> T
+    {
         contents.withLock { contents in
             var book = contents.attempts[user] ?? AttemptBook()
             let result = body(&book)

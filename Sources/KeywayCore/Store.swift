@@ -18,14 +18,24 @@ public protocol Store: Sendable {
     func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError) -> Bool
     /// The user's attempt counters, read without locking.
     func attempts(user: String) throws(AuthenticationError) -> AttemptBook
-    /// Atomically reads, changes and writes back the user's attempt counters.
-    func updateAttempts<T>(user: String, _ body: (inout AttemptBook) -> T) throws(AuthenticationError) -> T
+    /// Atomically reads, changes and writes back the user's attempt counters. With `durable` false the change may be
+    /// lost in a power cut (never in a process crash): for changes whose loss errs on the safe side, such as clearing
+    /// a counter after a success, which then merely stays counted.
+    func updateAttempts<T>(user: String, durable: Bool, _ body: (inout AttemptBook) -> T) throws(AuthenticationError)
+        -> T
     /// Clears the counters of one factor, or of all factors when `factor` is nil (as `faillock --reset`).
     func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError)
     /// Every user with an enrollment or counters, sorted.
     func users() throws(AuthenticationError) -> [String]
     /// The record of changes (enrollments, removals, resets), oldest first; for one user, or all when nil.
     func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry]
+}
+
+extension Store {
+    /// Atomically reads, changes and durably writes back the user's attempt counters.
+    public func updateAttempts<T>(user: String, _ body: (inout AttemptBook) -> T) throws(AuthenticationError) -> T {
+        try updateAttempts(user: user, durable: true, body)
+    }
 }
 
 /// Who made a change and when, for the audit trail.

@@ -78,7 +78,8 @@ public final class SQLiteStore: Store {
             }
             try db.execute("PRAGMA trusted_schema = OFF; PRAGMA secure_delete = ON; PRAGMA synchronous = FULL")
             if version < Schema.currentVersion { try migrate(db) }
-            let mode = try db.query("PRAGMA journal_mode = WAL").first?.first?.text
+            var mode = try db.query("PRAGMA journal_mode").first?.first?.text
+            if mode != "wal" { mode = try db.query("PRAGMA journal_mode = WAL").first?.first?.text }
             guard mode == "wal" else {
                 throw AuthenticationError(.storeFailure, "Keyway store \(path): cannot use write-ahead logging "
                                               + "(journal mode is \(mode ?? "unknown"))")
@@ -182,9 +183,14 @@ public final class SQLiteStore: Store {
         try run("cannot read attempt counters") { db throws(SQLiteError) in try Self.book(db, user) }
     }
 
-    public func updateAttempts<T>(user: String, _ body: (inout AttemptBook) -> T) throws(AuthenticationError) -> T {
+    public func updateAttempts<T>(user: String, durable: Bool, _ body: (inout AttemptBook) -> T)
+        throws(AuthenticationError) -> T
+    {
         try run("cannot update attempt counters") { db throws(SQLiteError) in
-            try db.transaction { () throws(SQLiteError) in
+            // In WAL mode NORMAL skips the commit's fsync: safe against crashes, not against a power cut.
+            if !durable { try db.execute("PRAGMA synchronous = NORMAL") }
+            defer { if !durable { try? db.execute("PRAGMA synchronous = FULL") } }
+            return try db.transaction { () throws(SQLiteError) in
                 let before = try Self.book(db, user)
                 var book = before
                 let result = body(&book)

@@ -134,25 +134,30 @@ case "bench" where arguments.count >= 5:
     // counter row is written, then a success that deletes it).
     let users = Int(arguments[3]) ?? 1
     let rounds = Int(arguments[4]) ?? 200
-    var samples: [Double] = []
+    var phases: [[Double]] = Array(repeating: [], count: 5)  // open, read, reserve, settle, total
     for round in 0..<rounds {
         let user = "user-\(round * 7919 % users)"
-        let start = now()
+        var marks = [now()]
         let store = openStore(arguments[2])
+        marks.append(now())
         let gate = AttemptGate(factor: .passcode, store: store, clock: SystemClock(), schedule: .passcode)
         do {
             guard try store.enrollment(user: user, factor: .passcode) != nil else { fail("\(user) is not enrolled") }
+            marks.append(now())
             let reservation = try gate.reserve(for: user)
+            marks.append(now())
             try gate.settleSuccess(reservation)
+            marks.append(now())
         } catch {
             fail("\(error.code.rawValue) \(error.reason)")
         }
-        samples.append((now() - start) * 1e6)
+        for phase in 0..<4 { phases[phase].append((marks[phase + 1] - marks[phase]) * 1e6) }
+        phases[4].append((marks[4] - marks[0]) * 1e6)
     }
-    samples.sort()
-    let median = samples[samples.count / 2]
-    let p95 = samples[samples.count * 95 / 100]
-    say("users=\(users) rounds=\(rounds) median_us=\(Int(median)) p95_us=\(Int(p95))")
+    func median(_ values: [Double]) -> Int { Int(values.sorted()[values.count / 2]) }
+    let p95 = Int(phases[4].sorted()[phases[4].count * 95 / 100])
+    say("median \(median(phases[4])) µs (p95 \(p95) µs) = open \(median(phases[0])) + read \(median(phases[1]))"
+        + " + reserve \(median(phases[2])) + settle \(median(phases[3]))")
 
 default:
     fail("unknown or incomplete command \(arguments[1])")
