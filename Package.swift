@@ -19,6 +19,8 @@ let package = Package(
         .library(name: "KeywayPasscode", targets: ["KeywayPasscode"]),
         .library(name: "KeywayTestSupport", targets: ["KeywayTestSupport"]),
         .library(name: "KeywayStore", targets: ["KeywayStore"]),
+        // The PAM module. SwiftPM names the file libpam_keyway.so; `make module` installs it as pam_keyway.so.
+        .library(name: "pam_keyway", type: .dynamic, targets: ["PAMKeyway"]),
     ],
     targets: [
         // The core: protocols, secrets, errors, throttling, the policy engine. No C, no Foundation.
@@ -41,6 +43,23 @@ let package = Package(
                 path: "Plugins/BiometricSimulator", swiftSettings: strictSettings),
         .target(name: "KeywayPasscode", dependencies: ["KeywayCore"], path: "Plugins/Passcode",
                 swiftSettings: strictSettings),
+
+        // The composition both the PAM module and the CLI use: store, clock, hasher, plugins.
+        .target(name: "KeywayRuntime",
+                dependencies: ["KeywayCore", "KeywayPlatform", "KeywayStore", "KeywayGesture", "KeywayPasscode",
+                               "KeywayBiometricSimulator"],
+                swiftSettings: strictSettings),
+
+        // pam_keyway.so, linked as DESIGN.md §4 measured: the Swift runtime static, no Foundation, -z nodelete
+        // (libpam dlcloses modules), -z defs, only pam_sm_* exported, stripped at link time.
+        .systemLibrary(name: "CPAM", path: "pam/CPAM", providers: [.apt(["libpam0g-dev"])]),
+        .target(name: "PAMKeyway", dependencies: ["CPAM", "KeywayCore", "KeywayRuntime", "KeywayStore"], path: "pam/PAMKeyway",
+                swiftSettings: strictSettings + [.unsafeFlags(["-static-stdlib"])],
+                linkerSettings: [.unsafeFlags([
+                    "-static-stdlib", "-Xlinker", "-z", "-Xlinker", "nodelete", "-Xlinker", "-z", "-Xlinker", "defs",
+                    "-Xlinker", "--version-script=\(Context.packageDirectory)/pam/exports.map",
+                    "-Xlinker", "--strip-all",
+                ])]),
 
         // Test doubles shipped as a real library: scripted conversation, manual clock, conformance checks.
         .target(name: "KeywayTestSupport", dependencies: ["KeywayCore"], swiftSettings: strictSettings),

@@ -29,6 +29,13 @@ public enum SensorEvent: Sendable, Equatable {
 public protocol SensorEventSource: Sendable {
     /// The next event, or nil on timeout or cancellation.
     func next(timeout: Duration, cancellation: CancellationFlag) -> SensorEvent?
+    /// Whether the device is plugged in as far as the source knows (the control socket keeps a flag file).
+    var pluggedIn: Bool { get }
+}
+
+extension SensorEventSource {
+    /// A source that knows nothing of plugging reports the device as plugged in.
+    public var pluggedIn: Bool { true }
 }
 
 /// A queue of events fed by the test (or a demo) itself; an empty queue times out at once.

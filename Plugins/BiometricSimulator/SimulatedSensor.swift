@@ -45,7 +45,7 @@ public final class SimulatedSensor: Sendable {
 
     /// Whether the sensor is plugged in.
     public var isPluggedIn: Bool {
-        get { state.withLock { $0.pluggedIn } }
+        get { state.withLock { $0.pluggedIn } && events.pluggedIn }
         set { state.withLock { $0.pluggedIn = newValue } }
     }
 

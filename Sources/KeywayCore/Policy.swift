@@ -90,8 +90,20 @@ extension Policy {
         name: "biometrics-or-passcode",
         rule: .anyOf([.factor(.biometric, attempts: 3), .factor(.passcode, attempts: 3)]))
 
+    /// The pattern alone, 3 tries per evaluation: `sudo` with a pattern.
+    public static let pattern = Policy(name: "pattern", rule: .factor(.gesture, attempts: 3))
+
+    /// The passcode alone, 3 tries per evaluation.
+    public static let passcode = Policy(name: "passcode", rule: .factor(.passcode, attempts: 3))
+
+    /// The pattern, or the passcode when the pattern fails, is locked or is not set.
+    public static let patternOrPasscode = Policy(
+        name: "pattern-or-passcode",
+        rule: .anyOf([.factor(.gesture, attempts: 3), .factor(.passcode, attempts: 3)]))
+
     /// The policies every installation has.
-    public static let builtIns: [Policy] = [.biometricsOnly, .biometricsOrPasscode]
+    public static let builtIns: [Policy] = [.biometricsOnly, .biometricsOrPasscode, .pattern, .passcode,
+                                            .patternOrPasscode]
 
     /// The built-in policy with this name, if any.
     public static func builtIn(named name: String) -> Policy? { builtIns.first { $0.name == name } }

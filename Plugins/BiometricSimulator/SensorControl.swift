@@ -1,0 +1,149 @@
+import Glibc
+import KeywayCore
+
+/// The simulated sensor reachable from other processes: while an authentication waits, it listens on a root-only
+/// Unix socket for one-line commands, in the spirit of libfprint's virtual_device. `keyway sensor …` speaks it.
+///
+/// Protocol (one line in, one line out): `present USER FINGER`, `stranger`, `retry REASON`, `cancel`, `fallback`,
+/// `unplug`, `plug`, `error REASON`; the answer is `ok` or `error WHY`.
+public enum SensorControl {
+    /// Where the socket and the unplugged flag live by default.
+    public static let defaultDirectory = "/run/keyway"
+
+    /// The socket in `directory`.
+    public static func socketPath(in directory: String) -> String { directory + "/sensor.sock" }
+
+    /// The flag file whose presence means the sensor is unplugged.
+    public static func unpluggedFlag(in directory: String) -> String { directory + "/sensor-unplugged" }
+
+    /// Parses a command line into an event, or says why not.
+    public static func parse(_ line: Substring) -> Result<SensorEvent, SensorControlError> {
+        let words = line.split(separator: " ", omittingEmptySubsequences: true)
+        guard let verb = words.first else { return .failure(SensorControlError("empty command")) }
+        let rest = words.dropFirst().joined(separator: " ")
+        switch (verb, words.count) {
+        case ("present", 3): return .success(.present(user: String(words[1]), finger: String(words[2])))
+        case ("stranger", 1): return .success(.presentStranger)
+        case ("retry", _): return .success(.retry(rest.isEmpty ? "Try again." : rest))
+        case ("cancel", 1): return .success(.cancel)
+        case ("fallback", 1): return .success(.fallback)
+        case ("unplug", 1): return .success(.unplug)
+        case ("plug", 1): return .success(.plug)
+        case ("error", _): return .success(.failure(rest.isEmpty ? "sensor error" : rest))
+        default:
+            return .failure(SensorControlError("unknown command '\(verb)' with \(words.count - 1) arguments; expected "
+                                                   + "present USER FINGER | stranger | retry REASON | cancel | "
+                                                   + "fallback | unplug | plug | error REASON"))
+        }
+    }
+
+    /// The command line for an event.
+    public static func line(for event: SensorEvent) -> String {
+        switch event {
+        case .present(let user, let finger): "present \(user) \(finger)"
+        case .presentStranger: "stranger"
+        case .retry(let reason): "retry \(reason)"
+        case .cancel: "cancel"
+        case .fallback: "fallback"
+        case .unplug: "unplug"
+        case .plug: "plug"
+        case .failure(let reason): "error \(reason)"
+        }
+    }
+
+    /// Sends `event` to the authentication waiting at the sensor, retrying for up to `wait` while none is waiting.
+    /// `unplug` and `plug` also set or clear the persistent flag, so they work when nobody waits.
+    public static func send(_ event: SensorEvent, directory: String = defaultDirectory, wait: Duration = .zero)
+        -> Result<Void, SensorControlError>
+    {
+        if event == .unplug || event == .plug {
+            let flag = unpluggedFlag(in: directory)
+            if event == .unplug {
+                let descriptor = open(flag, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+                guard descriptor >= 0 else { return .failure(SensorControlError("cannot write \(flag): \(errnoText())")) }
+                close(descriptor)
+            } else {
+                unlink(flag)
+            }
+        }
+        let deadline = monotonicMilliseconds() + wait.milliseconds
+        while true {
+            switch exchange(SensorControl.line(for: event), path: socketPath(in: directory)) {
+            case .success(let reply) where reply == "ok":
+                return .success(())
+            case .success(let reply):
+                return .failure(SensorControlError(reply.hasPrefix("error ") ? String(reply.dropFirst(6)) : reply))
+            case .failure(let error):
+                if event == .unplug || event == .plug { return .success(()) }  // the flag is enough
+                guard monotonicMilliseconds() < deadline else { return .failure(error) }
+                usleep(50_000)
+            }
+        }
+    }
+
+    /// Connects, writes one line, reads one line.
+    private static func exchange(_ line: String, path: String) -> Result<String, SensorControlError> {
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { return .failure(SensorControlError("socket: \(errnoText())")) }
+        defer { close(descriptor) }
+        var address = unixAddress(path)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard connected == 0 else {
+            return .failure(SensorControlError("no authentication is waiting at the sensor (\(path): \(errnoText()))"))
+        }
+        let text = line + "\n"
+        _ = text.withCString { write(descriptor, $0, strlen($0)) }
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard let reply = readLine(descriptor) else { return .failure(SensorControlError("no reply from the sensor")) }
+        return .success(reply)
+    }
+
+    static func unixAddress(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            let bytes = Array(path.utf8.prefix(buffer.count - 1))
+            buffer.copyBytes(from: bytes)
+            buffer[bytes.count] = 0
+        }
+        return address
+    }
+
+    /// Reads up to a newline (at most 512 bytes).
+    static func readLine(_ descriptor: Int32) -> String? {
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while bytes.count < 512 {
+            let count = read(descriptor, &byte, 1)
+            if count <= 0 { break }
+            if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }
+            bytes.append(byte)
+        }
+        return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func monotonicMilliseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+
+    static func errnoText() -> String { String(cString: strerror(errno)) }
+}
+
+/// Why a sensor command failed.
+public struct SensorControlError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The explanation.
+    public var description: String
+    /// Creates an explanation.
+    public init(_ description: String) { self.description = description }
+}
+
+extension Duration {
+    var milliseconds: Int64 { components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000 }
+}

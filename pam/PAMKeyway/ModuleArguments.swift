@@ -1,0 +1,68 @@
+import KeywayCore
+
+/// The arguments after `pam_keyway.so` in a PAM stack, parsed; an unknown or malformed one is an error.
+struct ModuleArguments: Equatable {
+    /// The policy name (`policy=`); built-in names until the policy language lands.
+    var policy = Policy.biometricsOrPasscode.name
+    /// The store (`store=`).
+    var store = "/var/lib/keyway/keyway.db"
+    /// The sensor control directory (`sensor=`).
+    var sensorDirectory = "/run/keyway"
+    /// Seconds to wait for a touch (`timeout=`).
+    var sensorTimeout = 30
+    /// What to do for a user with none of the policy's factors enrolled (`unenrolled=`).
+    var unenrolled = Unenrolled.fail
+    /// Log every step (`debug`).
+    var debug = false
+
+    /// `unenrolled=fail|ignore`.
+    enum Unenrolled: String { case fail, ignore }
+
+    /// Every argument the module knows, for messages.
+    static let known = ["policy=", "config=", "store=", "sensor=", "timeout=", "unenrolled=", "debug"]
+
+    /// Parses the argument list; the error names the argument and the reason.
+    static func parse(_ arguments: [String]) -> Result<ModuleArguments, AuthenticationError> {
+        var parsed = ModuleArguments()
+        func bad(_ why: String) -> Result<ModuleArguments, AuthenticationError> {
+            .failure(AuthenticationError(.invalidPolicy, why))
+        }
+        for argument in arguments {
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = String(parts[0])
+            let value = parts.count == 2 ? String(parts[1]) : nil
+            switch (key, value) {
+            case ("debug", nil):
+                parsed.debug = true
+            case ("policy", let name?):
+                guard Policy.builtIn(named: name) != nil else {
+                    let names = Policy.builtIns.map(\.name).joined(separator: ", ")
+                    return bad("unknown policy '\(name)' in 'policy=\(name)'; the built-in policies are \(names)")
+                }
+                parsed.policy = name
+            case ("config", _):
+                return bad("'\(argument)': configuration files need the policy language, which this version does "
+                               + "not have yet; use a built-in policy= instead")
+            case ("store", let path?) where path.hasPrefix("/"):
+                parsed.store = path
+            case ("sensor", let path?) where path.hasPrefix("/"):
+                parsed.sensorDirectory = path
+            case ("timeout", let seconds?):
+                guard let value = Int(seconds), (1...600).contains(value) else {
+                    return bad("'\(argument)': the timeout is a whole number of seconds from 1 to 600")
+                }
+                parsed.sensorTimeout = value
+            case ("unenrolled", let mode?):
+                guard let choice = Unenrolled(rawValue: mode) else {
+                    return bad("'\(argument)': unenrolled= takes fail or ignore")
+                }
+                parsed.unenrolled = choice
+            case ("store", _), ("sensor", _):
+                return bad("'\(argument)': the path must be absolute")
+            default:
+                return bad("unknown argument '\(argument)'; known: \(known.joined(separator: " "))")
+            }
+        }
+        return .success(parsed)
+    }
+}

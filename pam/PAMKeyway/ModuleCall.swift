@@ -1,0 +1,108 @@
+import CPAM
+import Glibc
+import KeywayCore
+import KeywayRuntime
+import KeywayStore
+
+/// One call into the module: parse the arguments, build the request, evaluate the policy, map the outcome.
+/// Everything is built per call and released before returning.
+struct ModuleCall {
+    let handle: PAMHandle
+    let arguments: [String]
+
+    /// pam_sm_authenticate.
+    func authenticate() -> Int32 {
+        let outcome = run { runtime, policy, user in
+            if case .ignored = unenrolledOutcome(runtime, policy, user) { return .ignored }
+            let evaluation = runtime.context().evaluate(policy, for: user, reason: "\(user.service) authentication",
+                                                        conversation: PAMConversation(handle))
+            log(evaluation.succeeded ? LOG_INFO : LOG_NOTICE, "\(evaluation) service=\(user.service)"
+                    + (user.isRemote ? " remote=yes" : ""))
+            guard let error = evaluation.error else { return .success }
+            return .failure(error)
+        }
+        if case .failure(let error) = outcome { handle.show(.error(Self.explanation(error))) }
+        return outcome.code
+    }
+
+    /// pam_sm_acct_mgmt: refuses a user whose policy is locked right now, so an account stack can use it.
+    func accountManagement() -> Int32 {
+        let outcome = run { runtime, policy, user in
+            if case .ignored = unenrolledOutcome(runtime, policy, user) { return .ignored }
+            guard let error = runtime.context().canEvaluate(policy, for: user),
+                [.throttled, .lockedOut, .biometryLockout].contains(error.code)
+            else { return .success }
+            log(LOG_NOTICE, "user=\(user.name) policy=\(policy.name) account refused: \(error.reason)")
+            return .failure(error)
+        }
+        if case .failure(let error) = outcome, [.throttled, .lockedOut, .biometryLockout].contains(error.code) {
+            handle.show(.error(Self.explanation(error)))
+            return PAM_PERM_DENIED
+        }
+        return outcome.code
+    }
+
+    /// Parses, builds the runtime and the user, and runs `body`; any error before or inside becomes a logged failure.
+    private func run(_ body: (Runtime, Policy, UserContext) -> PAMOutcome) -> PAMOutcome {
+        let parsed: ModuleArguments
+        switch ModuleArguments.parse(arguments) {
+        case .success(let arguments): parsed = arguments
+        case .failure(let error):
+            log(LOG_ERR, "configuration error, failing closed: \(error.reason)")
+            return .failure(error)
+        }
+        guard let user = handle.user() else {
+            log(LOG_ERR, "no user name; failing closed")
+            return .failure(AuthenticationError(.conversationFailure, "no user name"))
+        }
+        guard let policy = Policy.builtIn(named: parsed.policy) else {
+            return .failure(AuthenticationError(.invalidPolicy, "unknown policy \(parsed.policy)"))
+        }
+        var options = Runtime.Options()
+        options.storePath = parsed.store
+        options.sensorDirectory = parsed.sensorDirectory
+        options.sensorTimeout = .seconds(parsed.sensorTimeout)
+        let runtime: Runtime
+        do {
+            runtime = try Runtime(options)
+        } catch {
+            log(LOG_ERR, "user=\(user) policy=\(policy.name) store failure, failing closed: \(error.reason)")
+            return .failure(error)
+        }
+        let service = handle.item(PAM_SERVICE) ?? "unknown"
+        let context = UserContext(name: user, service: service, isRemote: handle.item(PAM_RHOST) != nil)
+        if parsed.debug {
+            log(LOG_DEBUG, "user=\(user) service=\(service) policy=\(policy) store=\(parsed.store)")
+        }
+        return body(runtime, policy, context)
+    }
+
+    /// `.ignored` when `unenrolled=ignore` and the user has none of the policy's factors enrolled.
+    private func unenrolledOutcome(_ runtime: Runtime, _ policy: Policy, _ user: UserContext) -> PAMOutcome? {
+        guard case .success(let parsed) = ModuleArguments.parse(arguments), parsed.unenrolled == .ignore else {
+            return nil
+        }
+        let enrolled = (try? runtime.store.enrollments(user: user.name).map(\.factor)) ?? policy.rule.factors
+        guard Set(enrolled).isDisjoint(with: policy.rule.factors) else { return nil }
+        log(LOG_INFO, "user=\(user.name) policy=\(policy.name) outcome=ignored (nothing enrolled, unenrolled=ignore)")
+        return .ignored
+    }
+
+    private func log(_ priority: Int32, _ message: String) { handle.log(priority, message) }
+
+    /// What the person is told when the module fails.
+    static func explanation(_ error: AuthenticationError) -> String {
+        switch error.code {
+        case .throttled:
+            guard let until = error.retryAt else { return error.code.summary }
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            let wait = Timestamp(seconds: Int64(now.tv_sec)).duration(to: until)
+            return "Too many failed attempts; try again after \(until) (in \(wait.spokenDescription))."
+        case .invalidPolicy, .storeFailure, .internalFailure:
+            return "Keyway is not available (see the system log)."
+        default:
+            return error.code.summary
+        }
+    }
+}
