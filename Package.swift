@@ -12,6 +12,7 @@ let strictSettings: [SwiftSetting] = [
 let package = Package(
     name: "Keyway",
     products: [
+        .executable(name: "keyway", targets: ["keyway"]),
         .library(name: "KeywayCore", targets: ["KeywayCore"]),
         .library(name: "KeywayPlatform", targets: ["KeywayPlatform"]),
         .library(name: "KeywayGesture", targets: ["KeywayGesture"]),
@@ -60,6 +61,12 @@ let package = Package(
                     "-Xlinker", "--version-script=\(Context.packageDirectory)/pam/exports.map",
                     "-Xlinker", "--strip-all",
                 ])]),
+
+        // The `keyway` command line.
+        .executableTarget(name: "keyway",
+                          dependencies: ["KeywayCore", "KeywayRuntime", "KeywayStore", "KeywayPlatform",
+                                         "KeywayBiometricSimulator", "KeywayGesture", "KeywayPasscode"],
+                          swiftSettings: strictSettings),
 
         // Test doubles shipped as a real library: scripted conversation, manual clock, conformance checks.
         .target(name: "KeywayTestSupport", dependencies: ["KeywayCore"], swiftSettings: strictSettings),

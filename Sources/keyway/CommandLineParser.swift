@@ -1,0 +1,79 @@
+/// A small table-driven parser: positional words, `--flag` and `--option VALUE` (or `--option=VALUE`).
+/// Errors read like swift-argument-parser's: `Unknown option '--usr'. Did you mean '--user'?`
+struct CommandLineParser {
+    /// An option a command accepts.
+    struct Option {
+        let name: String
+        let takesValue: Bool
+        let help: String
+    }
+
+    /// What was parsed.
+    struct Parsed {
+        var positional: [String] = []
+        var values: [String: String] = [:]
+        var flags: Set<String> = []
+
+        func value(_ name: String) -> String? { values[name] }
+        func has(_ name: String) -> Bool { flags.contains(name) }
+    }
+
+    /// A usage error, reported with exit status 64.
+    struct UsageError: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    let options: [Option]
+
+    func parse(_ words: [String]) -> Result<Parsed, UsageError> {
+        var parsed = Parsed()
+        var index = 0
+        while index < words.count {
+            let word = words[index]
+            index += 1
+            guard word.hasPrefix("--"), word.count > 2 else {
+                parsed.positional.append(word)
+                continue
+            }
+            let pieces = word.split(separator: "=", maxSplits: 1)
+            let name = String(pieces[0])
+            guard let option = options.first(where: { $0.name == name }) else {
+                let suggestion = options.map(\.name).min { distance($0, name) < distance($1, name) }
+                    .flatMap { distance($0, name) <= 3 ? " Did you mean '\($0)'?" : nil } ?? ""
+                return .failure(UsageError(description: "Unknown option '\(name)'.\(suggestion)"))
+            }
+            if option.takesValue {
+                if pieces.count == 2 {
+                    parsed.values[name] = String(pieces[1])
+                } else if index < words.count {
+                    parsed.values[name] = words[index]
+                    index += 1
+                } else {
+                    return .failure(UsageError(description: "Missing value for '\(name) <\(name.dropFirst(2))>'."))
+                }
+            } else {
+                guard pieces.count == 1 else {
+                    return .failure(UsageError(description: "The flag '\(name)' takes no value."))
+                }
+                parsed.flags.insert(name)
+            }
+        }
+        return .success(parsed)
+    }
+
+    /// Levenshtein distance, for suggestions.
+    func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var row = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in 1...max(b.count, 1) where !b.isEmpty {
+                let current = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = current
+            }
+        }
+        return row[b.count]
+    }
+}

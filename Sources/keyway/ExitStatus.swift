@@ -1,0 +1,22 @@
+import KeywayCore
+
+/// The one mapping from outcomes to exit statuses (documented in keyway(8)); it defaults to failure.
+enum ExitStatus {
+    static let success: Int32 = 0
+    static let usage: Int32 = 64  // EX_USAGE
+
+    static func status(for error: AuthenticationError?) -> Int32 {
+        guard let error else { return success }
+        switch error.code {
+        case .authenticationFailed, .userFallback: return 1
+        case .throttled, .lockedOut, .biometryLockout: return 2
+        case .passcodeNotSet, .biometryNotEnrolled, .factorNotEnrolled, .biometryNotAvailable, .factorNotAvailable,
+            .timeout:
+            return 3
+        case .userCancel, .appCancel, .systemCancel, .invalidContext, .notInteractive, .conversationFailure: return 4
+        case .invalidPolicy: return 78  // EX_CONFIG
+        case .storeFailure: return 74  // EX_IOERR
+        case .internalFailure: return 70  // EX_SOFTWARE
+        }
+    }
+}

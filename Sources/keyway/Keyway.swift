@@ -1,0 +1,363 @@
+import Glibc
+import KeywayBiometricSimulator
+import KeywayCore
+import KeywayGesture
+import KeywayPasscode
+import KeywayPlatform
+import KeywayRuntime
+import KeywayStore
+
+/// The `keyway` command: enroll, change, remove, status, reset, unlock, sensor, policies, bench.
+@main
+struct Keyway {
+    static let usage = """
+        usage: keyway [--store PATH] [--sensor DIR] COMMAND ...
+
+          enroll gesture|passcode --user USER [--stdin]     set a pattern or passcode (asked twice)
+          enroll biometric --user USER [--finger NAME] [--simulate-touches]
+                                                           enroll a finger from 5 touches of the sensor
+          change gesture|passcode --user USER [--stdin]     change it (the current one first)
+          remove gesture|passcode|biometric --user USER [--finger NAME]
+          status [--user USER]                             enrollments, counters and lockouts
+          reset --user USER [--factor FACTOR]              clear failure counters (as faillock --reset)
+          unlock --user USER [--policy NAME] [--stdin]     evaluate a policy, as the PAM module would
+          sensor present USER FINGER | stranger | retry REASON | cancel | fallback | unplug | plug | error REASON
+                 [--wait SECONDS]                          drive the simulated sensor
+          policies                                         list the built-in policies
+          audit [--user USER]                              who changed what, when
+          bench [--rounds N]                               time Argon2id at the default cost
+
+        --stdin reads secrets from standard input, one per line (enroll: one line, used for both entries;
+        change: the current one, then the new one). Exit status: 0 success, 1 failed, 2 locked out, 3 not enrolled or
+        unavailable, 4 cancelled, 64 usage, 70 internal, 74 store, 78 configuration.
+        """
+
+    static let parser = CommandLineParser(options: [
+        .init(name: "--store", takesValue: true, help: "the store (default /var/lib/keyway/keyway.db)"),
+        .init(name: "--config", takesValue: true, help: "a policy file (not supported yet)"),
+        .init(name: "--sensor", takesValue: true, help: "the sensor control directory (default /run/keyway)"),
+        .init(name: "--user", takesValue: true, help: "the account"),
+        .init(name: "--finger", takesValue: true, help: "the finger name"),
+        .init(name: "--factor", takesValue: true, help: "a factor"),
+        .init(name: "--policy", takesValue: true, help: "a policy name"),
+        .init(name: "--wait", takesValue: true, help: "seconds to wait for an authentication at the sensor"),
+        .init(name: "--rounds", takesValue: true, help: "benchmark rounds"),
+        .init(name: "--stdin", takesValue: false, help: "read secrets from standard input"),
+        .init(name: "--simulate-touches", takesValue: false, help: "present genuine touches in-process"),
+        .init(name: "--help", takesValue: false, help: "show help"),
+    ])
+
+    static func main() {
+        let words = Array(CommandLine.arguments.dropFirst())
+        switch parser.parse(words) {
+        case .failure(let error):
+            fail(usage: error.description)
+        case .success(let parsed):
+            if parsed.has("--help") || parsed.positional.isEmpty {
+                print(usage)
+                exit(parsed.has("--help") ? 0 : ExitStatus.usage)
+            }
+            if parsed.value("--config") != nil {
+                report(AuthenticationError(.invalidPolicy, "--config needs the policy language, which this version "
+                                               + "does not have yet; use a built-in --policy"))
+            }
+            let command = Command(parsed: parsed)
+            exit(command.run())
+        }
+    }
+
+    static func fail(usage message: String) -> Never {
+        printError("Error: \(message)\nSee 'keyway --help'.")
+        exit(ExitStatus.usage)
+    }
+
+    static func report(_ error: AuthenticationError) -> Never {
+        printError("keyway: \(error.reason)")
+        exit(ExitStatus.status(for: error))
+    }
+
+    static func printError(_ text: String) {
+        _ = (text + "\n").withCString { write(2, $0, strlen($0)) }
+    }
+}
+
+/// One command with its parsed arguments.
+struct Command {
+    let parsed: CommandLineParser.Parsed
+    var words: [String] { parsed.positional }
+
+    func run() -> Int32 {
+        switch words[0] {
+        case "enroll": return enroll()
+        case "change": return change()
+        case "remove": return remove()
+        case "status": return status()
+        case "reset": return reset()
+        case "unlock": return unlock()
+        case "sensor": return sensor()
+        case "policies": return policies()
+        case "audit": return audit()
+        case "bench": return bench()
+        default:
+            let known = ["enroll", "change", "remove", "status", "reset", "unlock", "sensor", "policies", "audit", "bench"]
+            let near = known.min { Keyway.parser.distance($0, words[0]) < Keyway.parser.distance($1, words[0]) }
+            let hint = near.map { Keyway.parser.distance($0, words[0]) <= 3 ? " Did you mean '\($0)'?" : "" } ?? ""
+            Keyway.fail(usage: "Unknown command '\(words[0])'.\(hint)")
+        }
+    }
+
+    // MARK: Helpers
+
+    func runtime(creating: Bool = false) -> Runtime {
+        var options = Runtime.Options()
+        if let store = parsed.value("--store") { options.storePath = store }
+        if let sensor = parsed.value("--sensor") { options.sensorDirectory = sensor }
+        options.createStore = creating
+        do { return try Runtime(options) } catch { Keyway.report(error) }
+    }
+
+    func user() -> String {
+        guard let user = parsed.value("--user"), !user.isEmpty else { Keyway.fail(usage: "Missing '--user <user>'.") }
+        guard user.utf8.count <= 256, !user.contains("/"), !user.contains(where: \.isWhitespace) else {
+            Keyway.fail(usage: "'\(user)' is not a valid user name.")
+        }
+        return user
+    }
+
+    func factor(at index: Int = 1) -> FactorKind {
+        guard words.count > index else { Keyway.fail(usage: "Missing the factor: gesture, passcode or biometric.") }
+        switch words[index] {
+        case "gesture", "pattern": return .gesture
+        case "passcode": return .passcode
+        case "biometric", "fingerprint", "face": return .biometric
+        default: Keyway.fail(usage: "Unknown factor '\(words[index])'; use gesture, passcode or biometric.")
+        }
+    }
+
+    var actor: String {
+        let uid = getuid()
+        let name = getpwuid(uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(uid)"
+        return "\(name) via keyway \(words[0])"
+    }
+
+    var conversation: TerminalConversation { TerminalConversation(fromStandardInput: parsed.has("--stdin")) }
+
+    /// Runs an operation, reporting its error with the right exit status.
+    func attempt(_ body: () throws(AuthenticationError) -> Void) -> Int32 {
+        do {
+            try body()
+            return ExitStatus.success
+        } catch {
+            Keyway.report(error)
+        }
+    }
+
+    // MARK: Commands
+
+    func enroll() -> Int32 {
+        let factor = factor()
+        let user = user()
+        let runtime = runtime(creating: true)
+        return attempt { () throws(AuthenticationError) in
+            switch factor {
+            case .gesture:
+                _ = try runtime.gesture.enroll(user: user, by: actor, conversation: repeatingConversation())
+                print("Pattern set for \(user).")
+            case .passcode:
+                _ = try runtime.passcode.enroll(user: user, by: actor, conversation: repeatingConversation())
+                print("Passcode set for \(user).")
+            default:
+                let finger = parsed.value("--finger") ?? "right-index"
+                let plugin: BiometricAuthenticator
+                if parsed.has("--simulate-touches") {
+                    let touches = ScriptedSensorEvents(Array(repeating: .present(user: user, finger: finger), count: 16))
+                    plugin = BiometricAuthenticator(store: runtime.store, clock: runtime.clock,
+                                                    sensor: SimulatedSensor(events: touches))
+                } else {
+                    plugin = runtime.biometric
+                }
+                _ = try plugin.enroll(user: user, finger: finger, by: actor, conversation: conversation)
+                print("Enrolled \(finger) for \(user).")
+            }
+        }
+    }
+
+    /// With --stdin, enrollment reads one line and uses it for both entries.
+    func repeatingConversation() -> any Conversation {
+        guard parsed.has("--stdin") else { return conversation }
+        return RepeatingConversation(TerminalConversation.readLine(from: 0))
+    }
+
+    func change() -> Int32 {
+        let factor = factor()
+        let user = user()
+        let runtime = runtime()
+        return attempt { () throws(AuthenticationError) in
+            let talk: any Conversation = parsed.has("--stdin") ? ChangeConversation() : conversation
+            switch factor {
+            case .gesture: _ = try runtime.gesture.change(user: user, by: actor, conversation: talk)
+            case .passcode: _ = try runtime.passcode.change(user: user, by: actor, conversation: talk)
+            default: throw AuthenticationError(.invalidPolicy, "a biometric is changed by enrolling it again")
+            }
+            print("Changed the \(factor) of \(user).")
+        }
+    }
+
+    func remove() -> Int32 {
+        let factor = factor()
+        let user = user()
+        let runtime = runtime()
+        return attempt { () throws(AuthenticationError) in
+            let removed: Bool
+            if factor == .biometric, let finger = parsed.value("--finger") {
+                removed = try runtime.biometric.remove(user: user, finger: finger, by: actor)
+            } else {
+                removed = try runtime.store.removeEnrollment(user: user, factor: factor,
+                                                             by: Attribution(actor, at: runtime.clock.now()))
+            }
+            guard removed else { throw AuthenticationError(.factorNotEnrolled, "\(user) has no \(factor) to remove") }
+            print("Removed the \(factor) of \(user).")
+        }
+    }
+
+    func status() -> Int32 {
+        let runtime = runtime()
+        return attempt { () throws(AuthenticationError) in
+            var users = [String]()
+            if let one = parsed.value("--user") { users = [one] } else { users = try runtime.store.users() }
+            if users.isEmpty { print("No users are enrolled.") }
+            for user in users {
+                let context = UserContext(name: user)
+                print("\(user):")
+                let enrolled = try runtime.store.enrollments(user: user)
+                let book = try runtime.store.attempts(user: user)
+                for plugin in [runtime.gesture, runtime.biometric, runtime.passcode] as [any Authenticator] {
+                    let record = enrolled.first { $0.factor == plugin.factor }
+                    var line = "  \(plugin.factor): "
+                    line += record.map { "enrolled \($0.changedAt) by \($0.changedBy)" } ?? "not enrolled"
+                    if plugin.factor == .biometric, record != nil {
+                        line += " (fingers: \(try runtime.biometric.fingers(of: user).joined(separator: ", ")))"
+                    }
+                    let failures = book[plugin.factor].consecutiveFailures
+                    if failures > 0 { line += "; \(failures) consecutive failures" }
+                    switch plugin.availability(for: context) {
+                    case .lockedOut(let until?, _): line += "; locked until \(until)"
+                    case .lockedOut(nil, let reason): line += "; LOCKED (\(reason))"
+                    case .notAvailable(let reason) where record != nil: line += "; unavailable: \(reason)"
+                    default: break
+                    }
+                    print(line)
+                }
+            }
+        }
+    }
+
+    func reset() -> Int32 {
+        let user = user()
+        let factor = parsed.value("--factor").map { _ in self.factorOption() }
+        let runtime = runtime()
+        return attempt { () throws(AuthenticationError) in
+            try runtime.store.resetAttempts(user: user, factor: factor, by: Attribution(actor, at: runtime.clock.now()))
+            print("Reset the \(factor?.rawValue ?? "failure") counters of \(user).")
+        }
+    }
+
+    func factorOption() -> FactorKind {
+        switch parsed.value("--factor") {
+        case "gesture", "pattern": .gesture
+        case "passcode": .passcode
+        case "biometric": .biometric
+        default: Keyway.fail(usage: "Unknown factor '\(parsed.value("--factor") ?? "")'.")
+        }
+    }
+
+    func unlock() -> Int32 {
+        let user = user()
+        let name = parsed.value("--policy") ?? Policy.biometricsOrPasscode.name
+        guard let policy = Policy.builtIn(named: name) else {
+            Keyway.report(AuthenticationError(.invalidPolicy, "unknown policy '\(name)'; see `keyway policies`"))
+        }
+        let runtime = runtime()
+        let evaluation = runtime.context().evaluate(policy, for: UserContext(name: user, service: "keyway"),
+                                                    reason: "keyway unlock", conversation: conversation)
+        print(evaluation.description)
+        if let error = evaluation.error { Keyway.printError("keyway: \(error.reason)") }
+        return ExitStatus.status(for: evaluation.error)
+    }
+
+    func sensor() -> Int32 {
+        guard words.count >= 2 else { Keyway.fail(usage: "Missing the sensor command.") }
+        let line = words.dropFirst().joined(separator: " ")
+        let event: SensorEvent
+        switch SensorControl.parse(line[...]) {
+        case .success(let parsedEvent): event = parsedEvent
+        case .failure(let error): Keyway.fail(usage: error.description)
+        }
+        let wait = parsed.value("--wait").flatMap(Double.init) ?? 0
+        let directory = parsed.value("--sensor") ?? SensorControl.defaultDirectory
+        switch SensorControl.send(event, directory: directory, wait: .milliseconds(Int64(wait * 1000))) {
+        case .success: return ExitStatus.success
+        case .failure(let error):
+            Keyway.printError("keyway: sensor: \(error)")
+            return 3
+        }
+    }
+
+    func policies() -> Int32 {
+        for policy in Policy.builtIns { print(policy.description) }
+        return ExitStatus.success
+    }
+
+    func audit() -> Int32 {
+        let runtime = runtime()
+        return attempt { () throws(AuthenticationError) in
+            for entry in try runtime.store.auditTrail(user: parsed.value("--user")) { print(entry.description) }
+        }
+    }
+
+    func bench() -> Int32 {
+        let rounds = parsed.value("--rounds").flatMap(Int.init) ?? 20
+        return attempt { () throws(AuthenticationError) in
+            let hasher = try Argon2idHasher()
+            let secret = Secret(copying: Array("2-4-9-3".utf8))
+            let encoded = try hasher.hash(secret)
+            var samples: [Double] = []
+            for _ in 0..<rounds {
+                var start = timespec(), end = timespec()
+                clock_gettime(CLOCK_MONOTONIC, &start)
+                _ = try hasher.verify(secret, against: encoded)
+                clock_gettime(CLOCK_MONOTONIC, &end)
+                samples.append(Double(end.tv_sec - start.tv_sec) * 1000 + Double(end.tv_nsec - start.tv_nsec) / 1e6)
+            }
+            samples.sort()
+            print("Argon2id \(hasher.cost): one verification median \(samples[samples.count / 2]) ms, "
+                      + "min \(samples[0]) ms, max \(samples[samples.count - 1]) ms over \(rounds) rounds")
+        }
+    }
+}
+
+/// Gives the same secret for both enrollment prompts (`enroll --stdin`).
+final class RepeatingConversation: Conversation {
+    let line: Secret?
+    init(_ line: Secret?) { self.line = line }
+    func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply { line.map(Reply.secret) ?? .cancel }
+    func tell(_ message: Message) { Keyway.printError(message.text) }
+}
+
+/// `change --stdin`: the current secret, then the new one for both entries.
+final class ChangeConversation: Conversation {
+    private var current: Secret?
+    private let new: Secret?
+    init() {
+        current = TerminalConversation.readLine(from: 0)
+        new = TerminalConversation.readLine(from: 0)
+    }
+    func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply {
+        if let first = current {
+            current = nil
+            return .secret(first)
+        }
+        return new.map(Reply.secret) ?? .cancel
+    }
+    func tell(_ message: Message) { Keyway.printError(message.text) }
+}
