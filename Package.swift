@@ -89,6 +89,10 @@ let package = Package(
                     dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform", "KeywayTestSupport",
                                    "keyway-probe"],
                     swiftSettings: strictSettings),
+        .testTarget(name: "PAMTests",
+                    dependencies: ["KeywayRuntime", "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture",
+                                   "KeywayPasscode", "KeywayBiometricSimulator"],
+                    swiftSettings: strictSettings),
         // A separate process that drives a real store, for the multi-process tests and the store benchmark.
         .executableTarget(name: "keyway-probe",
                           dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform"],

@@ -57,6 +57,9 @@ public enum SensorControl {
         -> Result<Void, SensorControlError>
     {
         if event == .unplug || event == .plug {
+            if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+                return .failure(SensorControlError("cannot create \(directory): \(errnoText())"))
+            }
             let flag = unpluggedFlag(in: directory)
             if event == .unplug {
                 let descriptor = open(flag, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)

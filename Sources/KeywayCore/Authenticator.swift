@@ -43,9 +43,9 @@ public struct AuthenticationRequest: Sendable {
     public var user: UserContext
     /// Why, shown to the person ("sudo wants to run a command as root").
     public var reason: String
-    /// This attempt's number within the evaluation, from 1.
+    /// This try's number within the evaluation for this factor, from 1 (malformed entries count as tries here).
     public var attempt: Int
-    /// How many attempts this evaluation allows for the factor.
+    /// How many counted failures this evaluation allows for the factor.
     public var attemptsAllowed: Int
     /// The fallback to offer, or nil when the policy has none.
     public var fallbackLabel: String?

@@ -50,7 +50,7 @@ final class PolicyRunner<Talk: Conversation> {
         var uncounted = 0
         while counted < attempts {
             let attempt = counted + uncounted + 1
-            let request = AuthenticationRequest(user: user, reason: reason, attempt: counted + 1,
+            let request = AuthenticationRequest(user: user, reason: reason, attempt: attempt,
                                                 attemptsAllowed: attempts, fallbackLabel: label,
                                                 cancellation: cancellation)
             let verdict: Verdict

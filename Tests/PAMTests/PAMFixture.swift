@@ -1,0 +1,150 @@
+import Foundation
+import KeywayBiometricSimulator
+import KeywayCore
+import KeywayGesture
+import KeywayPasscode
+import KeywayPlatform
+import KeywayRuntime
+import KeywayStore
+
+/// The package root, found from the test binary.
+let packageRoot: String = {
+    var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+    while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("Package.swift").path),
+        directory.path != "/"
+    {
+        directory = directory.deletingLastPathComponent()
+    }
+    return directory.path
+}()
+
+/// The deployable module and the helpers `make test` builds first (`make module cli harness`).
+let modulePath = packageRoot + "/build/pam_keyway.so"
+let harnessPath = packageRoot + "/build/pam-harness"
+let cliPath = packageRoot + "/build/keyway"
+
+/// A throwaway root-owned directory with a store, a sensor directory and a PAM service directory.
+struct PAMFixture {
+    let directory: String
+    var store: String { directory + "/lib/keyway.db" }
+    var sensor: String { directory + "/run" }
+    var services: String { directory + "/pam.d" }
+
+    init() {
+        var template = Array("/tmp/keyway-pam-test.XXXXXX".utf8CString)
+        directory = String(cString: mkdtemp(&template)!)
+        mkdir(services, 0o755)
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+
+    /// Writes `service` with auth and account lines for pam_keyway.so and `arguments` (store= and sensor= added).
+    func service(_ name: String, _ arguments: String, account: Bool = true) {
+        let line = "\(modulePath) store=\(store) sensor=\(sensor) \(arguments)"
+        var text = "auth required \(line)\n"
+        if account { text += "account required \(line)\n" }
+        FileManager.default.createFile(atPath: services + "/" + name, contents: Data(text.utf8))
+    }
+
+    /// Opens the store (creating it) with a cheap Argon2id cost so tests stay fast; the module reads the cost from
+    /// each hash, so it verifies these as it would any other.
+    func runtime() throws -> Runtime {
+        var options = Runtime.Options()
+        options.storePath = store
+        options.createStore = true
+        options.sensorDirectory = sensor
+        options.hashCost = .minimum
+        return try Runtime(options)
+    }
+
+    func enrollPattern(_ user: String, _ pattern: String) throws {
+        let text = Array(pattern.utf8)
+        _ = try runtime().gesture.enroll(user: user, by: "test", conversation: Answers([text, text]))
+    }
+
+    func enrollPasscode(_ user: String, _ passcode: String) throws {
+        let text = Array(passcode.utf8)
+        _ = try runtime().passcode.enroll(user: user, by: "test", conversation: Answers([text, text]))
+    }
+
+    func enrollFinger(_ user: String, _ finger: String) throws {
+        let runtime = try runtime()
+        let touches = ScriptedSensorEvents(Array(repeating: .present(user: user, finger: finger), count: 5))
+        let plugin = BiometricAuthenticator(store: runtime.store, clock: runtime.clock,
+                                            sensor: SimulatedSensor(events: touches))
+        _ = try plugin.enroll(user: user, finger: finger, by: "test", conversation: Answers([]))
+    }
+}
+
+/// Fixed answers, for enrolling in-process.
+final class Answers: Conversation {
+    var lines: [[UInt8]]
+    init(_ lines: [[UInt8]]) { self.lines = lines }
+    func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply {
+        lines.isEmpty ? .cancel : .secret(Secret(copying: lines.removeFirst()))
+    }
+    func tell(_ message: Message) {}
+}
+
+/// What a program printed and how it ended.
+struct Run {
+    var status: Int32
+    var output: [String]
+    var text: String { output.joined(separator: "\n") }
+
+    /// The harness's final "result: NAME (code)" name.
+    var result: String? {
+        output.last { $0.hasPrefix("result: ") }.map { String($0.dropFirst(8).split(separator: " ")[0]) }
+    }
+}
+
+/// Starts a program; `finish()` collects it.
+final class Started: @unchecked Sendable {
+    let process = Process()
+    private let pipe = Pipe()
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: String? = nil)
+        throws
+    {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
+        process.standardOutput = pipe
+        process.standardError = pipe
+        if let input {
+            let stdin = Pipe()
+            process.standardInput = stdin
+            try process.run()
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            try? stdin.fileHandleForWriting.close()
+        } else {
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+        }
+    }
+
+    func finish() -> Run {
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus,
+                   output: String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+                       .map(String.init).filter { !$0.isEmpty })
+    }
+}
+
+/// Runs a program to completion.
+func run(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: String? = nil)
+    throws -> Run
+{
+    try Started(executable, arguments, environment: environment, input: input).finish()
+}
+
+/// Runs the harness against a service in the fixture.
+func harness(_ fixture: PAMFixture, _ service: String, _ user: String, _ options: [String] = []) throws -> Run {
+    try run(harnessPath, options + [fixture.services, service, user])
+}
+
+/// `--answer X` for each answer.
+func answers(_ texts: String...) -> [String] { texts.flatMap { ["--answer", $0] } }

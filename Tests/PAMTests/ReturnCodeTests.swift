@@ -1,0 +1,214 @@
+import Foundation
+import Testing
+
+/// Every row of the outcome → PAM code table in pam_keyway(8), through the real libpam (pam_start_confdir)
+/// in a C host process.
+@Suite("PAM return codes through libpam", .serialized)
+struct ReturnCodeTests {
+    let fixture = PAMFixture()
+
+    init() throws {
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        try fixture.enrollPasscode("alice", "739155")
+        try fixture.enrollFinger("alice", "right-index")
+        fixture.service("pattern", "policy=pattern")
+        fixture.service("bio", "policy=biometrics-only timeout=2")
+        fixture.service("bio-or-code", "policy=biometrics-or-passcode timeout=2")
+        fixture.service("ignore-alone", "policy=pattern unenrolled=ignore")
+        // PAM_IGNORE is seen through the stack: the next module decides only when pam_keyway ignored the user.
+        let ignoring = "auth requisite \(modulePath) store=\(fixture.store) policy=pattern unenrolled=ignore\n"
+            + "auth required pam_permit.so\n"
+        FileManager.default.createFile(atPath: fixture.services + "/ignore", contents: Data(ignoring.utf8))
+    }
+
+    @Test("success: the right pattern → PAM_SUCCESS, after the numbered grid")
+    func success() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
+        #expect(result.result == "PAM_SUCCESS", "\(result.text)")
+        #expect(result.output.first == "info: Draw your pattern by typing the dots in order, e.g. 1-5-9-6:")
+        #expect(result.text.contains("  1 2 3\n  4 5 6\n  7 8 9\nprompt: Pattern: "))
+    }
+
+    @Test("failure: three wrong patterns → PAM_AUTH_ERR, saying how many attempts remain")
+    func failure() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "pattern", "alice", answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6"))
+        #expect(result.result == "PAM_AUTH_ERR", "\(result.text)")
+        #expect(result.output.contains("error: Not recognized. 2 attempts left."))
+        #expect(result.output.contains("error: Not recognized. 1 attempt left."))
+        for secret in ["3-4-9-2", "6-1-8-3", "4-3-8-1-6", "3492", "2-4-9-3"] { #expect(!result.text.contains(secret)) }
+    }
+
+    @Test("locked out: after 5 failures → PAM_MAXTRIES, saying until when; acct_mgmt → PAM_PERM_DENIED")
+    func lockedOut() throws {
+        defer { fixture.remove() }
+        _ = try harness(fixture, "pattern", "alice", answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6"))
+        _ = try harness(fixture, "pattern", "alice", answers("7-5-3-6", "9-5-1-4"))
+        let result = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
+        #expect(result.result == "PAM_MAXTRIES", "\(result.text)")
+        #expect(result.text.contains("error: Too many failed attempts; try again after 20"), "\(result.text)")
+        #expect(result.text.contains("seconds)."))
+        #expect(!result.text.contains("prompt:"))
+        let account = try harness(fixture, "pattern", "alice", ["--acct-only"])
+        #expect(account.result == "PAM_PERM_DENIED", "\(account.text)")
+    }
+
+    @Test("acct_mgmt for a user who is not locked → PAM_SUCCESS")
+    func accountFine() throws {
+        defer { fixture.remove() }
+        #expect(try harness(fixture, "pattern", "alice", ["--acct-only"]).result == "PAM_SUCCESS")
+    }
+
+    @Test("not enrolled → PAM_AUTHINFO_UNAVAIL without a prompt; unenrolled=ignore → PAM_IGNORE, never success")
+    func notEnrolled() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "pattern", "bob", answers("2-4-9-3"))
+        #expect(result.result == "PAM_AUTHINFO_UNAVAIL", "\(result.text)")
+        #expect(!result.text.contains("prompt:"))
+        // Alone in the stack, an ignoring module leaves libpam with no decision: it fails, never succeeds.
+        let alone = try harness(fixture, "ignore-alone", "bob", answers("2-4-9-3"))
+        #expect(alone.result != "PAM_SUCCESS" && alone.result != nil, "\(alone.text)")
+        // Followed by pam_permit, bob passes only because pam_keyway returned PAM_IGNORE (requisite stops on failure).
+        #expect(try harness(fixture, "ignore", "bob", answers("2-4-9-3")).result == "PAM_SUCCESS")
+        #expect(try harness(fixture, "ignore", "alice", answers("2-4-9-3")).result == "PAM_SUCCESS")
+        #expect(try harness(fixture, "ignore", "alice", answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6")).result == "PAM_AUTH_ERR")
+    }
+
+    @Test("a remote session cannot use the sensor → PAM_AUTHINFO_UNAVAIL; biometrics-or-passcode asks the passcode")
+    func remoteSession() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "bio", "alice", ["--rhost", "203.0.113.9"])
+        #expect(result.result == "PAM_AUTHINFO_UNAVAIL", "\(result.text)")
+        let fallback = try harness(fixture, "bio-or-code", "alice", ["--rhost", "203.0.113.9"] + answers("739155"))
+        #expect(fallback.result == "PAM_SUCCESS", "\(fallback.text)")
+        #expect(fallback.text.contains("prompt: Passcode: "))
+    }
+
+    @Test("the person gives up (no reply) → PAM_CONV_ERR; the conversation fails → PAM_CONV_ERR")
+    func cancelAndConversationFailure() throws {
+        defer { fixture.remove() }
+        #expect(try harness(fixture, "pattern", "alice", ["--null-answer"]).result == "PAM_CONV_ERR")
+        #expect(try harness(fixture, "pattern", "alice", ["--conv-error"]).result == "PAM_CONV_ERR")
+    }
+
+    @Test("a hostile 100,000-byte reply is refused → PAM_CONV_ERR, no crash")
+    func hugeReply() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "pattern", "alice", ["--huge-answer", "100000"])
+        #expect(result.status == 0)
+        #expect(result.result == "PAM_CONV_ERR", "\(result.text)")
+    }
+
+    @Test("malformed replies (letters, control bytes) are rejected with a reason and not counted")
+    func malformedReplies() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "pattern", "alice", answers("1-a-3", "1-2-\u{1b}[2J", "2-4-9-3"))
+        #expect(result.result == "PAM_SUCCESS", "\(result.text)")
+        #expect(result.output.filter { $0 == "error: Use the dot numbers 1 to 9 (for example 1-2-3-6-9)." }.count == 2)
+    }
+
+    @Test("configuration errors fail closed → PAM_SERVICE_ERR", arguments: [
+        "policy=pattern polcy=pattern", "policy=no-such-policy", "policy=pattern config=/etc/keyway/keyway.conf",
+        "policy=pattern timeout=0", "policy=pattern unenrolled=maybe", "policy=pattern store=relative/path",
+    ])
+    func configurationErrors(arguments: String) throws {
+        defer { fixture.remove() }
+        let text = "auth required \(modulePath) \(arguments) store=\(fixture.store)\n"
+            .replacingOccurrences(of: "store=relative/path store=\(fixture.store)", with: "store=relative/path")
+        FileManager.default.createFile(atPath: fixture.services + "/broken", contents: Data(text.utf8))
+        let result = try harness(fixture, "broken", "alice", answers("2-4-9-3"))
+        #expect(result.result == "PAM_SERVICE_ERR", "\(result.text)")
+        #expect(result.text.contains("Keyway is not available (see the system log)."))
+        #expect(!result.text.contains("prompt:"))
+    }
+
+    @Test("store problems fail closed → PAM_SYSTEM_ERR, and the store is not changed", arguments: [
+        "group-readable", "missing", "symlink",
+    ])
+    func storeErrors(problem: String) throws {
+        defer { fixture.remove() }
+        var store = fixture.store
+        switch problem {
+        case "group-readable": chmod(fixture.store, 0o640)
+        case "missing": store = fixture.directory + "/lib/absent.db"
+        default:
+            symlink(fixture.store, fixture.directory + "/lib/link.db")
+            store = fixture.directory + "/lib/link.db"
+        }
+        let text = "auth required \(modulePath) policy=pattern store=\(store)\n"
+        FileManager.default.createFile(atPath: fixture.services + "/store", contents: Data(text.utf8))
+        let before = FileManager.default.contents(atPath: fixture.store)
+        let result = try harness(fixture, "store", "alice", answers("2-4-9-3"))
+        #expect(result.result == "PAM_SYSTEM_ERR", "\(result.text)")
+        #expect(FileManager.default.contents(atPath: fixture.store) == before)
+        #expect(!FileManager.default.fileExists(atPath: fixture.directory + "/lib/absent.db"))
+    }
+
+    @Test("PAM_SILENT: no messages, the prompt still comes")
+    func silent() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "pattern", "alice", ["--silent"] + answers("3-4-9-2", "2-4-9-3"))
+        #expect(result.result == "PAM_SUCCESS", "\(result.text)")
+        #expect(!result.text.contains("info:") && !result.text.contains("error:"), "\(result.text)")
+        #expect(result.output.filter { $0 == "prompt: Pattern: " }.count == 2)
+    }
+
+    @Test("biometrics-only: a touch sent by `keyway sensor` from another process → PAM_SUCCESS")
+    func sensorTouch() throws {
+        defer { fixture.remove() }
+        let waiting = try Started(harnessPath, [fixture.services, "bio", "alice"])
+        let touch = try run(cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
+        let result = waiting.finish()
+        #expect(touch.status == 0, "\(touch.text)")
+        #expect(result.result == "PAM_SUCCESS", "\(result.text)")
+        #expect(result.output.first == "info: Place your finger on the sensor.")
+    }
+
+    @Test("biometrics-only: nothing presented before the timeout → PAM_AUTHINFO_UNAVAIL, saying why")
+    func sensorTimeout() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "bio", "alice")
+        #expect(result.result == "PAM_AUTHINFO_UNAVAIL", "\(result.text)")
+        #expect(result.text.contains("error: Timed out waiting for the person."), "\(result.text)")
+    }
+
+    @Test("biometrics-only: the fallback chosen at the sensor → PAM_AUTH_ERR; biometrics-or-passcode goes on")
+    func sensorFallback() throws {
+        defer { fixture.remove() }
+        let only = try Started(harnessPath, [fixture.services, "bio", "alice"])
+        _ = try run(cliPath, ["sensor", "fallback", "--wait", "10", "--sensor", fixture.sensor])
+        #expect(only.finish().result == "PAM_AUTH_ERR")
+        let either = try Started(harnessPath, answers("739155") + [fixture.services, "bio-or-code", "alice"])
+        _ = try run(cliPath, ["sensor", "fallback", "--wait", "10", "--sensor", fixture.sensor])
+        let result = either.finish()
+        #expect(result.result == "PAM_SUCCESS", "\(result.text)")
+        #expect(result.text.contains("prompt: Passcode: "))
+    }
+
+    @Test("an unplugged sensor → biometrics-only PAM_AUTHINFO_UNAVAIL at once; the passcode still works")
+    func unplugged() throws {
+        defer { fixture.remove() }
+        #expect(try run(cliPath, ["sensor", "unplug", "--sensor", fixture.sensor]).status == 0)
+        #expect(try harness(fixture, "bio", "alice").result == "PAM_AUTHINFO_UNAVAIL")
+        #expect(try harness(fixture, "bio-or-code", "alice", answers("739155")).result == "PAM_SUCCESS")
+        #expect(try run(cliPath, ["sensor", "plug", "--sensor", fixture.sensor]).status == 0)
+    }
+
+    @Test("1,000 start/authenticate/end cycles in one process: no crash, no growing memory")
+    func thousandCycles() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "pattern", "alice", ["--cycles", "1000"] + answers("2-4-9-3"))
+        #expect(result.status == 0, "\(result.text)")
+        let rss = result.output.compactMap { line -> Int? in
+            guard line.hasPrefix("cycle ") else { return nil }
+            #expect(line.contains("PAM_SUCCESS"), "\(line)")
+            return Int(line.split(separator: " ").last ?? "")
+        }
+        #expect(rss.count == 3, "\(result.text)")
+        if rss.count == 3 {
+            // After warm-up (cycle 100), 900 more cycles may not add more than 1 MB.
+            #expect(rss[2] - rss[1] < 1024, "RSS kB at cycles 1, 100, 1000: \(rss)")
+        }
+    }
+}

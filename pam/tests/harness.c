@@ -1,0 +1,173 @@
+/*
+ * keyway-pam-harness: a C host for pam_keyway.so tests and benchmarks, over the real libpam.
+ *
+ *   harness [options] CONFDIR SERVICE USER
+ *     --answer TEXT      answer the next prompt with TEXT (repeatable; "" is an empty answer)
+ *     --null-answer      answer the next prompt with no response (the person gave up)
+ *     --conv-error       make the conversation itself fail at the next prompt
+ *     --huge-answer N    answer the next prompt with N bytes of 'x'
+ *     --rhost HOST       set PAM_RHOST (a remote session)
+ *     --silent           pass PAM_SILENT
+ *     --acct             also call pam_acct_mgmt after pam_authenticate
+ *     --acct-only        call only pam_acct_mgmt
+ *     --cycles N         repeat start/authenticate/end N times (answers restart each cycle); print RSS
+ *     --bench            print microseconds to the first prompt and kB of RSS added by one authentication
+ *   harness --dlopen PATH ROUNDS   print the median microseconds of dlopen(PATH) in fresh child processes
+ *
+ * Prints every message as "info: …", "error: …", "prompt: …" / "prompt-echo: …", then "result: NAME (code)".
+ * A CONFDIR of "-" uses the system /etc/pam.d (pam_start), otherwise pam_start_confdir.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <security/pam_appl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum kind { ANSWER, NULL_ANSWER, CONV_ERROR };
+struct answer { enum kind kind; const char *text; };
+struct script { struct answer answers[64]; int count, next; int quiet; struct timespec start; long first_prompt_us; };
+
+static long elapsed_us(const struct timespec *from) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - from->tv_sec) * 1000000L + (now.tv_nsec - from->tv_nsec) / 1000L;
+}
+
+static long rss_kb(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) { if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0; fclose(f); }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static int converse(int count, const struct pam_message **messages, struct pam_response **responses, void *data) {
+    struct script *script = data;
+    struct pam_response *replies = calloc((size_t)count, sizeof *replies);
+    if (!replies) return PAM_BUF_ERR;
+    for (int i = 0; i < count; i++) {
+        const struct pam_message *m = messages[i];
+        switch (m->msg_style) {
+        case PAM_TEXT_INFO: if (!script->quiet) printf("info: %s\n", m->msg); break;
+        case PAM_ERROR_MSG: if (!script->quiet) printf("error: %s\n", m->msg); break;
+        case PAM_PROMPT_ECHO_OFF:
+        case PAM_PROMPT_ECHO_ON: {
+            if (script->first_prompt_us < 0) script->first_prompt_us = elapsed_us(&script->start);
+            if (!script->quiet) printf("%s: %s\n", m->msg_style == PAM_PROMPT_ECHO_ON ? "prompt-echo" : "prompt", m->msg);
+            if (script->next >= script->count) { free(replies); return PAM_CONV_ERR; }
+            struct answer a = script->answers[script->next++];
+            if (a.kind == CONV_ERROR) { free(replies); return PAM_CONV_ERR; }
+            if (a.kind == ANSWER) replies[i].resp = strdup(a.text);
+            break;
+        }
+        default: free(replies); return PAM_CONV_ERR;
+        }
+    }
+    fflush(stdout);
+    *responses = replies;
+    return PAM_SUCCESS;
+}
+
+static const char *code_name(int code) {
+    switch (code) {
+    case PAM_SUCCESS: return "PAM_SUCCESS";
+    case PAM_AUTH_ERR: return "PAM_AUTH_ERR";
+    case PAM_CONV_ERR: return "PAM_CONV_ERR";
+    case PAM_MAXTRIES: return "PAM_MAXTRIES";
+    case PAM_AUTHINFO_UNAVAIL: return "PAM_AUTHINFO_UNAVAIL";
+    case PAM_IGNORE: return "PAM_IGNORE";
+    case PAM_SERVICE_ERR: return "PAM_SERVICE_ERR";
+    case PAM_SYSTEM_ERR: return "PAM_SYSTEM_ERR";
+    case PAM_PERM_DENIED: return "PAM_PERM_DENIED";
+    case PAM_USER_UNKNOWN: return "PAM_USER_UNKNOWN";
+    case PAM_ABORT: return "PAM_ABORT";
+    default: return "OTHER";
+    }
+}
+
+static int dlopen_bench(const char *path, int rounds) {
+    long samples[1000];
+    if (rounds > 1000) rounds = 1000;
+    for (int r = 0; r < rounds; r++) {
+        int fds[2];
+        if (pipe(fds) != 0) return 1;
+        pid_t child = fork();
+        if (child == 0) {
+            struct timespec start;
+            clock_gettime(CLOCK_MONOTONIC, &start);
+            void *h = dlopen(path, RTLD_NOW);
+            long us = h ? elapsed_us(&start) : -1;
+            if (write(fds[1], &us, sizeof us) != sizeof us) _exit(1);
+            _exit(0);
+        }
+        long us = -1;
+        if (read(fds[0], &us, sizeof us) != sizeof us) us = -1;
+        waitpid(child, NULL, 0);
+        close(fds[0]); close(fds[1]);
+        if (us < 0) { fprintf(stderr, "dlopen %s failed\n", path); return 1; }
+        samples[r] = us;
+    }
+    for (int i = 1; i < rounds; i++)  /* insertion sort: rounds is small */
+        for (int j = i; j > 0 && samples[j - 1] > samples[j]; j--) { long t = samples[j]; samples[j] = samples[j - 1]; samples[j - 1] = t; }
+    printf("dlopen_us: %ld\n", samples[rounds / 2]);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    struct script script = { .first_prompt_us = -1 };
+    const char *rhost = NULL;
+    int flags = 0, acct = 0, acct_only = 0, cycles = 1, bench = 0;
+    int i = 1;
+    if (argc == 4 && strcmp(argv[1], "--dlopen") == 0) return dlopen_bench(argv[2], atoi(argv[3]));
+    for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+        if (strcmp(argv[i], "--answer") == 0 && i + 1 < argc && script.count < 64)
+            script.answers[script.count++] = (struct answer){ ANSWER, argv[++i] };
+        else if (strcmp(argv[i], "--null-answer") == 0 && script.count < 64)
+            script.answers[script.count++] = (struct answer){ NULL_ANSWER, NULL };
+        else if (strcmp(argv[i], "--conv-error") == 0 && script.count < 64)
+            script.answers[script.count++] = (struct answer){ CONV_ERROR, NULL };
+        else if (strcmp(argv[i], "--huge-answer") == 0 && i + 1 < argc && script.count < 64) {
+            size_t n = (size_t)atol(argv[++i]);
+            char *text = malloc(n + 1);
+            memset(text, 'x', n); text[n] = 0;
+            script.answers[script.count++] = (struct answer){ ANSWER, text };
+        }
+        else if (strcmp(argv[i], "--rhost") == 0 && i + 1 < argc) rhost = argv[++i];
+        else if (strcmp(argv[i], "--silent") == 0) flags |= PAM_SILENT;
+        else if (strcmp(argv[i], "--acct") == 0) acct = 1;
+        else if (strcmp(argv[i], "--acct-only") == 0) acct_only = 1;
+        else if (strcmp(argv[i], "--cycles") == 0 && i + 1 < argc) cycles = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--bench") == 0) { bench = 1; script.quiet = 1; }
+        else { fprintf(stderr, "unknown option %s\n", argv[i]); return 64; }
+    }
+    if (argc - i != 3) { fprintf(stderr, "usage: harness [options] CONFDIR SERVICE USER\n"); return 64; }
+    const char *confdir = argv[i], *service = argv[i + 1], *user = argv[i + 2];
+    if (cycles > 1) script.quiet = 1;
+    long rss_before = rss_kb(), rss_first = 0;
+    int result = PAM_SYSTEM_ERR;
+    for (int cycle = 1; cycle <= cycles; cycle++) {
+        struct pam_conv conv = { converse, &script };
+        pam_handle_t *pamh = NULL;
+        script.next = 0;
+        clock_gettime(CLOCK_MONOTONIC, &script.start);
+        int status = strcmp(confdir, "-") == 0 ? pam_start(service, user, &conv, &pamh)
+                                               : pam_start_confdir(service, user, &conv, confdir, &pamh);
+        if (status != PAM_SUCCESS) { printf("result: pam_start failed (%d)\n", status); return 1; }
+        if (rhost) pam_set_item(pamh, PAM_RHOST, rhost);
+        result = acct_only ? pam_acct_mgmt(pamh, flags) : pam_authenticate(pamh, flags);
+        if (!acct_only && acct && cycles == 1) {
+            printf("authenticate: %s (%d)\n", code_name(result), result);
+            result = pam_acct_mgmt(pamh, flags);
+        }
+        pam_end(pamh, result);
+        if (cycle == 1) rss_first = rss_kb();
+        if (cycles > 1 && (cycle == 1 || cycle == 100 || cycle == cycles))
+            printf("cycle %d: %s rss_kb %ld\n", cycle, code_name(result), rss_kb());
+    }
+    if (bench) printf("first_prompt_us: %ld\nrss_added_kb: %ld\n", script.first_prompt_us, rss_first - rss_before);
+    printf("result: %s (%d)\n", code_name(result), result);
+    return 0;
+}
