@@ -37,7 +37,7 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         throws(AuthenticationError) -> Verdict
     {
         if let reason = unusableReason(for: request.user) { throw AuthenticationError(.biometryNotAvailable, reason) }
-        conversation.tell(.info(sensor.instruction))
+        conversation.tell(.instruction(sensor.instruction))
         while true {
             guard let event = sensor.next(cancellation: request.cancellation) else {
                 if request.cancellation.isCancelled { throw AuthenticationError(.appCancel) }
@@ -127,7 +127,7 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         var samples: [FeatureVector] = []
         var unusable = 0
         while samples.count < needed {
-            conversation.tell(.info("\(sensor.instruction) (\(samples.count + 1) of \(needed))"))
+            conversation.tell(.instruction("\(sensor.instruction) (\(samples.count + 1) of \(needed))"))
             guard let event = sensor.next(cancellation: cancellation) else {
                 throw AuthenticationError(cancellation.isCancelled ? .appCancel : .timeout,
                                           "enrollment stopped waiting for the sensor")

@@ -49,11 +49,16 @@ public struct Message: Sendable, Equatable, CustomStringConvertible {
     public var kind: Kind
     /// The text.
     public var text: String
+    /// True when the person cannot go on without it ("Place your finger on the sensor."): shown even when the
+    /// caller asked for silence (PAM_SILENT, which sudo always sets), as pam_fprintd does.
+    public var isInstruction = false
 
     /// An informational message.
     public static func info(_ text: String) -> Message { Message(kind: .info, text: text) }
     /// An error message.
     public static func error(_ text: String) -> Message { Message(kind: .error, text: text) }
+    /// An instruction the person must see to proceed.
+    public static func instruction(_ text: String) -> Message { Message(kind: .info, text: text, isInstruction: true) }
 
     public var description: String { "\(kind == .info ? "info" : "error"): \(text)" }
 }

@@ -95,7 +95,7 @@ struct BiometricAuthenticatorTests {
         let conversation = ScriptedConversation()
         rig.events.push(.present(user: "alice", finger: "right-index"))
         _ = try rig.biometric.authenticate(AuthenticationRequest(user: rig.alice), conversation: conversation)
-        #expect(conversation.messages.first == .info("Place your finger on the sensor."))
+        #expect(conversation.messages.first == .instruction("Place your finger on the sensor."))
         let face = try SensorRig(.init(biometry: .face))
         #expect(face.sensor.instruction == "Look at the camera.")
     }

@@ -89,8 +89,11 @@ final class Answers: Conversation {
 /// What a program printed and how it ended.
 struct Run {
     var status: Int32
+    /// Standard output and standard error, interleaved as the program wrote them (one pipe), split in lines.
     var output: [String]
     var text: String { output.joined(separator: "\n") }
+    /// Standard output alone, when collected separately.
+    var standardOutput: [String] = []
 
     /// The harness's final "result: NAME (code)" name.
     var result: String? {
@@ -103,16 +106,19 @@ final class Started: @unchecked Sendable {
     let process = Process()
     private let pipe = Pipe()
 
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: String? = nil)
-        throws
+    private let errors: Pipe?
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: String? = nil,
+         separateErrors: Bool = false) throws
     {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
+        errors = separateErrors ? Pipe() : nil
         process.standardOutput = pipe
-        process.standardError = pipe
+        process.standardError = errors ?? pipe
         if let input {
             let stdin = Pipe()
             process.standardInput = stdin
@@ -126,11 +132,18 @@ final class Started: @unchecked Sendable {
     }
 
     func finish() -> Run {
+        func lines(_ data: Data) -> [String] {
+            String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init).filter { !$0.isEmpty }
+        }
+        let errorHandle = errors?.fileHandleForReading
+        nonisolated(unsafe) var errorData = Data()
+        let reader = errorHandle.map { handle in Thread { errorData = handle.readDataToEndOfFile() } }
+        reader?.start()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return Run(status: process.terminationStatus,
-                   output: String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-                       .map(String.init).filter { !$0.isEmpty })
+        while reader != nil && !(reader?.isFinished ?? true) { usleep(1000) }
+        guard errors != nil else { return Run(status: process.terminationStatus, output: lines(data)) }
+        return Run(status: process.terminationStatus, output: lines(errorData) + lines(data), standardOutput: lines(data))
     }
 }
 

@@ -165,6 +165,18 @@ struct ReturnCodeTests {
         #expect(result.output.first == "info: Place your finger on the sensor.")
     }
 
+    @Test("under PAM_SILENT the sensor instruction is still shown: without it nobody knows to touch the sensor")
+    func silentInstruction() throws {
+        defer { fixture.remove() }
+        let waiting = try Started(harnessPath, ["--silent", fixture.services, "bio", "alice"])
+        _ = try run(cliPath, ["sensor", "stranger", "--wait", "10", "--sensor", fixture.sensor])
+        _ = try run(cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
+        let result = waiting.finish()
+        #expect(result.result == "PAM_SUCCESS", "\(result.text)")
+        #expect(result.output.filter { $0 == "info: Place your finger on the sensor." }.count == 2, "\(result.text)")
+        #expect(!result.text.contains("error:"), "\(result.text)")
+    }
+
     @Test("biometrics-only: nothing presented before the timeout → PAM_AUTHINFO_UNAVAIL, saying why")
     func sensorTimeout() throws {
         defer { fixture.remove() }

@@ -51,9 +51,9 @@ struct PAMHandle {
         return .success(Secret(copying: UnsafeRawBufferPointer(start: response, count: length)))
     }
 
-    /// `pam_prompt` with PAM_TEXT_INFO or PAM_ERROR_MSG; nothing under PAM_SILENT.
+    /// `pam_prompt` with PAM_TEXT_INFO or PAM_ERROR_MSG; under PAM_SILENT only instructions.
     func show(_ message: Message) {
-        guard !silent else { return }
+        guard !silent || message.isInstruction else { return }
         var response: UnsafeMutablePointer<CChar>?
         _ = keyway_pam_prompt(raw, message.kind == .info ? PAM_TEXT_INFO : PAM_ERROR_MSG, &response, message.text)
         free(response)
