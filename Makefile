@@ -1,7 +1,7 @@
 # Keyway — build, test and install. `make help` lists the targets.
 SWIFT ?= swift
 SHELL := /bin/bash
-APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev sqlite3 pamtester libpam-wrapper sudo passwd gcc make
+APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev sqlite3 pamtester libpam-wrapper sudo passwd gcc make bc file binutils
 
 PREFIX ?= /usr/local
 PAM_DIR ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH >/dev/null 2>&1 && echo /lib/$$(dpkg-architecture -qDEB_HOST_MULTIARCH)/security || echo /lib/security)
@@ -48,6 +48,36 @@ test: deps module cli harness
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-output.txt | grep -vE '^(◇|\[[0-9]+/[0-9]+\]|Test Case .* started)'; \
 	status=$${PIPESTATUS[0]}; exit $$status
+
+# A real PAM authentication through pamtester under pam_wrapper, with a throwaway store: no system file changes.
+demo: deps module cli
+	@scripts/demo.sh
+
+install: module cli
+	install -D -m 644 -o root -g root build/pam_keyway.so $(DESTDIR)$(PAM_DIR)/pam_keyway.so
+	install -D -m 755 -o root -g root build/keyway $(DESTDIR)$(PREFIX)/sbin/keyway
+	install -D -m 644 man/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8
+	install -D -m 644 man/keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
+	install -d -m 700 -o root -g root $(DESTDIR)/etc/keyway $(DESTDIR)/var/lib/keyway
+	install -D -m 644 pam/examples/sudo $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/sudo
+	install -D -m 644 pam/examples/login $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/login
+	install -D -m 644 pam/examples/two-factor $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/two-factor
+	@echo "Installed. Next: keyway enroll gesture --user USER, then see the examples in $(PREFIX)/share/doc/keyway/examples"
+
+# Refuses while a PAM stack still names the module: removing it would break those logins.
+uninstall:
+	@if grep -ls 'pam_keyway' $(DESTDIR)/etc/pam.d/* 2>/dev/null; then \
+		echo "refusing: the files above still use pam_keyway.so; remove those lines first" >&2; exit 1; fi
+	rm -f $(DESTDIR)$(PAM_DIR)/pam_keyway.so $(DESTDIR)$(PREFIX)/sbin/keyway
+	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
+	rm -rf $(DESTDIR)$(PREFIX)/share/doc/keyway
+	-rmdir $(DESTDIR)/etc/keyway 2>/dev/null
+	@echo "Kept $(DESTDIR)/var/lib/keyway (the enrollments); delete it yourself if you mean to."
+
+bench: deps module cli harness
+	scripts/bench-pam.sh
+	scripts/bench-store.sh
+	build/keyway bench
 
 clean:
 	$(SWIFT) package clean

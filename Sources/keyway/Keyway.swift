@@ -330,8 +330,9 @@ struct Command {
                 samples.append(Double(end.tv_sec - start.tv_sec) * 1000 + Double(end.tv_nsec - start.tv_nsec) / 1e6)
             }
             samples.sort()
-            print("Argon2id \(hasher.cost): one verification median \(samples[samples.count / 2]) ms, "
-                      + "min \(samples[0]) ms, max \(samples[samples.count - 1]) ms over \(rounds) rounds")
+            func ms(_ value: Double) -> String { "\(Int(value.rounded())) ms" }
+            print("\(hasher.cost): one verification median \(ms(samples[samples.count / 2])), "
+                      + "min \(ms(samples[0])), max \(ms(samples[samples.count - 1])) over \(rounds) rounds")
         }
     }
 }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Keyway's main job on a throwaway default: enroll a demo user's pattern in a temporary store, then authenticate
+# through the real libpam with the real pamtester (under pam_wrapper, so /etc/pam.d is not touched).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d /tmp/keyway-demo.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+chmod 700 "$work"
+mkdir "$work/pam.d"
+store="$work/keyway.db"
+pattern=2-4-9-3
+echo "== Keyway demo (temporary store $store; no system file is changed)"
+echo "$pattern" | build/keyway --store "$store" enroll gesture --user demo --stdin 2>/dev/null
+echo "== Enrolled the pattern $pattern for the user 'demo':"
+echo "     1 2 3        2 → 4 → 9 → 3"
+echo "     4 5 6"
+echo "     7 8 9"
+echo "auth required $PWD/build/pam_keyway.so policy=pattern store=$store" > "$work/pam.d/keyway-demo"
+echo "account required $PWD/build/pam_keyway.so policy=pattern store=$store" >> "$work/pam.d/keyway-demo"
+pamtest() {
+    LD_PRELOAD=libpam_wrapper.so PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$work/pam.d" \
+        pamtester keyway-demo demo authenticate acct_mgmt 2> >(grep -v '^PWRAP_ERROR' >&2)
+}
+if [ -t 0 ]; then
+    echo "== Your turn: type a pattern as dot numbers (try $pattern, then something else). Ctrl-D ends."
+    while true; do
+        if pamtest; then echo "   → accepted"; else echo "   → refused"; fi
+        read -r -p "Again? [Y/n] " again || break
+        case "$again" in n*|N*) break ;; esac
+    done
+else
+    echo "== No terminal: entering the right pattern, then a wrong one, for you."
+    if echo "$pattern" | pamtest; then echo "   → $pattern accepted"; else echo "   → $pattern refused (unexpected)"; exit 1; fi
+    if printf '1-5-9-6\n3-4-9-2\n6-1-8-3\n' | pamtest; then echo "   → wrong pattern accepted (unexpected)"; exit 1
+    else echo "   → wrong patterns refused"; fi
+fi
+echo "== Counters and lockouts now:"
+build/keyway --store "$store" status --user demo
