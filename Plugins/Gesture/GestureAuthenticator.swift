@@ -2,9 +2,7 @@ public import KeywayCore
 
 /// The 3×3 pattern lock as a factor: the grid is shown, the pattern typed as dot numbers, checked against an
 /// Argon2id hash, with Android-style throttling.
-public struct GestureAuthenticator: Authenticator {
-    public var factor: FactorKind { .gesture }
-
+public struct GestureAuthenticator: KnowledgeAuthenticator {
     /// The enrollment rules (minimum dots, blocklist).
     public let rules: PatternRules
     /// The shared knowledge-factor machinery (prompt, reserve, Argon2id, settle).
@@ -20,28 +18,6 @@ public struct GestureAuthenticator: Authenticator {
                                     notEnrolledCode: .factorNotEnrolled)
     }
 
-    public func availability(for user: UserContext) -> Availability { knowledge.availability(for: user) }
-
-    public func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
-        throws(AuthenticationError) -> Verdict
-    {
-        try knowledge.authenticate(request, conversation: conversation)
-    }
-
-    /// Sets a new pattern, drawn twice.
-    public func enroll(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
-        -> Enrollment
-    {
-        try knowledge.enroll(user: user, by: actor, wording: Self.wording, conversation: conversation, check: check)
-    }
-
-    /// Changes the pattern after verifying the current one.
-    public func change(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
-        -> Enrollment
-    {
-        try knowledge.change(user: user, by: actor, wording: Self.wording, conversation: conversation, check: check)
-    }
-
     /// The numbered grid shown before the pattern is asked for.
     public static let grid = """
         Draw your pattern by typing the dots in order, e.g. 1-5-9-6:
@@ -50,12 +26,12 @@ public struct GestureAuthenticator: Authenticator {
           7 8 9
         """
 
-    static let wording = KnowledgeFactor.EnrollmentWording(
+    public static let wording = KnowledgeFactor.EnrollmentWording(
         first: "New pattern: ", again: "Draw the pattern again: ",
         differ: "The patterns did not match; start again.", current: "Current pattern: ")
 
     /// Applies the enrollment rules to a canonical pattern.
-    private func check(_ canonical: Secret) -> KnowledgeFactor.NormalizationError? {
+    public func violation(of canonical: Secret) -> KnowledgeFactor.NormalizationError? {
         let pattern = canonical.withUnsafeBytes { Pattern.parse($0) }
         switch pattern {
         case .success(let pattern): return rules.violation(of: pattern).map { .init($0.description) }

@@ -173,3 +173,42 @@ public struct KnowledgeFactor: Sendable {
         }
     }
 }
+
+/// A "something you know" plugin: it supplies its `KnowledgeFactor`, its wording and its enrollment rules, and
+/// gets availability, authentication, enrollment and change from here.
+public protocol KnowledgeAuthenticator: Authenticator {
+    /// The shared machinery, configured for this factor.
+    var knowledge: KnowledgeFactor { get }
+    /// What enrollment and change say.
+    static var wording: KnowledgeFactor.EnrollmentWording { get }
+    /// Why a canonical secret may not be enrolled, or nil.
+    func violation(of canonical: Secret) -> KnowledgeFactor.NormalizationError?
+}
+
+extension KnowledgeAuthenticator {
+    public var factor: FactorKind { knowledge.factor }
+
+    public func availability(for user: UserContext) -> Availability { knowledge.availability(for: user) }
+
+    public func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
+        throws(AuthenticationError) -> Verdict
+    {
+        try knowledge.authenticate(request, conversation: conversation)
+    }
+
+    /// Sets a new secret, asked twice.
+    public func enroll(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
+        -> Enrollment
+    {
+        try knowledge.enroll(user: user, by: actor, wording: Self.wording, conversation: conversation,
+                             check: violation(of:))
+    }
+
+    /// Changes the secret after verifying the current one.
+    public func change(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
+        -> Enrollment
+    {
+        try knowledge.change(user: user, by: actor, wording: Self.wording, conversation: conversation,
+                             check: violation(of:))
+    }
+}

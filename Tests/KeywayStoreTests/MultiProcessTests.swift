@@ -19,7 +19,7 @@ struct MultiProcessTests {
             try Probe(["attempt", scratch.store, "alice", "wrong-\(index)", kdfLog, barrier])
         }
         usleep(300_000)  // let every process reach the barrier
-        FileManager.default.createFile(atPath: barrier, contents: Data())
+        _ = FileManager.default.createFile(atPath: barrier, contents: Data())
         let outcomes = probes.map { $0.finish().joined() }
         let verified = outcomes.filter { $0 == "mismatch" }.count
         let refused = outcomes.filter { $0 == "refused throttled" }.count
@@ -45,7 +45,7 @@ struct MultiProcessTests {
             try (0..<3).map { try Probe(["attempt", scratch.store, user, "wrong-\($0)", kdfLog, barrier]) }
         }
         usleep(200_000)
-        FileManager.default.createFile(atPath: barrier, contents: Data())
+        _ = FileManager.default.createFile(atPath: barrier, contents: Data())
         let outcomes = probes.map { $0.finish().joined() }
         #expect(outcomes.allSatisfy { $0 == "mismatch" }, "\(outcomes)")
         let store = try scratch.open(create: false)

@@ -124,7 +124,7 @@ struct SQLiteStoreTests {
         let scratch = Scratch()
         defer { scratch.remove() }
         let junk = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        FileManager.default.createFile(atPath: scratch.store, contents: junk, attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: scratch.store, contents: junk, attributes: [.posixPermissions: 0o600])
         #expect(throws: AuthenticationError(.storeFailure)) { try scratch.open() }
         do { _ = try scratch.open() } catch { #expect(error.reason.contains("damaged or not a database")) }
         #expect(scratch.bytes(scratch.store) == junk)

@@ -43,7 +43,7 @@ struct PAMFixture {
         let line = "\(modulePath) store=\(store) sensor=\(sensor) \(arguments)"
         var text = "auth required \(line)\n"
         if account { text += "account required \(line)\n" }
-        FileManager.default.createFile(atPath: services + "/" + name, contents: Data(text.utf8))
+        _ = FileManager.default.createFile(atPath: services + "/" + name, contents: Data(text.utf8))
     }
 
     /// Opens the store (creating it) with a cheap Argon2id cost so tests stay fast; the module reads the cost from

@@ -18,7 +18,7 @@ struct ReturnCodeTests {
         // PAM_IGNORE is seen through the stack: the next module decides only when pam_keyway ignored the user.
         let ignoring = "auth requisite \(modulePath) store=\(fixture.store) policy=pattern unenrolled=ignore\n"
             + "auth required pam_permit.so\n"
-        FileManager.default.createFile(atPath: fixture.services + "/ignore", contents: Data(ignoring.utf8))
+        _ = FileManager.default.createFile(atPath: fixture.services + "/ignore", contents: Data(ignoring.utf8))
     }
 
     @Test("success: the right pattern → PAM_SUCCESS, after the numbered grid")
@@ -116,7 +116,7 @@ struct ReturnCodeTests {
         defer { fixture.remove() }
         let text = "auth required \(modulePath) \(arguments) store=\(fixture.store)\n"
             .replacingOccurrences(of: "store=relative/path store=\(fixture.store)", with: "store=relative/path")
-        FileManager.default.createFile(atPath: fixture.services + "/broken", contents: Data(text.utf8))
+        _ = FileManager.default.createFile(atPath: fixture.services + "/broken", contents: Data(text.utf8))
         let result = try harness(fixture, "broken", "alice", answers("2-4-9-3"))
         #expect(result.result == "PAM_SERVICE_ERR", "\(result.text)")
         #expect(result.text.contains("Keyway is not available (see the system log)."))
@@ -137,7 +137,7 @@ struct ReturnCodeTests {
             store = fixture.directory + "/lib/link.db"
         }
         let text = "auth required \(modulePath) policy=pattern store=\(store)\n"
-        FileManager.default.createFile(atPath: fixture.services + "/store", contents: Data(text.utf8))
+        _ = FileManager.default.createFile(atPath: fixture.services + "/store", contents: Data(text.utf8))
         let before = FileManager.default.contents(atPath: fixture.store)
         let result = try harness(fixture, "store", "alice", answers("2-4-9-3"))
         #expect(result.result == "PAM_SYSTEM_ERR", "\(result.text)")

@@ -16,7 +16,7 @@ struct SudoTests {
         #expect(try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", user]).status == 0)
         let rules = "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
         let draft = fixture.directory + "/sudoers"
-        FileManager.default.createFile(atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
+        _ = FileManager.default.createFile(atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
         let check = try run("/usr/sbin/visudo", ["-cf", draft])
         #expect(check.status == 0, "\(check.text)")
         guard check.status == 0 else { return }
@@ -27,7 +27,7 @@ struct SudoTests {
             session  required pam_permit.so
 
             """
-        FileManager.default.createFile(atPath: pamFile, contents: Data(stack.utf8))
+        _ = FileManager.default.createFile(atPath: pamFile, contents: Data(stack.utf8))
     }
 
     /// Removes everything `install` made; runs even when the test failed.
