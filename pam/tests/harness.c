@@ -44,6 +44,19 @@ static long rss_kb(void) {
     return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* RssAnon or RssFile from /proc/self/status, in kB. */
+static long status_kb(const char *field) {
+    char line[256];
+    long value = 0;
+    size_t length = strlen(field);
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, length) == 0) { value = atol(line + length + 1); break; }
+    fclose(f);
+    return value;
+}
+
 static int converse(int count, const struct pam_message **messages, struct pam_response **responses, void *data) {
     struct script *script = data;
     struct pam_response *replies = calloc((size_t)count, sizeof *replies);
@@ -147,6 +160,7 @@ int main(int argc, char **argv) {
     const char *confdir = argv[i], *service = argv[i + 1], *user = argv[i + 2];
     if (cycles > 1) script.quiet = 1;
     long rss_before = rss_kb(), rss_first = 0;
+    long anon_before = status_kb("RssAnon"), file_before = status_kb("RssFile"), anon_first = 0, file_first = 0;
     int result = PAM_SYSTEM_ERR;
     for (int cycle = 1; cycle <= cycles; cycle++) {
         struct pam_conv conv = { converse, &script };
@@ -163,11 +177,13 @@ int main(int argc, char **argv) {
             result = pam_acct_mgmt(pamh, flags);
         }
         pam_end(pamh, result);
-        if (cycle == 1) rss_first = rss_kb();
+        if (cycle == 1) { rss_first = rss_kb(); anon_first = status_kb("RssAnon"); file_first = status_kb("RssFile"); }
         if (cycles > 1 && (cycle == 1 || cycle == 100 || cycle == cycles))
             printf("cycle %d: %s rss_kb %ld\n", cycle, code_name(result), rss_kb());
     }
-    if (bench) printf("first_prompt_us: %ld\nrss_added_kb: %ld\n", script.first_prompt_us, rss_first - rss_before);
+    if (bench)
+        printf("first_prompt_us: %ld\nrss_added_kb: %ld\nanon_added_kb: %ld\nfile_added_kb: %ld\n", script.first_prompt_us,
+               rss_first - rss_before, anon_first - anon_before, file_first - file_before);
     printf("result: %s (%d)\n", code_name(result), result);
     return 0;
 }
