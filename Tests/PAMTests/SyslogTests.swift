@@ -1,0 +1,100 @@
+import Foundation
+import Testing
+
+/// Receives what processes send to syslog: a datagram socket at /dev/log (bound there when no syslog daemon owns
+/// it, or bind-mounted over it in a private mount namespace when one does).
+final class SyslogCapture: @unchecked Sendable {
+    let socketPath: String
+    private let descriptor: Int32
+    private let lock = NSLock()
+    private var received: [String] = []
+    private var reader: Thread?
+    private let ownsDevLog: Bool
+
+    init(directory: String) throws {
+        ownsDevLog = !FileManager.default.fileExists(atPath: "/dev/log")
+        socketPath = ownsDevLog ? "/dev/log" : directory + "/log.sock"
+        descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            let bytes = Array(socketPath.utf8)
+            buffer.copyBytes(from: bytes)
+            buffer[bytes.count] = 0
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0 else { throw CocoaError(.fileWriteUnknown) }
+        chmod(socketPath, 0o666)
+        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        let thread = Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 8192)
+            while !Thread.current.isCancelled {
+                let count = recv(descriptor, &buffer, buffer.count, 0)
+                if count > 0 {
+                    let line = String(decoding: buffer[0..<count], as: UTF8.self)
+                    lock.withLock { received.append(line) }
+                }
+            }
+        }
+        reader = thread
+        thread.start()
+    }
+
+    /// Runs a command so that its syslog reaches this capture.
+    func command(_ executable: String, _ arguments: [String]) -> (String, [String]) {
+        if ownsDevLog { return (executable, arguments) }
+        let quoted = ([executable] + arguments).map { "'\($0.replacingOccurrences(of: "'", with: "'\\''"))'" }
+        return ("/usr/bin/unshare", ["--mount", "/bin/sh", "-c",
+                                     "mount --bind \(socketPath) /dev/log && exec \(quoted.joined(separator: " "))"])
+    }
+
+    var lines: [String] {
+        usleep(300_000)
+        return lock.withLock { received }
+    }
+
+    func stop() {
+        reader?.cancel()
+        usleep(300_000)
+        close(descriptor)
+        unlink(socketPath)
+    }
+}
+
+@Suite("syslog: every decision, never a secret", .serialized)
+struct SyslogTests {
+    @Test("decisions go to authpriv with user, service, policy, steps and outcome; errors say why; no pattern appears")
+    func decisionsAreLogged() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        fixture.service("kwlog", "policy=pattern")
+        let broken = "auth required \(modulePath) policy=pattern polcy=x store=\(fixture.store)\n"
+        _ = FileManager.default.createFile(atPath: fixture.services + "/kwbroken", contents: Data(broken.utf8))
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        for (service, answers) in [("kwlog", ["3-4-9-2", "2-4-9-3"]), ("kwlog", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
+                                   ("kwbroken", ["2-4-9-3"])] {
+            let (executable, arguments) = capture.command(
+                harnessPath, answers.flatMap { ["--answer", $0] } + [fixture.services, service, "alice"])
+            _ = try run(executable, arguments)
+        }
+        let lines = capture.lines.filter { $0.contains("pam_keyway") }
+        #expect(lines.contains { $0.hasPrefix("<86>") && $0.contains("pam_keyway(kwlog:auth): user=alice policy=pattern "
+                                                                        + "outcome=success steps=[gesture#1:mismatch, "
+                                                                        + "gesture#2:succeeded] service=kwlog") },
+                "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("<85>") && $0.contains("outcome=failure(authenticationFailed)")
+                    && $0.contains("gesture#3:attempts-exhausted") }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("<83>") && $0.contains("configuration error, failing closed: "
+                                                                        + "unknown argument 'polcy=x'") }, "\(lines)")
+        for secret in ["2-4-9-3", "2493", "3-4-9-2", "6-1-8-3", "4-3-8-1-6", "7-5-3-6", "24963", "34692"] {
+            #expect(!lines.joined().contains(secret), "\(secret) appeared in the log")
+        }
+    }
+}
