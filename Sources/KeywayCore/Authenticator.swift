@@ -28,12 +28,17 @@ public struct UserContext: Sendable, Equatable {
     public var service: String
     /// True for a remote session (PAM_RHOST set, or not on a local seat): the local sensor cannot be used.
     public var isRemote: Bool
+    /// Hide whether a secret factor is enrolled: a user without one is asked like anyone else, costs the same slow
+    /// hash, and is told "not recognized" (DESIGN.md §5: no user enumeration). For logins, where anyone may type
+    /// any user name; LocalAuthentication-style callers leave it off and get `.factorNotEnrolled` at once.
+    public var concealsEnrollment: Bool
 
     /// Creates a user context.
-    public init(name: String, service: String = "keyway", isRemote: Bool = false) {
+    public init(name: String, service: String = "keyway", isRemote: Bool = false, concealsEnrollment: Bool = false) {
         self.name = name
         self.service = service
         self.isRemote = isRemote
+        self.concealsEnrollment = concealsEnrollment
     }
 }
 
@@ -99,11 +104,13 @@ public enum Verdict: Sendable, Equatable {
         case malformed(String)
         /// The sensor could not read a usable sample (moved too fast, dirty, timeout): not counted, and why.
         case noSample(String)
+        /// Nothing is enrolled and the user context conceals it: answered like a mismatch (never stored).
+        case notEnrolled
 
         /// True when the failure counts against the per-evaluation attempts.
         public var countsAsAttempt: Bool {
             switch self {
-            case .mismatch, .repeatedMismatch: true
+            case .mismatch, .repeatedMismatch, .notEnrolled: true
             case .malformed, .noSample: false
             }
         }

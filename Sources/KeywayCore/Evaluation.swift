@@ -76,6 +76,7 @@ public struct Evaluation: Sendable, Equatable, CustomStringConvertible {
             case .failed(.repeatedMismatch): "repeated-mismatch"
             case .failed(.malformed): "malformed"
             case .failed(.noSample): "no-sample"
+            case .failed(.notEnrolled): "not-enrolled"
             case .skipped(let error): "skipped(\(error.code.rawValue))"
             case .ended(let error): "ended(\(error.code.rawValue))"
             case .exhausted: "attempts-exhausted"

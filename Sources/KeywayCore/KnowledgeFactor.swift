@@ -39,10 +39,12 @@ public struct KnowledgeFactor: Sendable {
         self.notEnrolledCode = notEnrolledCode
     }
 
-    /// Availability from the enrollment and the counters.
+    /// Availability from the enrollment and the counters; a concealing context sees every user as enrolled.
     public func availability(for user: UserContext) -> Availability {
         do {
-            guard try gate.store.enrollment(user: user.name, factor: factor) != nil else { return .notEnrolled }
+            guard try gate.store.enrollment(user: user.name, factor: factor) != nil else {
+                return user.concealsEnrollment ? .available : .notEnrolled
+            }
         } catch {
             return .notAvailable(error.reason)
         }
@@ -65,7 +67,7 @@ public struct KnowledgeFactor: Sendable {
         case .success(let normalized): candidate = normalized
         case .failure(let problem): return .failure(.malformed(problem.message))
         }
-        return try verify(candidate, user: request.user.name)
+        return try verify(candidate, user: request.user.name, concealing: request.user.concealsEnrollment)
     }
 
     /// What the enrollment conversation says.
@@ -155,9 +157,13 @@ public struct KnowledgeFactor: Sendable {
 
     /// Checks a canonical secret against the user's enrollment: reserve, verify, settle. Used by `authenticate`
     /// and before a change, so a change attempt counts like any other attempt.
-    public func verify(_ candidate: Secret, user: String) throws(AuthenticationError) -> Verdict {
+    /// With `concealing`, a user with nothing enrolled gets `.notEnrolled` after the same slow-hash work.
+    public func verify(_ candidate: Secret, user: String, concealing: Bool = false) throws(AuthenticationError)
+        -> Verdict
+    {
         guard let enrollment = try gate.store.enrollment(user: user, factor: factor) else {
             hasher.burnWork(candidate)
+            if concealing { return .failure(.notEnrolled) }
             throw AuthenticationError(notEnrolledCode, "no \(factor) is enrolled for \(user)")
         }
         guard let encoded = String(validating: enrollment.payload, as: UTF8.self) else {

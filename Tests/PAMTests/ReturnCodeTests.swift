@@ -1,4 +1,7 @@
 import Foundation
+import KeywayCore
+import KeywayRuntime
+import KeywayStore
 import Testing
 
 /// Every row of the outcome → PAM code table in pam_keyway(8), through the real libpam (pam_start_confdir)
@@ -60,15 +63,32 @@ struct ReturnCodeTests {
         #expect(try harness(fixture, "pattern", "alice", ["--acct-only"]).result == "PAM_SUCCESS")
     }
 
-    @Test("not enrolled → PAM_AUTHINFO_UNAVAIL without a prompt; unenrolled=ignore → PAM_IGNORE, never success")
-    func notEnrolled() throws {
+    @Test("no pattern enrolled: asked like anyone else, same messages, same slow hash → PAM_AUTH_ERR (no enumeration)")
+    func notEnrolledIsConcealed() throws {
         defer { fixture.remove() }
-        let result = try harness(fixture, "pattern", "bob", answers("2-4-9-3"))
+        let wrong = answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6")
+        let stranger = try harness(fixture, "pattern", "bob", wrong)
+        let member = try harness(fixture, "pattern", "alice", wrong)
+        #expect(stranger.result == "PAM_AUTH_ERR", "\(stranger.text)")
+        #expect(stranger.output == member.output, "bob:\n\(stranger.text)\nalice:\n\(member.text)")
+        #expect(try fixture.runtime().store.attempts(user: "bob") == .init(), "nothing is stored for bob")
+    }
+
+    @Test("no finger enrolled → PAM_AUTHINFO_UNAVAIL at once, without waiting at the sensor")
+    func biometricNotEnrolled() throws {
+        defer { fixture.remove() }
+        let result = try harness(fixture, "bio", "bob")
         #expect(result.result == "PAM_AUTHINFO_UNAVAIL", "\(result.text)")
-        #expect(!result.text.contains("prompt:"))
+        #expect(!result.text.contains("Place your finger"))
+    }
+
+    @Test("unenrolled=ignore → PAM_IGNORE for a user with nothing enrolled, never success")
+    func unenrolledIgnore() throws {
+        defer { fixture.remove() }
         // Alone in the stack, an ignoring module leaves libpam with no decision: it fails, never succeeds.
         let alone = try harness(fixture, "ignore-alone", "bob", answers("2-4-9-3"))
         #expect(alone.result != "PAM_SUCCESS" && alone.result != nil, "\(alone.text)")
+        #expect(!alone.text.contains("prompt:"))
         // Followed by pam_permit, bob passes only because pam_keyway returned PAM_IGNORE (requisite stops on failure).
         #expect(try harness(fixture, "ignore", "bob", answers("2-4-9-3")).result == "PAM_SUCCESS")
         #expect(try harness(fixture, "ignore", "alice", answers("2-4-9-3")).result == "PAM_SUCCESS")

@@ -78,10 +78,11 @@ struct SyslogTests {
         _ = FileManager.default.createFile(atPath: fixture.services + "/kwbroken", contents: Data(broken.utf8))
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
-        for (service, answers) in [("kwlog", ["3-4-9-2", "2-4-9-3"]), ("kwlog", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
-                                   ("kwbroken", ["2-4-9-3"])] {
+        for (service, user, answers) in [("kwlog", "alice", ["3-4-9-2", "2-4-9-3"]),
+                                         ("kwlog", "alice", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
+                                         ("kwlog", "bob", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]), ("kwbroken", "alice", ["2-4-9-3"])] {
             let (executable, arguments) = capture.command(
-                harnessPath, answers.flatMap { ["--answer", $0] } + [fixture.services, service, "alice"])
+                harnessPath, answers.flatMap { ["--answer", $0] } + [fixture.services, service, user])
             _ = try run(executable, arguments)
         }
         let lines = capture.lines.filter { $0.contains("pam_keyway") }
@@ -91,6 +92,9 @@ struct SyslogTests {
                 "\(lines)")
         #expect(lines.contains { $0.hasPrefix("<85>") && $0.contains("outcome=failure(authenticationFailed)")
                     && $0.contains("gesture#3:attempts-exhausted") }, "\(lines)")
+        // The administrator's log tells what the person is not told: bob has no pattern.
+        #expect(lines.contains { $0.contains("user=bob policy=pattern outcome=failure(authenticationFailed) "
+                                                 + "steps=[gesture#1:not-enrolled") }, "\(lines)")
         #expect(lines.contains { $0.hasPrefix("<83>") && $0.contains("configuration error, failing closed: "
                                                                         + "unknown argument 'polcy=x'") }, "\(lines)")
         for secret in ["2-4-9-3", "2493", "3-4-9-2", "6-1-8-3", "4-3-8-1-6", "7-5-3-6", "24963", "34692"] {

@@ -165,6 +165,19 @@ struct PasscodeTests {
         #expect(fallback == .failure(AuthenticationError(.userFallback)))
     }
 
+    @Test("concealing enrollment: a user without a passcode is available, asked, hashed, and not recognized")
+    func concealedUnenrolledUser() throws {
+        let rig = try PasscodeRig()
+        let hidden = UserContext(name: "nobody", concealsEnrollment: true)
+        #expect(rig.plugin.availability(for: hidden) == .available)
+        let conversation = ScriptedConversation(typing: "739155")
+        let verdict = try rig.plugin.authenticate(AuthenticationRequest(user: hidden), conversation: conversation)
+        #expect(verdict == .failure(.notEnrolled))
+        #expect(conversation.prompts.count == 1)
+        #expect(try rig.store.attempts(user: "nobody") == AttemptBook())
+        #expect(rig.plugin.availability(for: UserContext(name: "nobody")) == .notEnrolled)
+    }
+
     @Test("an unenrolled user is asked and answered like anyone else, then told passcodeNotSet")
     func unenrolledUser() throws {
         let rig = try PasscodeRig()

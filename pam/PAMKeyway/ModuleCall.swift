@@ -70,7 +70,9 @@ struct ModuleCall {
             return .failure(error)
         }
         let service = handle.item(PAM_SERVICE) ?? "unknown"
-        let context = UserContext(name: user, service: service, isRemote: handle.item(PAM_RHOST) != nil)
+        // unenrolled=fail hides who has enrolled a pattern or passcode (DESIGN.md §5); ignore must tell, to ignore.
+        let context = UserContext(name: user, service: service, isRemote: handle.item(PAM_RHOST) != nil,
+                                  concealsEnrollment: parsed.unenrolled == .fail)
         if parsed.debug {
             log(LOG_DEBUG, "user=\(user) service=\(service) policy=\(policy) store=\(parsed.store)")
         }
