@@ -13,14 +13,19 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
     private let newDomainState: @Sendable () -> [UInt8]
 
     /// Creates the factor; domain states come from the system's random generator unless given.
-    public init(store: any Store, clock: any Clock, sensor: SimulatedSensor, schedule: ThrottleSchedule = .biometric,
-                newDomainState: (@Sendable () -> [UInt8])? = nil) {
+    public init(
+        store: any Store, clock: any Clock, sensor: SimulatedSensor, schedule: ThrottleSchedule = .biometric,
+        newDomainState: (@Sendable () -> [UInt8])? = nil
+    ) {
         self.sensor = sensor
         gate = AttemptGate(factor: .biometric, store: store, clock: clock, schedule: schedule)
-        self.newDomainState = newDomainState ?? {
-            var generator = SystemRandomNumberGenerator()
-            return (0..<BiometricEnrollment.domainStateLength).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        }
+        self.newDomainState =
+            newDomainState ?? {
+                var generator = SystemRandomNumberGenerator()
+                return (0..<BiometricEnrollment.domainStateLength).map { _ in
+                    UInt8.random(in: 0...255, using: &generator)
+                }
+            }
     }
 
     public func availability(for user: UserContext) -> Availability {
@@ -41,8 +46,10 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         while true {
             guard let event = sensor.next(cancellation: request.cancellation) else {
                 if request.cancellation.isCancelled { throw AuthenticationError(.appCancel) }
-                throw AuthenticationError(.timeout, "nothing was presented to the sensor within "
-                                              + sensor.configuration.timeout.spokenDescription)
+                throw AuthenticationError(
+                    .timeout,
+                    "nothing was presented to the sensor within "
+                        + sensor.configuration.timeout.spokenDescription)
             }
             switch event {
             case .plug:
@@ -107,9 +114,10 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
     }
 
     /// Enrolls (or re-enrolls) `finger` from as many touches as the model asks for, telling the person each step.
-    public func enroll(user: String, finger: String, by actor: String, conversation: some Conversation,
-                       cancellation: CancellationFlag = CancellationFlag()) throws(AuthenticationError) -> Enrollment
-    {
+    public func enroll(
+        user: String, finger: String, by actor: String, conversation: some Conversation,
+        cancellation: CancellationFlag = CancellationFlag()
+    ) throws(AuthenticationError) -> Enrollment {
         if let reason = unusableReason(for: UserContext(name: user)) {
             throw AuthenticationError(.biometryNotAvailable, reason)
         }
@@ -120,8 +128,10 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         var current = try load(user) ?? BiometricEnrollment(templates: [], domainState: [])
         let replacing = current.templates.contains { $0.finger == finger }
         guard replacing || current.templates.count < BiometricEnrollment.maximumFingers else {
-            throw AuthenticationError(.internalFailure, "\(user) already has \(BiometricEnrollment.maximumFingers) "
-                                          + "fingers enrolled; remove one first")
+            throw AuthenticationError(
+                .internalFailure,
+                "\(user) already has \(BiometricEnrollment.maximumFingers) "
+                    + "fingers enrolled; remove one first")
         }
         let needed = sensor.configuration.model.enrollmentSamples
         var samples: [FeatureVector] = []
@@ -129,8 +139,9 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         while samples.count < needed {
             conversation.tell(.instruction("\(sensor.instruction) (\(samples.count + 1) of \(needed))"))
             guard let event = sensor.next(cancellation: cancellation) else {
-                throw AuthenticationError(cancellation.isCancelled ? .appCancel : .timeout,
-                                          "enrollment stopped waiting for the sensor")
+                throw AuthenticationError(
+                    cancellation.isCancelled ? .appCancel : .timeout,
+                    "enrollment stopped waiting for the sensor")
             }
             switch event {
             case .present, .presentStranger:
@@ -169,7 +180,8 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         }
         current.templates.removeAll { $0.finger == finger }
         if current.templates.isEmpty {
-            try gate.store.removeEnrollment(user: user, factor: .biometric, by: Attribution(actor, at: gate.clock.now()))
+            try gate.store.removeEnrollment(
+                user: user, factor: .biometric, by: Attribution(actor, at: gate.clock.now()))
         } else {
             current.domainState = newDomainState()
             _ = try save(current, user: user, by: actor)
@@ -180,8 +192,9 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
     private func save(_ enrollment: BiometricEnrollment, user: String, by actor: String) throws(AuthenticationError)
         -> Enrollment
     {
-        let record = Enrollment(user: user, factor: .biometric, payload: enrollment.encoded(),
-                                changedAt: gate.clock.now(), changedBy: actor)
+        let record = Enrollment(
+            user: user, factor: .biometric, payload: enrollment.encoded(),
+            changedAt: gate.clock.now(), changedBy: actor)
         try gate.store.save(record)
         return record
     }

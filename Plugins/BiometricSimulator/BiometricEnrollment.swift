@@ -60,10 +60,13 @@ public struct BiometricEnrollment: Sendable, Equatable {
         var templates: [(finger: String, template: Template)] = []
         for _ in 0..<count {
             let nameLength = Int(try take(1).first ?? 0)
-            guard let name = String(validating: try take(nameLength), as: UTF8.self) else { throw bad("a name is not UTF-8") }
+            guard let name = String(validating: try take(nameLength), as: UTF8.self) else {
+                throw bad("a name is not UTF-8")
+            }
             let lengthBytes = Array(try take(4))
-            let length = Int(UInt32(lengthBytes[0]) | UInt32(lengthBytes[1]) << 8 | UInt32(lengthBytes[2]) << 16
-                                 | UInt32(lengthBytes[3]) << 24)
+            let length = Int(
+                UInt32(lengthBytes[0]) | UInt32(lengthBytes[1]) << 8 | UInt32(lengthBytes[2]) << 16
+                    | UInt32(lengthBytes[3]) << 24)
             let body = Array(try take(length))
             do {
                 templates.append((name, try Template(decoding: body)))

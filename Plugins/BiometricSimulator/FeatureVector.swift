@@ -59,21 +59,24 @@ public struct Template: Sendable, Equatable {
     /// Reads what `encoded()` wrote, refusing anything else with an error that says what was wrong.
     public init(decoding bytes: [UInt8]) throws(NoiseModelError) {
         guard bytes.count >= Self.headerSize else {
-            throw NoiseModelError("template is truncated: \(bytes.count) bytes, the header alone needs "
-                + "\(Self.headerSize)")
+            throw NoiseModelError(
+                "template is truncated: \(bytes.count) bytes, the header alone needs "
+                    + "\(Self.headerSize)")
         }
         guard Array(bytes[0..<4]) == Self.magic else {
             throw NoiseModelError("template does not start with the \"KWBT\" magic: not a biometric template")
         }
         let version = UInt16(truncatingIfNeeded: Self.readLittleEndian(bytes, at: 4, byteCount: 2))
         guard version == Self.encodingVersion else {
-            throw NoiseModelError("template version \(version) is not supported: this build reads version "
-                + "\(Self.encodingVersion)")
+            throw NoiseModelError(
+                "template version \(version) is not supported: this build reads version "
+                    + "\(Self.encodingVersion)")
         }
         let dimensions = Int(Self.readLittleEndian(bytes, at: 6, byteCount: 2))
         guard dimensions >= 2, dimensions <= Self.maximumDimensions, dimensions % 2 == 0 else {
-            throw NoiseModelError("template dimension count \(dimensions) is invalid: it must be even and in "
-                + "2...\(Self.maximumDimensions)")
+            throw NoiseModelError(
+                "template dimension count \(dimensions) is invalid: it must be even and in "
+                    + "2...\(Self.maximumDimensions)")
         }
         let sampleCount = Int(Self.readLittleEndian(bytes, at: 8, byteCount: 4))
         guard sampleCount >= 1 else {
@@ -81,8 +84,9 @@ public struct Template: Sendable, Equatable {
         }
         let expectedLength = Self.headerSize + 8 * dimensions
         guard bytes.count == expectedLength else {
-            throw NoiseModelError("template length \(bytes.count) does not match its \(dimensions) dimensions "
-                + "(expected \(expectedLength) bytes)")
+            throw NoiseModelError(
+                "template length \(bytes.count) does not match its \(dimensions) dimensions "
+                    + "(expected \(expectedLength) bytes)")
         }
         var components: [Double] = []
         components.reserveCapacity(dimensions)

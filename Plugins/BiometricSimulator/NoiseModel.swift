@@ -44,50 +44,61 @@ public struct NoiseModel: Sendable, Equatable {
     static let maximumDimensions = Template.maximumDimensions
 
     /// Derives σ from the target rates; throws, naming the value, when no σ can meet them or the input is silly.
-    public init(dimensions: Int = 32, enrollmentSamples: Int = 5,
-                falseMatchRate: Double = 1.0 / 50_000, falseNonMatchRate: Double = 0.02) throws(NoiseModelError) {
+    public init(
+        dimensions: Int = 32, enrollmentSamples: Int = 5,
+        falseMatchRate: Double = 1.0 / 50_000, falseNonMatchRate: Double = 0.02
+    ) throws(NoiseModelError) {
         guard dimensions >= 2 else {
-            throw NoiseModelError("dimensions must be at least 2 (got \(dimensions)): a feature space needs "
-                + "at least one pair of coordinates")
+            throw NoiseModelError(
+                "dimensions must be at least 2 (got \(dimensions)): a feature space needs "
+                    + "at least one pair of coordinates")
         }
         guard dimensions % 2 == 0 else {
-            throw NoiseModelError("dimensions must be even (got \(dimensions)): scoring uses the closed-form χ² "
-                + "CDF, which exists for even degrees of freedom only")
+            throw NoiseModelError(
+                "dimensions must be even (got \(dimensions)): scoring uses the closed-form χ² "
+                    + "CDF, which exists for even degrees of freedom only")
         }
         guard dimensions <= Self.maximumDimensions else {
-            throw NoiseModelError("dimensions must be at most \(Self.maximumDimensions) (got \(dimensions)): "
-                + "larger feature spaces only cost time and storage")
+            throw NoiseModelError(
+                "dimensions must be at most \(Self.maximumDimensions) (got \(dimensions)): "
+                    + "larger feature spaces only cost time and storage")
         }
         guard enrollmentSamples >= 1 else {
-            throw NoiseModelError("enrollmentSamples must be at least 1 (got \(enrollmentSamples)): a template "
-                + "is the mean of its enrolment samples")
+            throw NoiseModelError(
+                "enrollmentSamples must be at least 1 (got \(enrollmentSamples)): a template "
+                    + "is the mean of its enrolment samples")
         }
         guard falseMatchRate > 0, falseMatchRate < 0.5 else {
-            throw NoiseModelError("falseMatchRate must be in (0, 0.5) (got \(falseMatchRate)): 0 cannot be "
-                + "met by any noise, and a matcher accepting half of all impostors is no authenticator")
+            throw NoiseModelError(
+                "falseMatchRate must be in (0, 0.5) (got \(falseMatchRate)): 0 cannot be "
+                    + "met by any noise, and a matcher accepting half of all impostors is no authenticator")
         }
         guard falseNonMatchRate > 0, falseNonMatchRate < 0.5 else {
-            throw NoiseModelError("falseNonMatchRate must be in (0, 0.5) (got \(falseNonMatchRate)): 0 would "
-                + "need a noiseless sensor, and rejecting half of all genuine attempts is no authenticator")
+            throw NoiseModelError(
+                "falseNonMatchRate must be in (0, 0.5) (got \(falseNonMatchRate)): 0 would "
+                    + "need a noiseless sensor, and rejecting half of all genuine attempts is no authenticator")
         }
         let threshold = -Libm.log(falseMatchRate) / Libm.ln10
         guard threshold < Self.maximumScore else {
-            throw NoiseModelError("falseMatchRate \(falseMatchRate) is below 1e-\(Int(Self.maximumScore)): "
-                + "scores are clamped there, so nothing could ever match")
+            throw NoiseModelError(
+                "falseMatchRate \(falseMatchRate) is below 1e-\(Int(Self.maximumScore)): "
+                    + "scores are clamped there, so nothing could ever match")
         }
         let impostorQuantile = ChiSquared.quantile(falseMatchRate, degreesOfFreedom: dimensions)
         let genuineQuantile = ChiSquared.quantile(1 - falseNonMatchRate, degreesOfFreedom: dimensions)
         guard impostorQuantile > 0, genuineQuantile > impostorQuantile, genuineQuantile.isFinite else {
-            throw NoiseModelError("falseMatchRate \(falseMatchRate) with falseNonMatchRate \(falseNonMatchRate) "
-                + "leaves no noise level: the χ²_\(dimensions) quantiles are q_a = \(impostorQuantile) and "
-                + "q_b = \(genuineQuantile), but q_b must exceed q_a > 0")
+            throw NoiseModelError(
+                "falseMatchRate \(falseMatchRate) with falseNonMatchRate \(falseNonMatchRate) "
+                    + "leaves no noise level: the χ²_\(dimensions) quantiles are q_a = \(impostorQuantile) and "
+                    + "q_b = \(genuineQuantile), but q_b must exceed q_a > 0")
         }
         // (2 + v) q_a = v q_b  ⇔  v = 2 q_a / (q_b − q_a); v is the genuine difference variance σ²(1 + 1/k).
         let genuineVariance = 2 * impostorQuantile / (genuineQuantile - impostorQuantile)
         let variance = genuineVariance / (1 + 1 / Double(enrollmentSamples))
         guard variance.isFinite, variance > 0 else {
-            throw NoiseModelError("falseMatchRate \(falseMatchRate) with falseNonMatchRate \(falseNonMatchRate) "
-                + "gives a noise variance of \(variance), which no sensor can have")
+            throw NoiseModelError(
+                "falseMatchRate \(falseMatchRate) with falseNonMatchRate \(falseNonMatchRate) "
+                    + "gives a noise variance of \(variance), which no sensor can have")
         }
         self.dimensions = dimensions
         self.enrollmentSamples = enrollmentSamples
@@ -127,7 +138,7 @@ public struct NoiseModel: Sendable, Equatable {
         var components = [Double](repeating: 0, count: dimensions)
         components.withUnsafeMutableBufferPointer { buffer in
             var index = 0
-            while index < buffer.count {   // `while`, not `for … in`: the iterator is slow in debug builds
+            while index < buffer.count {  // `while`, not `for … in`: the iterator is slow in debug builds
                 buffer[index] = g.nextGaussian()
                 index += 1
             }
@@ -161,8 +172,9 @@ public struct NoiseModel: Sendable, Equatable {
         var sum = [Double](repeating: 0, count: dimensions)
         for (position, sample) in samples.enumerated() {
             guard sample.components.count == dimensions else {
-                throw NoiseModelError("enrolment sample \(position) has \(sample.components.count) dimensions, "
-                    + "the model has \(dimensions)")
+                throw NoiseModelError(
+                    "enrolment sample \(position) has \(sample.components.count) dimensions, "
+                        + "the model has \(dimensions)")
             }
             let allFinite = sum.withUnsafeMutableBufferPointer { total in
                 sample.components.withUnsafeBufferPointer { values in
@@ -200,7 +212,8 @@ public struct NoiseModel: Sendable, Equatable {
     public func score(_ sample: FeatureVector, against template: Template) -> Double {
         let count = dimensions
         guard sample.components.count == count, template.mean.components.count == count,
-              template.sampleCount >= 1 else {
+            template.sampleCount >= 1
+        else {
             return 0
         }
         var squaredDistance = 0.0

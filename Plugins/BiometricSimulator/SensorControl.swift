@@ -31,9 +31,11 @@ public enum SensorControl {
         case ("plug", 1): return .success(.plug)
         case ("error", _): return .success(.failure(rest.isEmpty ? "sensor error" : rest))
         default:
-            return .failure(SensorControlError("unknown command '\(verb)' with \(words.count - 1) arguments; expected "
-                                                   + "present USER FINGER | stranger | retry REASON | cancel | "
-                                                   + "fallback | unplug | plug | error REASON"))
+            return .failure(
+                SensorControlError(
+                    "unknown command '\(verb)' with \(words.count - 1) arguments; expected "
+                        + "present USER FINGER | stranger | retry REASON | cancel | "
+                        + "fallback | unplug | plug | error REASON"))
         }
     }
 
@@ -63,7 +65,9 @@ public enum SensorControl {
             let flag = unpluggedFlag(in: directory)
             if event == .unplug {
                 let descriptor = open(flag, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-                guard descriptor >= 0 else { return .failure(SensorControlError("cannot write \(flag): \(errnoText())")) }
+                guard descriptor >= 0 else {
+                    return .failure(SensorControlError("cannot write \(flag): \(errnoText())"))
+                }
                 close(descriptor)
             } else {
                 unlink(flag)

@@ -16,8 +16,10 @@ public final class SimulatedSensor: Sendable {
         public var timeout: Duration
 
         /// Creates a configuration; the defaults are a fingerprint sensor with a 1 in 50,000 false-match rate.
-        public init(biometry: BiometryType = .fingerprint, model: NoiseModel = .default, seed: UInt64 = 0x6B65_7977_6179,
-                    timeout: Duration = .seconds(30)) {
+        public init(
+            biometry: BiometryType = .fingerprint, model: NoiseModel = .default, seed: UInt64 = 0x6B65_7977_6179,
+            timeout: Duration = .seconds(30)
+        ) {
             self.biometry = biometry
             self.model = model
             self.seed = seed

@@ -9,13 +9,16 @@ public struct GestureAuthenticator: KnowledgeAuthenticator {
     public let knowledge: KnowledgeFactor
 
     /// Creates the factor over a store, a clock and a hasher.
-    public init(store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PatternRules = .default,
-                schedule: ThrottleSchedule = .gesture) {
+    public init(
+        store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PatternRules = .default,
+        schedule: ThrottleSchedule = .gesture
+    ) {
         self.rules = rules
         let gate = AttemptGate(factor: .gesture, store: store, clock: clock, schedule: schedule)
-        knowledge = KnowledgeFactor(factor: .gesture, promptText: "Pattern: ", preamble: Self.grid,
-                                    normalize: Self.normalize, hasher: hasher, gate: gate,
-                                    notEnrolledCode: .factorNotEnrolled)
+        knowledge = KnowledgeFactor(
+            factor: .gesture, promptText: "Pattern: ", preamble: Self.grid,
+            normalize: Self.normalize, hasher: hasher, gate: gate,
+            notEnrolledCode: .factorNotEnrolled)
     }
 
     /// The numbered grid shown before the pattern is asked for.

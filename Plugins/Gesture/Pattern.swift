@@ -39,9 +39,9 @@ public struct Pattern: Sendable, Hashable, CustomStringConvertible {
         text.reserveCapacity(dots.count * 2)
         for dot in dots {
             if !text.isEmpty {
-                text.append(0x2D)                           // "-"
+                text.append(0x2D)  // "-"
             }
-            text.append(0x30 &+ dot)                        // "0" + dot
+            text.append(0x30 &+ dot)  // "0" + dot
         }
         return String(decoding: text, as: UTF8.self)
     }
@@ -74,20 +74,20 @@ public struct Pattern: Sendable, Hashable, CustomStringConvertible {
             }
             // Byte values as literals and plain comparisons: range patterns and UInt8(ascii:) are calls in
             // unoptimized builds, and tests parse every one of the 389,112 patterns.
-            let digit = byte &- 0x30                        // "0"
+            let digit = byte &- 0x30  // "0"
             if digit >= 1 && digit <= 9 {
                 if inTrailingLineEnd {
                     sawInvalid = true
                 } else {
                     entered.append(digit)
                 }
-            } else if byte == 0x2D || byte == 0x2C {        // "-" ","
+            } else if byte == 0x2D || byte == 0x2C {  // "-" ","
                 if inTrailingLineEnd {
                     sawInvalid = true
                 }
-            } else if byte == 0x20 || byte == 0x09 {        // " " "\t"
+            } else if byte == 0x20 || byte == 0x09 {  // " " "\t"
                 continue
-            } else if byte == 0x0A || byte == 0x0D {        // "\n" "\r"
+            } else if byte == 0x0A || byte == 0x0D {  // "\n" "\r"
                 // Leading line breaks are whitespace; after content they must end the input.
                 if !entered.isEmpty {
                     inTrailingLineEnd = true

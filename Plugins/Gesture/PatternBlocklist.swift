@@ -27,31 +27,31 @@ public struct PatternBlocklist: Sendable, Equatable {
     /// Each must be a valid normalized pattern of at least 4 dots (a test checks it); rotations,
     /// reflections and reversals are added by `expanded`, so listing them here would only repeat.
     static let baseShapes: [[UInt8]] = [
-        [1, 2, 3, 5, 7, 8, 9],              // Z
-        [1, 4, 7, 8, 9],                    // L
-        [3, 2, 1, 4, 7, 8, 9],              // C
-        [1, 4, 7, 8, 9, 6, 3],              // U
-        [7, 4, 1, 5, 9, 6, 3],              // N
-        [7, 4, 1, 5, 3, 6, 9],              // M (its reflection is W)
-        [3, 2, 1, 4, 5, 6, 9, 8, 7],        // S (its reflection is the digit 2)
-        [1, 2, 3, 5, 8],                    // T
-        [1, 4, 8, 6, 3],                    // V
-        [1, 2, 3, 5, 7],                    // the digit 7
-        [1, 2, 3, 6, 9, 8, 7, 4],           // the square ring
-        [1, 2, 3, 6, 9, 8, 7, 4, 5],        // the ring spiralling into the centre
-        [1, 2, 3, 4, 5, 6, 7, 8, 9],        // every dot in reading (keypad) order
-        [1, 2, 3, 4],                       // the start of reading order
-        [1, 2, 3, 6],                       // top row plus a corner (its reflection is a short L)
-        [1, 2, 3, 5],                       // top row then the centre
-        [1, 2, 3, 6, 5, 4],                 // two rows as a snake
-        [1, 2, 5, 4],                       // the small square in a corner
-        [2, 6, 8, 4],                       // the diamond
-        [1, 2, 3, 5, 7, 4],                 // a triangle: top row, diagonal, back up
-        [1, 5, 9, 8],                       // the diagonal plus one step
-        [1, 5, 9, 8, 7],                    // the diagonal plus an edge
-        [1, 5, 9, 8, 7, 4],                 // the closed triangle
-        [1, 2, 5, 8],                       // a hook down the middle column
-        [1, 2, 5, 8, 9],                    // the middle column with both ends turned
+        [1, 2, 3, 5, 7, 8, 9],  // Z
+        [1, 4, 7, 8, 9],  // L
+        [3, 2, 1, 4, 7, 8, 9],  // C
+        [1, 4, 7, 8, 9, 6, 3],  // U
+        [7, 4, 1, 5, 9, 6, 3],  // N
+        [7, 4, 1, 5, 3, 6, 9],  // M (its reflection is W)
+        [3, 2, 1, 4, 5, 6, 9, 8, 7],  // S (its reflection is the digit 2)
+        [1, 2, 3, 5, 8],  // T
+        [1, 4, 8, 6, 3],  // V
+        [1, 2, 3, 5, 7],  // the digit 7
+        [1, 2, 3, 6, 9, 8, 7, 4],  // the square ring
+        [1, 2, 3, 6, 9, 8, 7, 4, 5],  // the ring spiralling into the centre
+        [1, 2, 3, 4, 5, 6, 7, 8, 9],  // every dot in reading (keypad) order
+        [1, 2, 3, 4],  // the start of reading order
+        [1, 2, 3, 6],  // top row plus a corner (its reflection is a short L)
+        [1, 2, 3, 5],  // top row then the centre
+        [1, 2, 3, 6, 5, 4],  // two rows as a snake
+        [1, 2, 5, 4],  // the small square in a corner
+        [2, 6, 8, 4],  // the diamond
+        [1, 2, 3, 5, 7, 4],  // a triangle: top row, diagonal, back up
+        [1, 5, 9, 8],  // the diagonal plus one step
+        [1, 5, 9, 8, 7],  // the diagonal plus an edge
+        [1, 5, 9, 8, 7, 4],  // the closed triangle
+        [1, 2, 5, 8],  // a hook down the middle column
+        [1, 2, 5, 8, 9],  // the middle column with both ends turned
     ]
 
     /// The shipped list, built once from `baseShapes` so its origin stays reviewable.
@@ -105,13 +105,13 @@ public struct PatternBlocklist: Sendable, Equatable {
         let column = Int(dot - 1) % 3
         let (newRow, newColumn): (Int, Int)
         switch symmetry {
-        case 1: (newRow, newColumn) = (column, 2 - row)             // rotate a quarter turn clockwise
-        case 2: (newRow, newColumn) = (2 - row, 2 - column)         // rotate a half turn
-        case 3: (newRow, newColumn) = (2 - column, row)             // rotate a quarter turn anticlockwise
-        case 4: (newRow, newColumn) = (row, 2 - column)             // mirror left-right
-        case 5: (newRow, newColumn) = (2 - row, column)             // mirror top-bottom
-        case 6: (newRow, newColumn) = (column, row)                 // mirror in the 1-5-9 diagonal
-        case 7: (newRow, newColumn) = (2 - column, 2 - row)         // mirror in the 3-5-7 diagonal
+        case 1: (newRow, newColumn) = (column, 2 - row)  // rotate a quarter turn clockwise
+        case 2: (newRow, newColumn) = (2 - row, 2 - column)  // rotate a half turn
+        case 3: (newRow, newColumn) = (2 - column, row)  // rotate a quarter turn anticlockwise
+        case 4: (newRow, newColumn) = (row, 2 - column)  // mirror left-right
+        case 5: (newRow, newColumn) = (2 - row, column)  // mirror top-bottom
+        case 6: (newRow, newColumn) = (column, row)  // mirror in the 1-5-9 diagonal
+        case 7: (newRow, newColumn) = (2 - column, 2 - row)  // mirror in the 3-5-7 diagonal
         default: (newRow, newColumn) = (row, column)
         }
         return UInt8(newRow * 3 + newColumn + 1)

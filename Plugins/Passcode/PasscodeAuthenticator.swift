@@ -8,12 +8,15 @@ public struct PasscodeAuthenticator: KnowledgeAuthenticator {
     public let knowledge: KnowledgeFactor
 
     /// Creates the factor over a store, a clock and a hasher.
-    public init(store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PasscodeRules = .default,
-                schedule: ThrottleSchedule = .passcode) {
+    public init(
+        store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PasscodeRules = .default,
+        schedule: ThrottleSchedule = .passcode
+    ) {
         self.rules = rules
         let gate = AttemptGate(factor: .passcode, store: store, clock: clock, schedule: schedule, clears: [.biometric])
-        knowledge = KnowledgeFactor(factor: .passcode, promptText: "Passcode: ", normalize: Self.normalize,
-                                    hasher: hasher, gate: gate, notEnrolledCode: .passcodeNotSet)
+        knowledge = KnowledgeFactor(
+            factor: .passcode, promptText: "Passcode: ", normalize: Self.normalize,
+            hasher: hasher, gate: gate, notEnrolledCode: .passcodeNotSet)
     }
 
     public static let wording = KnowledgeFactor.EnrollmentWording(

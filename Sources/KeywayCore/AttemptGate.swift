@@ -20,8 +20,10 @@ public struct AttemptGate: Sendable {
     public let accountLimit: Int
 
     /// Creates a gate.
-    public init(factor: FactorKind, store: any Store, clock: any Clock, schedule: ThrottleSchedule,
-                clears: [FactorKind] = [], accountLimit: Int = ThrottleSchedule.accountLimit) {
+    public init(
+        factor: FactorKind, store: any Store, clock: any Clock, schedule: ThrottleSchedule,
+        clears: [FactorKind] = [], accountLimit: Int = ThrottleSchedule.accountLimit
+    ) {
         self.factor = factor
         self.store = store
         self.clock = clock
@@ -40,8 +42,9 @@ public struct AttemptGate: Sendable {
 
     /// The decision for the next attempt, read without reserving (for `availability`).
     public func decision(for user: String) throws(AuthenticationError) -> AttemptDecision {
-        AttemptDecision.decide(try store.attempts(user: user), factor: factor, schedule: schedule,
-                               accountLimit: accountLimit, now: clock.now())
+        AttemptDecision.decide(
+            try store.attempts(user: user), factor: factor, schedule: schedule,
+            accountLimit: accountLimit, now: clock.now())
     }
 
     /// The availability implied by the counters, for a factor that is otherwise ready.
@@ -62,8 +65,9 @@ public struct AttemptGate: Sendable {
     public func reserve(for user: String) throws(AuthenticationError) -> Reservation {
         let now = clock.now()
         let outcome: Result<Reservation, AuthenticationError> = try store.updateAttempts(user: user) { book in
-            let decision = AttemptDecision.decide(book, factor: factor, schedule: schedule,
-                                                  accountLimit: accountLimit, now: now)
+            let decision = AttemptDecision.decide(
+                book, factor: factor, schedule: schedule,
+                accountLimit: accountLimit, now: now)
             guard decision == .allowed else { return .failure(error(for: decision)) }
             book[factor].consecutiveFailures += 1
             book[factor].lastFailure = now
@@ -103,8 +107,11 @@ public struct AttemptGate: Sendable {
 
     /// Failures left before the next delay or lock, for "2 attempts left" messages; nil when unlimited.
     public func failuresLeft(after reservation: Reservation) -> Int? {
-        let next = [schedule.lockAfter, schedule.steps.first { $0.failures > reservation.failuresIncludingThis }
-            .map(\.failures)].compactMap { $0 }.min()
+        let next = [
+            schedule.lockAfter,
+            schedule.steps.first { $0.failures > reservation.failuresIncludingThis }
+                .map(\.failures),
+        ].compactMap { $0 }.min()
         return next.map { max(0, $0 - reservation.failuresIncludingThis) }
     }
 
@@ -114,8 +121,9 @@ public struct AttemptGate: Sendable {
         case .allowed:
             return AuthenticationError(.internalFailure, "an allowed attempt reported as an error")
         case .wait(let until):
-            return AuthenticationError(.throttled, "too many failed \(factor) attempts; try again after \(until)",
-                                       retryAt: until)
+            return AuthenticationError(
+                .throttled, "too many failed \(factor) attempts; try again after \(until)",
+                retryAt: until)
         case .lockedUntilCleared:
             let code: AuthenticationError.Code = factor == .biometric ? .biometryLockout : .lockedOut
             return AuthenticationError(code, lockReason(decision))

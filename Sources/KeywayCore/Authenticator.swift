@@ -58,8 +58,10 @@ public struct AuthenticationRequest: Sendable {
     public var cancellation: CancellationFlag
 
     /// Creates a request.
-    public init(user: UserContext, reason: String = "", attempt: Int = 1, attemptsAllowed: Int = 1,
-                fallbackLabel: String? = nil, cancellation: CancellationFlag = CancellationFlag()) {
+    public init(
+        user: UserContext, reason: String = "", attempt: Int = 1, attemptsAllowed: Int = 1,
+        fallbackLabel: String? = nil, cancellation: CancellationFlag = CancellationFlag()
+    ) {
         self.user = user
         self.reason = reason
         self.attempt = attempt

@@ -81,9 +81,10 @@ public final class EvaluationContext: Sendable {
 
     /// Evaluates `policy` for `user`, talking through `conversation`. Never throws: the result says what happened,
     /// and it is a failure unless the policy was satisfied.
-    public func evaluate(_ policy: Policy, for user: UserContext, reason: String,
-                         conversation: some Conversation) -> Evaluation
-    {
+    public func evaluate(
+        _ policy: Policy, for user: UserContext, reason: String,
+        conversation: some Conversation
+    ) -> Evaluation {
         var evaluation = Evaluation(policy: policy.name, user: user.name)
         let flag = CancellationFlag()
         let (invalidated, options) = state.withLock { state in
@@ -100,8 +101,9 @@ public final class EvaluationContext: Sendable {
             evaluation.error = AuthenticationError(.invalidPolicy, problems.joined(separator: "; "))
             return evaluation
         }
-        let runner = PolicyRunner(registry: registry, user: user, reason: reason, options: options,
-                                  cancellation: flag, conversation: conversation)
+        let runner = PolicyRunner(
+            registry: registry, user: user, reason: reason, options: options,
+            cancellation: flag, conversation: conversation)
         let error = runner.run(policy.rule, fallbackTo: nil)
         evaluation.steps = runner.steps
         evaluation.error = flag.isCancelled ? AuthenticationError(.appCancel, "the context was invalidated") : error

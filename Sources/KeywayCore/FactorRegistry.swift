@@ -38,13 +38,15 @@ extension Availability {
                 factor == .biometric ? .biometryNotEnrolled : factor == .passcode ? .passcodeNotSet : .factorNotEnrolled
             return AuthenticationError(code, "no \(factor) is enrolled")
         case .notAvailable(let reason):
-            return AuthenticationError(factor == .biometric ? .biometryNotAvailable : .factorNotAvailable,
-                                       "\(factor) is not available: \(reason)")
+            return AuthenticationError(
+                factor == .biometric ? .biometryNotAvailable : .factorNotAvailable,
+                "\(factor) is not available: \(reason)")
         case .lockedOut(let until?, let reason):
             return AuthenticationError(.throttled, "\(factor) is locked until \(until): \(reason)", retryAt: until)
         case .lockedOut(nil, let reason):
-            return AuthenticationError(factor == .biometric ? .biometryLockout : .lockedOut,
-                                       "\(factor) is locked: \(reason)")
+            return AuthenticationError(
+                factor == .biometric ? .biometryLockout : .lockedOut,
+                "\(factor) is locked: \(reason)")
         }
     }
 }

@@ -24,8 +24,10 @@ public final class InMemoryStore: Store {
     public func save(_ enrollment: Enrollment) throws(AuthenticationError) {
         contents.withLock {
             $0.enrollments[enrollment.user, default: [:]][enrollment.factor] = enrollment
-            $0.audit.append(AuditEntry(at: enrollment.changedAt, actor: enrollment.changedBy, user: enrollment.user,
-                                       action: .enroll, factor: enrollment.factor))
+            $0.audit.append(
+                AuditEntry(
+                    at: enrollment.changedAt, actor: enrollment.changedBy, user: enrollment.user,
+                    action: .enroll, factor: enrollment.factor))
         }
     }
 

@@ -28,8 +28,10 @@ public struct KnowledgeFactor: Sendable {
     public let preamble: String?
 
     /// Creates the shared part of a knowledge factor.
-    public init(factor: FactorKind, promptText: String, preamble: String? = nil, normalize: @escaping Normalizer,
-                hasher: any SecretHasher, gate: AttemptGate, notEnrolledCode: AuthenticationError.Code) {
+    public init(
+        factor: FactorKind, promptText: String, preamble: String? = nil, normalize: @escaping Normalizer,
+        hasher: any SecretHasher, gate: AttemptGate, notEnrolledCode: AuthenticationError.Code
+    ) {
         self.factor = factor
         self.promptText = promptText
         self.preamble = preamble
@@ -93,10 +95,11 @@ public struct KnowledgeFactor: Sendable {
     /// Asks for a new secret twice until both entries agree and `check` accepts it, then saves its hash.
     /// Refused or differing entries start over with the reason shown, up to `rounds` times; the old enrollment
     /// stays in place until the new one is saved.
-    public func enroll(user: String, by actor: String, wording: EnrollmentWording, rounds: Int = 3,
-                       conversation: some Conversation,
-                       check: (Secret) -> NormalizationError?) throws(AuthenticationError) -> Enrollment
-    {
+    public func enroll(
+        user: String, by actor: String, wording: EnrollmentWording, rounds: Int = 3,
+        conversation: some Conversation,
+        check: (Secret) -> NormalizationError?
+    ) throws(AuthenticationError) -> Enrollment {
         if let preamble { conversation.tell(.info(preamble)) }
         for _ in 0..<max(rounds, 1) {
             guard let first = try askCanonical(wording.first, conversation: conversation) else { continue }
@@ -113,22 +116,25 @@ public struct KnowledgeFactor: Sendable {
             try gate.store.save(record)
             return record
         }
-        throw AuthenticationError(.authenticationFailed, "no acceptable \(factor) was entered in \(max(rounds, 1)) rounds")
+        throw AuthenticationError(
+            .authenticationFailed, "no acceptable \(factor) was entered in \(max(rounds, 1)) rounds")
     }
 
     /// Changes the secret: the current one first (counted like any attempt), then `enroll`.
-    public func change(user: String, by actor: String, wording: EnrollmentWording, rounds: Int = 3,
-                       conversation: some Conversation,
-                       check: (Secret) -> NormalizationError?) throws(AuthenticationError) -> Enrollment
-    {
+    public func change(
+        user: String, by actor: String, wording: EnrollmentWording, rounds: Int = 3,
+        conversation: some Conversation,
+        check: (Secret) -> NormalizationError?
+    ) throws(AuthenticationError) -> Enrollment {
         guard let current = try askCanonical(wording.current, conversation: conversation) else {
             throw AuthenticationError(.authenticationFailed, "the current \(factor) was not well formed")
         }
         guard try verify(current, user: user) == .success else {
             throw AuthenticationError(.authenticationFailed, "the current \(factor) is wrong")
         }
-        return try enroll(user: user, by: actor, wording: wording, rounds: rounds, conversation: conversation,
-                          check: check)
+        return try enroll(
+            user: user, by: actor, wording: wording, rounds: rounds, conversation: conversation,
+            check: check)
     }
 
     /// Asks once and normalizes; nil (after telling why) when malformed.
@@ -151,8 +157,9 @@ public struct KnowledgeFactor: Sendable {
         -> Enrollment
     {
         let encoded = try hasher.hash(secret)
-        return Enrollment(user: user, factor: factor, payload: Array(encoded.utf8), changedAt: gate.clock.now(),
-                          changedBy: actor)
+        return Enrollment(
+            user: user, factor: factor, payload: Array(encoded.utf8), changedAt: gate.clock.now(),
+            changedBy: actor)
     }
 
     /// Checks a canonical secret against the user's enrollment: reserve, verify, settle. Used by `authenticate`
@@ -206,15 +213,17 @@ extension KnowledgeAuthenticator {
     public func enroll(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
         -> Enrollment
     {
-        try knowledge.enroll(user: user, by: actor, wording: Self.wording, conversation: conversation,
-                             check: violation(of:))
+        try knowledge.enroll(
+            user: user, by: actor, wording: Self.wording, conversation: conversation,
+            check: violation(of:))
     }
 
     /// Changes the secret after verifying the current one.
     public func change(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
         -> Enrollment
     {
-        try knowledge.change(user: user, by: actor, wording: Self.wording, conversation: conversation,
-                             check: violation(of:))
+        try knowledge.change(
+            user: user, by: actor, wording: Self.wording, conversation: conversation,
+            check: violation(of:))
     }
 }

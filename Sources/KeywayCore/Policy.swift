@@ -64,9 +64,11 @@ public struct Policy: Sendable, Equatable, CustomStringConvertible {
             return found
         case .atLeast(let count, let rules):
             var found: [String] = []
-            if rules.isEmpty { found.append("\(path): the rule lists no factors") }
-            else if count < 1 { found.append("\(path): a rule must require at least one factor, not \(count)") }
-            else if count > rules.count {
+            if rules.isEmpty {
+                found.append("\(path): the rule lists no factors")
+            } else if count < 1 {
+                found.append("\(path): a rule must require at least one factor, not \(count)")
+            } else if count > rules.count {
                 found.append("\(path): requires \(count) factors but lists only \(rules.count)")
             }
             for (index, child) in rules.enumerated() {
@@ -102,8 +104,10 @@ extension Policy {
         rule: .anyOf([.factor(.gesture, attempts: 3), .factor(.passcode, attempts: 3)]))
 
     /// The policies every installation has.
-    public static let builtIns: [Policy] = [.biometricsOnly, .biometricsOrPasscode, .pattern, .passcode,
-                                            .patternOrPasscode]
+    public static let builtIns: [Policy] = [
+        .biometricsOnly, .biometricsOrPasscode, .pattern, .passcode,
+        .patternOrPasscode,
+    ]
 
     /// The built-in policy with this name, if any.
     public static func builtIn(named name: String) -> Policy? { builtIns.first { $0.name == name } }

@@ -10,8 +10,10 @@ final class PolicyRunner<Talk: Conversation> {
     /// What happened, in order.
     private(set) var steps: [Evaluation.Step] = []
 
-    init(registry: FactorRegistry, user: UserContext, reason: String, options: EvaluationContext.Options,
-         cancellation: CancellationFlag, conversation: Talk) {
+    init(
+        registry: FactorRegistry, user: UserContext, reason: String, options: EvaluationContext.Options,
+        cancellation: CancellationFlag, conversation: Talk
+    ) {
         self.registry = registry
         self.user = user
         self.reason = reason
@@ -50,9 +52,10 @@ final class PolicyRunner<Talk: Conversation> {
         var uncounted = 0
         while counted < attempts {
             let attempt = counted + uncounted + 1
-            let request = AuthenticationRequest(user: user, reason: reason, attempt: attempt,
-                                                attemptsAllowed: attempts, fallbackLabel: label,
-                                                cancellation: cancellation)
+            let request = AuthenticationRequest(
+                user: user, reason: reason, attempt: attempt,
+                attemptsAllowed: attempts, fallbackLabel: label,
+                cancellation: cancellation)
             let verdict: Verdict
             do {
                 verdict = try plugin.authenticate(request, conversation: conversation)
@@ -71,8 +74,11 @@ final class PolicyRunner<Talk: Conversation> {
                 counted += 1
                 _ = record(kind, attempt, .failed(failure), nil)
                 let left = attempts - counted
-                conversation.tell(.error(left > 0 ? "Not recognized. \(left) \(left == 1 ? "attempt" : "attempts") left."
-                                                  : "Not recognized."))
+                conversation.tell(
+                    .error(
+                        left > 0
+                            ? "Not recognized. \(left) \(left == 1 ? "attempt" : "attempts") left."
+                            : "Not recognized."))
             case .failure(let failure):
                 uncounted += 1
                 _ = record(kind, attempt, .failed(failure), nil)
@@ -88,8 +94,10 @@ final class PolicyRunner<Talk: Conversation> {
         return record(kind, counted + uncounted, .exhausted, error)
     }
 
-    private func record(_ kind: FactorKind, _ attempt: Int, _ outcome: Evaluation.Outcome,
-                        _ error: AuthenticationError?) -> AuthenticationError? {
+    private func record(
+        _ kind: FactorKind, _ attempt: Int, _ outcome: Evaluation.Outcome,
+        _ error: AuthenticationError?
+    ) -> AuthenticationError? {
         steps.append(Evaluation.Step(factor: kind, attempt: attempt, outcome: outcome))
         return error
     }

@@ -71,8 +71,10 @@ public enum AttemptDecision: Sendable, Equatable {
     case lockedOut
 
     /// Decides for `factor` from the user's counters.
-    public static func decide(_ book: AttemptBook, factor: FactorKind, schedule: ThrottleSchedule,
-                              accountLimit: Int, now: Timestamp) -> AttemptDecision {
+    public static func decide(
+        _ book: AttemptBook, factor: FactorKind, schedule: ThrottleSchedule,
+        accountLimit: Int, now: Timestamp
+    ) -> AttemptDecision {
         if book.consecutiveFailures >= accountLimit { return .lockedOut }
         let state = book[factor]
         if let lockAfter = schedule.lockAfter, state.consecutiveFailures >= lockAfter { return .lockedUntilCleared }

@@ -48,7 +48,9 @@ public struct Argon2idHasher: SecretHasher {
     static let burnSalt = [UInt8](repeating: 0x6b, count: saltLength)
 
     public func hash(_ secret: Secret) throws(AuthenticationError) -> String {
-        let encoded = secret.withUnsafeBytes { Sodium.passwordHashString($0, opsLimit: cost.opsLimit, memLimit: cost.memLimit) }
+        let encoded = secret.withUnsafeBytes {
+            Sodium.passwordHashString($0, opsLimit: cost.opsLimit, memLimit: cost.memLimit)
+        }
         guard let encoded else {
             throw AuthenticationError(.internalFailure, "Argon2id hashing failed (\(cost); out of memory?)")
         }
@@ -61,8 +63,9 @@ public struct Argon2idHasher: SecretHasher {
         defer { derived.withUnsafeMutableBytes { Sodium.wipe($0) } }
         let ok = secret.withUnsafeBytes { password in
             derived.withUnsafeMutableBytes { output in
-                Sodium.deriveKey(into: output, password: password, salt: parsed.salt,
-                                 opsLimit: parsed.cost.opsLimit, memLimit: parsed.cost.memLimit)
+                Sodium.deriveKey(
+                    into: output, password: password, salt: parsed.salt,
+                    opsLimit: parsed.cost.opsLimit, memLimit: parsed.cost.memLimit)
             }
         }
         guard ok else { throw AuthenticationError(.internalFailure, "Argon2id verification failed (out of memory?)") }
@@ -78,8 +81,9 @@ public struct Argon2idHasher: SecretHasher {
         var derived = [UInt8](repeating: 0, count: Self.keyLength)
         _ = secret.withUnsafeBytes { password in
             derived.withUnsafeMutableBytes { output in
-                Sodium.deriveKey(into: output, password: password, salt: Self.burnSalt,
-                                 opsLimit: cost.opsLimit, memLimit: cost.memLimit)
+                Sodium.deriveKey(
+                    into: output, password: password, salt: Self.burnSalt,
+                    opsLimit: cost.opsLimit, memLimit: cost.memLimit)
             }
         }
         derived.withUnsafeMutableBytes { Sodium.wipe($0) }

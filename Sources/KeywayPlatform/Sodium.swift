@@ -8,15 +8,17 @@ enum Sodium {
     /// The bytes as a C char pointer; an empty buffer (nil base) becomes a valid pointer to nothing.
     private static func chars(_ bytes: UnsafeRawBufferPointer) -> UnsafePointer<CChar> {
         let empty: StaticString = ""
-        return UnsafeRawPointer(bytes.baseAddress ?? UnsafeRawPointer(empty.utf8Start)).assumingMemoryBound(to: CChar.self)
+        return UnsafeRawPointer(bytes.baseAddress ?? UnsafeRawPointer(empty.utf8Start)).assumingMemoryBound(
+            to: CChar.self)
     }
 
     /// `crypto_pwhash_str`, Argon2id: a self-describing hash string.
     static func passwordHashString(_ password: UnsafeRawBufferPointer, opsLimit: UInt64, memLimit: Int) -> String? {
         var out = [CChar](repeating: 0, count: Int(crypto_pwhash_STRBYTES))
         let status = out.withUnsafeMutableBufferPointer { buffer in
-            crypto_pwhash_str_alg(buffer.baseAddress!, chars(password),
-                                  UInt64(password.count), opsLimit, memLimit, crypto_pwhash_ALG_ARGON2ID13)
+            crypto_pwhash_str_alg(
+                buffer.baseAddress!, chars(password),
+                UInt64(password.count), opsLimit, memLimit, crypto_pwhash_ALG_ARGON2ID13)
         }
         guard status == 0 else { return nil }
         return out.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
@@ -24,18 +26,21 @@ enum Sodium {
 
     /// `crypto_pwhash_str_verify`: libsodium's own check, used to cross-check ours in tests.
     static func verifyHashString(_ hash: String, _ password: UnsafeRawBufferPointer) -> Bool {
-        crypto_pwhash_str_verify(hash, chars(password),
-                                 UInt64(password.count)) == 0
+        crypto_pwhash_str_verify(
+            hash, chars(password),
+            UInt64(password.count)) == 0
     }
 
     /// `crypto_pwhash` with Argon2id: the raw derived key.
-    static func deriveKey(into output: UnsafeMutableRawBufferPointer, password: UnsafeRawBufferPointer,
-                          salt: [UInt8], opsLimit: UInt64, memLimit: Int) -> Bool
-    {
+    static func deriveKey(
+        into output: UnsafeMutableRawBufferPointer, password: UnsafeRawBufferPointer,
+        salt: [UInt8], opsLimit: UInt64, memLimit: Int
+    ) -> Bool {
         salt.withUnsafeBufferPointer { saltBuffer in
-            crypto_pwhash(output.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(output.count),
-                          chars(password), UInt64(password.count),
-                          saltBuffer.baseAddress!, opsLimit, memLimit, crypto_pwhash_ALG_ARGON2ID13) == 0
+            crypto_pwhash(
+                output.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(output.count),
+                chars(password), UInt64(password.count),
+                saltBuffer.baseAddress!, opsLimit, memLimit, crypto_pwhash_ALG_ARGON2ID13) == 0
         }
     }
 
@@ -46,8 +51,9 @@ enum Sodium {
         let encoded = Array(text.utf8)
         let status = encoded.withUnsafeBufferPointer { input in
             input.withMemoryRebound(to: CChar.self) { chars in
-                sodium_base642bin(&output, maxLength, chars.baseAddress, chars.count, nil, &length, nil,
-                                  sodium_base64_VARIANT_ORIGINAL_NO_PADDING)
+                sodium_base642bin(
+                    &output, maxLength, chars.baseAddress, chars.count, nil, &length, nil,
+                    sodium_base64_VARIANT_ORIGINAL_NO_PADDING)
             }
         }
         guard status == 0 else { return nil }
@@ -62,8 +68,9 @@ enum Sodium {
     /// `crypto_generichash` (BLAKE2b) with a key.
     static func keyedHash(_ input: UnsafeRawBufferPointer, key: [UInt8], length: Int) -> [UInt8] {
         var output = [UInt8](repeating: 0, count: length)
-        _ = crypto_generichash(&output, length, input.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                               UInt64(input.count), key, key.count)
+        _ = crypto_generichash(
+            &output, length, input.baseAddress?.assumingMemoryBound(to: UInt8.self),
+            UInt64(input.count), key, key.count)
         return output
     }
 

@@ -1,5 +1,5 @@
-public import KeywayCore
 import Glibc
+public import KeywayCore
 
 /// The real wall clock (`clock_gettime(CLOCK_REALTIME)`).
 public struct SystemClock: KeywayCore.Clock {

@@ -47,7 +47,8 @@ public struct Runtime: Sendable {
     /// Opens the store and builds the plugins.
     public init(_ options: Options) throws(AuthenticationError) {
         self.options = options
-        var storeOptions = options.storeOwnedByCurrentUser
+        var storeOptions =
+            options.storeOwnedByCurrentUser
             ? SQLiteStore.Options.ownedByCurrentUser(path: options.storePath, create: options.createStore)
             : SQLiteStore.Options(path: options.storePath, create: options.createStore)
         storeOptions.create = options.createStore
@@ -56,8 +57,9 @@ public struct Runtime: Sendable {
         let hasher = try Argon2idHasher(cost: options.hashCost)
         gesture = GestureAuthenticator(store: store, clock: clock, hasher: hasher)
         passcode = PasscodeAuthenticator(store: store, clock: clock, hasher: hasher)
-        let events = SocketSensorEvents(directory: options.sensorDirectory,
-                                        owner: options.storeOwnedByCurrentUser ? geteuid() : 0)
+        let events = SocketSensorEvents(
+            directory: options.sensorDirectory,
+            owner: options.storeOwnedByCurrentUser ? geteuid() : 0)
         let sensor = SimulatedSensor(.init(biometry: options.biometry, timeout: options.sensorTimeout), events: events)
         biometric = BiometricAuthenticator(store: store, clock: clock, sensor: sensor)
     }

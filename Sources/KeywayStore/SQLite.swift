@@ -78,7 +78,9 @@ final class SQLiteConnection: @unchecked Sendable {
             case .integer(let number): status = sqlite3_bind_int64(statement, index, number)
             case .text(let text): status = keyway_sqlite3_bind_text(statement, index, text, -1)
             case .blob(let bytes):
-                status = bytes.withUnsafeBytes { keyway_sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count)) }
+                status = bytes.withUnsafeBytes {
+                    keyway_sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count))
+                }
             }
             guard status == SQLITE_OK else { throw error(status) }
         }

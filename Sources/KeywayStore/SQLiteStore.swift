@@ -67,22 +67,28 @@ public final class SQLiteStore: Store {
             if application != Schema.applicationID {
                 let tables = try db.query("SELECT count(*) FROM sqlite_schema").first?.first?.integer ?? 0
                 guard application == 0, tables == 0 else {
-                    throw AuthenticationError(.storeFailure, "Keyway store \(path): it is not a Keyway store "
-                                                  + "(another application's database); it was not changed")
+                    throw AuthenticationError(
+                        .storeFailure,
+                        "Keyway store \(path): it is not a Keyway store "
+                            + "(another application's database); it was not changed")
                 }
             }
             guard version <= Schema.currentVersion else {
-                throw AuthenticationError(.storeFailure, "Keyway store \(path): it was written by a newer Keyway "
-                                              + "(schema version \(version); this version knows up to "
-                                              + "\(Schema.currentVersion)); upgrade Keyway. The file was not changed.")
+                throw AuthenticationError(
+                    .storeFailure,
+                    "Keyway store \(path): it was written by a newer Keyway "
+                        + "(schema version \(version); this version knows up to "
+                        + "\(Schema.currentVersion)); upgrade Keyway. The file was not changed.")
             }
             try db.execute("PRAGMA trusted_schema = OFF; PRAGMA secure_delete = ON; PRAGMA synchronous = FULL")
             if version < Schema.currentVersion { try migrate(db) }
             var mode = try db.query("PRAGMA journal_mode").first?.first?.text
             if mode != "wal" { mode = try db.query("PRAGMA journal_mode = WAL").first?.first?.text }
             guard mode == "wal" else {
-                throw AuthenticationError(.storeFailure, "Keyway store \(path): cannot use write-ahead logging "
-                                              + "(journal mode is \(mode ?? "unknown"))")
+                throw AuthenticationError(
+                    .storeFailure,
+                    "Keyway store \(path): cannot use write-ahead logging "
+                        + "(journal mode is \(mode ?? "unknown"))")
             }
         } catch let error as SQLiteError {
             throw failure(path, "cannot be read", error)
@@ -101,8 +107,9 @@ public final class SQLiteStore: Store {
             for index in Int(version)..<Schema.migrations.count {
                 try db.execute(Schema.migrations[index])
             }
-            try db.execute("PRAGMA application_id = \(Schema.applicationID); "
-                               + "PRAGMA user_version = \(Schema.currentVersion)")
+            try db.execute(
+                "PRAGMA application_id = \(Schema.applicationID); "
+                    + "PRAGMA user_version = \(Schema.currentVersion)")
         }
     }
 
@@ -127,16 +134,20 @@ public final class SQLiteStore: Store {
 
     public func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment? {
         try run("cannot read an enrollment") { db throws(SQLiteError) in
-            try db.query("SELECT user, factor, payload, changed_at, changed_by FROM enrollments "
-                             + "WHERE user = ? AND factor = ?", [.text(user), .text(factor.rawValue)])
-                .first.flatMap(Self.enrollment(from:))
+            try db.query(
+                "SELECT user, factor, payload, changed_at, changed_by FROM enrollments "
+                    + "WHERE user = ? AND factor = ?", [.text(user), .text(factor.rawValue)]
+            )
+            .first.flatMap(Self.enrollment(from:))
         }
     }
 
     public func enrollments(user: String) throws(AuthenticationError) -> [Enrollment] {
         try run("cannot read enrollments") { db throws(SQLiteError) in
-            try db.query("SELECT user, factor, payload, changed_at, changed_by FROM enrollments WHERE user = ? "
-                             + "ORDER BY factor", [.text(user)]).compactMap(Self.enrollment(from:))
+            try db.query(
+                "SELECT user, factor, payload, changed_at, changed_by FROM enrollments WHERE user = ? "
+                    + "ORDER BY factor", [.text(user)]
+            ).compactMap(Self.enrollment(from:))
         }
     }
 
@@ -144,19 +155,26 @@ public final class SQLiteStore: Store {
         guard row.count == 5, let user = row[0].text, let factor = row[1].text, let payload = row[2].blob,
             let changedAt = row[3].integer, let changedBy = row[4].text
         else { return nil }
-        return Enrollment(user: user, factor: FactorKind(rawValue: factor), payload: payload,
-                          changedAt: Timestamp(milliseconds: changedAt), changedBy: changedBy)
+        return Enrollment(
+            user: user, factor: FactorKind(rawValue: factor), payload: payload,
+            changedAt: Timestamp(milliseconds: changedAt), changedBy: changedBy)
     }
 
     public func save(_ enrollment: Enrollment) throws(AuthenticationError) {
         try run("cannot save the enrollment") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
-                try db.query("INSERT OR REPLACE INTO enrollments (user, factor, payload, changed_at, changed_by) "
-                                 + "VALUES (?, ?, ?, ?, ?)",
-                             [.text(enrollment.user), .text(enrollment.factor.rawValue), .blob(enrollment.payload),
-                              .integer(enrollment.changedAt.milliseconds), .text(enrollment.changedBy)])
-                try Self.audit(db, AuditEntry(at: enrollment.changedAt, actor: enrollment.changedBy,
-                                              user: enrollment.user, action: .enroll, factor: enrollment.factor))
+                try db.query(
+                    "INSERT OR REPLACE INTO enrollments (user, factor, payload, changed_at, changed_by) "
+                        + "VALUES (?, ?, ?, ?, ?)",
+                    [
+                        .text(enrollment.user), .text(enrollment.factor.rawValue), .blob(enrollment.payload),
+                        .integer(enrollment.changedAt.milliseconds), .text(enrollment.changedBy),
+                    ])
+                try Self.audit(
+                    db,
+                    AuditEntry(
+                        at: enrollment.changedAt, actor: enrollment.changedBy,
+                        user: enrollment.user, action: .enroll, factor: enrollment.factor))
             }
         }
     }
@@ -167,11 +185,15 @@ public final class SQLiteStore: Store {
     {
         try run("cannot remove the enrollment") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
-                let removed = try db.query("DELETE FROM enrollments WHERE user = ? AND factor = ? RETURNING 1",
-                                           [.text(user), .text(factor.rawValue)])
+                let removed = try db.query(
+                    "DELETE FROM enrollments WHERE user = ? AND factor = ? RETURNING 1",
+                    [.text(user), .text(factor.rawValue)])
                 guard !removed.isEmpty else { return false }
-                try Self.audit(db, AuditEntry(at: change.at, actor: change.actor, user: user, action: .remove,
-                                              factor: factor))
+                try Self.audit(
+                    db,
+                    AuditEntry(
+                        at: change.at, actor: change.actor, user: user, action: .remove,
+                        factor: factor))
                 return true
             }
         }
@@ -197,14 +219,18 @@ public final class SQLiteStore: Store {
                 for factor in Set(before.states.keys).union(book.states.keys) where before[factor] != book[factor] {
                     let state = book[factor]
                     if state == AttemptState() {
-                        try db.query("DELETE FROM attempts WHERE user = ? AND factor = ?",
-                                     [.text(user), .text(factor.rawValue)])
+                        try db.query(
+                            "DELETE FROM attempts WHERE user = ? AND factor = ?",
+                            [.text(user), .text(factor.rawValue)])
                     } else {
-                        try db.query("INSERT OR REPLACE INTO attempts "
-                                         + "(user, factor, failures, last_failure, recent_mismatches) VALUES (?, ?, ?, ?, ?)",
-                                     [.text(user), .text(factor.rawValue), .integer(Int64(state.consecutiveFailures)),
-                                      state.lastFailure.map { .integer($0.milliseconds) } ?? .null,
-                                      .blob(Self.encode(state.recentMismatches))])
+                        try db.query(
+                            "INSERT OR REPLACE INTO attempts "
+                                + "(user, factor, failures, last_failure, recent_mismatches) VALUES (?, ?, ?, ?, ?)",
+                            [
+                                .text(user), .text(factor.rawValue), .integer(Int64(state.consecutiveFailures)),
+                                state.lastFailure.map { .integer($0.milliseconds) } ?? .null,
+                                .blob(Self.encode(state.recentMismatches)),
+                            ])
                     }
                 }
                 return result
@@ -216,24 +242,30 @@ public final class SQLiteStore: Store {
         try run("cannot reset attempt counters") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
                 if let factor {
-                    try db.query("DELETE FROM attempts WHERE user = ? AND factor = ?", [.text(user), .text(factor.rawValue)])
+                    try db.query(
+                        "DELETE FROM attempts WHERE user = ? AND factor = ?", [.text(user), .text(factor.rawValue)])
                 } else {
                     try db.query("DELETE FROM attempts WHERE user = ?", [.text(user)])
                 }
-                try Self.audit(db, AuditEntry(at: change.at, actor: change.actor, user: user, action: .reset,
-                                              factor: factor))
+                try Self.audit(
+                    db,
+                    AuditEntry(
+                        at: change.at, actor: change.actor, user: user, action: .reset,
+                        factor: factor))
             }
         }
     }
 
     private static func book(_ db: SQLiteConnection, _ user: String) throws(SQLiteError) -> AttemptBook {
         var book = AttemptBook()
-        let rows = try db.query("SELECT factor, failures, last_failure, recent_mismatches FROM attempts WHERE user = ?",
-                                [.text(user)])
+        let rows = try db.query(
+            "SELECT factor, failures, last_failure, recent_mismatches FROM attempts WHERE user = ?",
+            [.text(user)])
         for row in rows {
             guard let factor = row[0].text, let failures = row[1].integer else { continue }
             book[FactorKind(rawValue: factor)] = AttemptState(
-                consecutiveFailures: Int(clamping: failures), lastFailure: row[2].integer.map { Timestamp(milliseconds: $0) },
+                consecutiveFailures: Int(clamping: failures),
+                lastFailure: row[2].integer.map { Timestamp(milliseconds: $0) },
                 recentMismatches: decode(row[3].blob ?? []))
         }
         return book
@@ -278,16 +310,20 @@ public final class SQLiteStore: Store {
                 guard let at = row[0].integer, let actor = row[1].text, let user = row[2].text,
                     let action = row[3].text.flatMap(AuditEntry.Action.init(rawValue:))
                 else { return nil }
-                return AuditEntry(at: Timestamp(milliseconds: at), actor: actor, user: user, action: action,
-                                  factor: row[4].text.map(FactorKind.init(rawValue:)))
+                return AuditEntry(
+                    at: Timestamp(milliseconds: at), actor: actor, user: user, action: action,
+                    factor: row[4].text.map(FactorKind.init(rawValue:)))
             }
         }
     }
 
     private static func audit(_ db: SQLiteConnection, _ entry: AuditEntry) throws(SQLiteError) {
-        try db.query("INSERT INTO audit (at, actor, user, action, factor) VALUES (?, ?, ?, ?, ?)",
-                     [.integer(entry.at.milliseconds), .text(entry.actor), .text(entry.user),
-                      .text(entry.action.rawValue), entry.factor.map { .text($0.rawValue) } ?? .null])
+        try db.query(
+            "INSERT INTO audit (at, actor, user, action, factor) VALUES (?, ?, ?, ?, ?)",
+            [
+                .integer(entry.at.milliseconds), .text(entry.actor), .text(entry.user),
+                .text(entry.action.rawValue), entry.factor.map { .text($0.rawValue) } ?? .null,
+            ])
     }
 
     /// Runs SQLite's full consistency check; "ok" when the file is sound.

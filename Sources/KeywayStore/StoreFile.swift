@@ -31,8 +31,10 @@ enum StoreFile {
         var info = stat()
         if lstat(directory, &info) != 0 {
             guard errno == ENOENT, create else {
-                throw refuse(storePath, "its directory \(directory) is missing (\(errnoText())); create it with "
-                                 + "`install -d -m 700 -o root -g root \(directory)` or run `make install`")
+                throw refuse(
+                    storePath,
+                    "its directory \(directory) is missing (\(errnoText())); create it with "
+                        + "`install -d -m 700 -o root -g root \(directory)` or run `make install`")
             }
             guard mkdir(directory, 0o700) == 0 || errno == EEXIST else {
                 throw refuse(storePath, "cannot create the directory \(directory): \(errnoText())")
@@ -44,12 +46,16 @@ enum StoreFile {
         }
         guard info.st_mode & S_IFMT == S_IFDIR else { throw refuse(storePath, "\(directory) is not a directory") }
         guard info.st_uid == owner else {
-            throw refuse(storePath, "its directory \(directory) is owned by uid \(info.st_uid), not \(ownerName(owner)); "
-                             + "fix with `chown \(ownerName(owner)) \(directory)`")
+            throw refuse(
+                storePath,
+                "its directory \(directory) is owned by uid \(info.st_uid), not \(ownerName(owner)); "
+                    + "fix with `chown \(ownerName(owner)) \(directory)`")
         }
         guard info.st_mode & 0o022 == 0 else {
-            throw refuse(storePath, "its directory \(directory) is writable by group or others (mode "
-                             + "\(octal(info.st_mode & 0o7777))); fix with `chmod 700 \(directory)`")
+            throw refuse(
+                storePath,
+                "its directory \(directory) is writable by group or others (mode "
+                    + "\(octal(info.st_mode & 0o7777))); fix with `chmod 700 \(directory)`")
         }
     }
 
@@ -77,12 +83,16 @@ enum StoreFile {
         if info.st_mode & S_IFMT == S_IFLNK { throw refuse(path, "it is a symbolic link; use the real file") }
         guard info.st_mode & S_IFMT == S_IFREG else { throw refuse(path, "it is not a regular file") }
         guard info.st_uid == owner else {
-            throw refuse(path, "it is owned by uid \(info.st_uid), not \(ownerName(owner)); "
-                             + "fix with `chown \(ownerName(owner)) \(path)`")
+            throw refuse(
+                path,
+                "it is owned by uid \(info.st_uid), not \(ownerName(owner)); "
+                    + "fix with `chown \(ownerName(owner)) \(path)`")
         }
         guard info.st_mode & 0o077 == 0 else {
-            throw refuse(path, "it is accessible to group or others (mode \(octal(info.st_mode & 0o7777))); "
-                             + "fix with `chmod 600 \(path)`")
+            throw refuse(
+                path,
+                "it is accessible to group or others (mode \(octal(info.st_mode & 0o7777))); "
+                    + "fix with `chmod 600 \(path)`")
         }
         guard info.st_nlink == 1 else {
             throw refuse(path, "it has \(info.st_nlink) hard links; a store must have exactly one")

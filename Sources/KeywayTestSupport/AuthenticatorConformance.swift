@@ -16,8 +16,10 @@ public enum AuthenticatorConformance {
         public var arrange: (Scenario) -> ScriptedConversation
 
         /// Creates a subject.
-        public init(plugin: Plugin, store: any Store, enroll: @escaping (String) throws -> Void,
-                    arrange: @escaping (Scenario) -> ScriptedConversation) {
+        public init(
+            plugin: Plugin, store: any Store, enroll: @escaping (String) throws -> Void,
+            arrange: @escaping (Scenario) -> ScriptedConversation
+        ) {
             self.plugin = plugin
             self.store = store
             self.enroll = enroll
@@ -67,7 +69,8 @@ public enum AuthenticatorConformance {
         let wrong = Result { () throws(AuthenticationError) in
             try plugin.authenticate(AuthenticationRequest(user: user), conversation: subject.arrange(.wrong))
         }
-        if case .success(.failure(.mismatch)) = wrong {} else {
+        if case .success(.failure(.mismatch)) = wrong {
+        } else {
             problems.append("a wrong answer must be a counted mismatch, got \(wrong)")
         }
         if (try? subject.store.attempts(user: user.name)[plugin.factor].consecutiveFailures) != 1 {

@@ -16,8 +16,10 @@ public struct ScriptedFactor: Authenticator, DomainStateProviding {
     public let gate: AttemptGate
 
     /// Creates a scripted factor for `kind`; a user is enrolled when the store has an enrollment for `kind`.
-    public init(_ kind: FactorKind, store: any Store, clock: any Clock, schedule: ThrottleSchedule,
-                clears: [FactorKind] = [], biometry: BiometryType = .none, unavailableReason: String? = nil) {
+    public init(
+        _ kind: FactorKind, store: any Store, clock: any Clock, schedule: ThrottleSchedule,
+        clears: [FactorKind] = [], biometry: BiometryType = .none, unavailableReason: String? = nil
+    ) {
         self.kind = kind
         self.biometry = biometry
         self.unavailableReason = unavailableReason
@@ -26,8 +28,10 @@ public struct ScriptedFactor: Authenticator, DomainStateProviding {
 
     /// Enrolls `user` for this factor.
     public func enroll(_ user: String) throws(AuthenticationError) {
-        try gate.store.save(Enrollment(user: user, factor: kind, payload: Array("ok".utf8),
-                                       changedAt: gate.clock.now(), changedBy: "test"))
+        try gate.store.save(
+            Enrollment(
+                user: user, factor: kind, payload: Array("ok".utf8),
+                changedAt: gate.clock.now(), changedBy: "test"))
     }
 
     public func availability(for user: UserContext) -> Availability {

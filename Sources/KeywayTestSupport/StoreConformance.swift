@@ -15,13 +15,15 @@ public enum StoreConformance {
             let first = Enrollment(user: user, factor: .passcode, payload: [1, 2, 3], changedAt: at, changedBy: "root")
             try store.save(first)
             expect(try store.enrollment(user: user, factor: .passcode) == first, "a saved enrollment reads back")
-            let second = Enrollment(user: user, factor: .passcode, payload: [9], changedAt: at.adding(.seconds(1)),
-                                    changedBy: "alice")
+            let second = Enrollment(
+                user: user, factor: .passcode, payload: [9], changedAt: at.adding(.seconds(1)),
+                changedBy: "alice")
             try store.save(second)
             expect(try store.enrollment(user: user, factor: .passcode) == second, "saving replaces")
             try store.save(Enrollment(user: user, factor: .gesture, payload: [], changedAt: at, changedBy: "root"))
-            expect(try store.enrollments(user: user).map(\.factor) == [.gesture, .passcode],
-                   "enrollments are listed by factor")
+            expect(
+                try store.enrollments(user: user).map(\.factor) == [.gesture, .passcode],
+                "enrollments are listed by factor")
             expect(try store.enrollment(user: user, factor: .gesture)?.payload == [], "an empty payload reads back")
 
             let counted = try store.updateAttempts(user: user) { book -> Int in
@@ -33,30 +35,41 @@ public enum StoreConformance {
             }
             expect(counted == 2, "updateAttempts returns the body's result")
             let book = try store.attempts(user: user)
-            expect(book[.passcode] == AttemptState(consecutiveFailures: 2, lastFailure: at,
-                                                   recentMismatches: [[1, 2], [], [3]]),
-                   "counters read back exactly, got \(book[.passcode])")
+            expect(
+                book[.passcode]
+                    == AttemptState(
+                        consecutiveFailures: 2, lastFailure: at,
+                        recentMismatches: [[1, 2], [], [3]]),
+                "counters read back exactly, got \(book[.passcode])")
             expect(try store.attempts(user: other) == AttemptBook(), "counters are per user")
             try store.updateAttempts(user: user) { $0[.biometric] = AttemptState() }
             expect(try store.attempts(user: user)[.biometric] == AttemptState(), "a cleared state reads as empty")
             try store.updateAttempts(user: other) { $0[.gesture].consecutiveFailures = 7 }
-            expect(try store.users().filter { $0.hasPrefix("store-conformance") } == [user, other],
-                   "users lists enrolled users and users with counters")
+            expect(
+                try store.users().filter { $0.hasPrefix("store-conformance") } == [user, other],
+                "users lists enrolled users and users with counters")
 
             try store.resetAttempts(user: user, factor: .passcode, by: Attribution("root", at: at))
             expect(try store.attempts(user: user)[.passcode] == AttemptState(), "reset clears one factor")
             try store.resetAttempts(user: other, factor: nil, by: Attribution("root", at: at))
             expect(try store.attempts(user: other) == AttemptBook(), "reset without a factor clears all")
 
-            expect(try store.removeEnrollment(user: user, factor: .gesture, by: Attribution("root", at: at)),
-                   "removing an enrollment reports it")
-            expect(try !store.removeEnrollment(user: user, factor: .gesture, by: Attribution("root", at: at)),
-                   "removing a missing enrollment reports false")
+            expect(
+                try store.removeEnrollment(user: user, factor: .gesture, by: Attribution("root", at: at)),
+                "removing an enrollment reports it")
+            expect(
+                try !store.removeEnrollment(user: user, factor: .gesture, by: Attribution("root", at: at)),
+                "removing a missing enrollment reports false")
             expect(try store.enrollments(user: user).map(\.factor) == [.passcode], "removal removes one factor")
 
-            let trail = try store.auditTrail(user: user).map { "\($0.actor) \($0.action.rawValue) \($0.factor?.rawValue ?? "all")" }
-            expect(trail == ["root enroll passcode", "alice enroll passcode", "root enroll gesture",
-                             "root reset passcode", "root remove gesture"], "the audit trail records changes: \(trail)")
+            let trail = try store.auditTrail(user: user).map {
+                "\($0.actor) \($0.action.rawValue) \($0.factor?.rawValue ?? "all")"
+            }
+            expect(
+                trail == [
+                    "root enroll passcode", "alice enroll passcode", "root enroll gesture",
+                    "root reset passcode", "root remove gesture",
+                ], "the audit trail records changes: \(trail)")
             expect(try store.auditTrail(user: other).map(\.action) == [.reset], "the audit trail is per user")
         } catch {
             problems.append("threw \(error)")

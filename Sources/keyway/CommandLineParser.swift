@@ -38,7 +38,8 @@ struct CommandLineParser {
             let pieces = word.split(separator: "=", maxSplits: 1)
             let name = String(pieces[0])
             guard let option = options.first(where: { $0.name == name }) else {
-                let suggestion = options.map(\.name).min { distance($0, name) < distance($1, name) }
+                let suggestion =
+                    options.map(\.name).min { distance($0, name) < distance($1, name) }
                     .flatMap { distance($0, name) <= 3 ? " Did you mean '\($0)'?" : nil } ?? ""
                 return .failure(UsageError(description: "Unknown option '\(name)'.\(suggestion)"))
             }

@@ -58,8 +58,11 @@ struct Keyway {
                 exit(parsed.has("--help") ? 0 : ExitStatus.usage)
             }
             if parsed.value("--config") != nil {
-                report(AuthenticationError(.invalidPolicy, "--config needs the policy language, which this version "
-                                               + "does not have yet; use a built-in --policy"))
+                report(
+                    AuthenticationError(
+                        .invalidPolicy,
+                        "--config needs the policy language, which this version "
+                            + "does not have yet; use a built-in --policy"))
             }
             let command = Command(parsed: parsed)
             exit(command.run())
@@ -99,7 +102,9 @@ struct Command {
         case "audit": return audit()
         case "bench": return bench()
         default:
-            let known = ["enroll", "change", "remove", "status", "reset", "unlock", "sensor", "policies", "audit", "bench"]
+            let known = [
+                "enroll", "change", "remove", "status", "reset", "unlock", "sensor", "policies", "audit", "bench",
+            ]
             let near = known.min { Keyway.parser.distance($0, words[0]) < Keyway.parser.distance($1, words[0]) }
             let hint = near.map { Keyway.parser.distance($0, words[0]) <= 3 ? " Did you mean '\($0)'?" : "" } ?? ""
             Keyway.fail(usage: "Unknown command '\(words[0])'.\(hint)")
@@ -170,9 +175,11 @@ struct Command {
                 let finger = parsed.value("--finger") ?? "right-index"
                 let plugin: BiometricAuthenticator
                 if parsed.has("--simulate-touches") {
-                    let touches = ScriptedSensorEvents(Array(repeating: .present(user: user, finger: finger), count: 16))
-                    plugin = BiometricAuthenticator(store: runtime.store, clock: runtime.clock,
-                                                    sensor: SimulatedSensor(events: touches))
+                    let touches = ScriptedSensorEvents(
+                        Array(repeating: .present(user: user, finger: finger), count: 16))
+                    plugin = BiometricAuthenticator(
+                        store: runtime.store, clock: runtime.clock,
+                        sensor: SimulatedSensor(events: touches))
                 } else {
                     plugin = runtime.biometric
                 }
@@ -212,8 +219,9 @@ struct Command {
             if factor == .biometric, let finger = parsed.value("--finger") {
                 removed = try runtime.biometric.remove(user: user, finger: finger, by: actor)
             } else {
-                removed = try runtime.store.removeEnrollment(user: user, factor: factor,
-                                                             by: Attribution(actor, at: runtime.clock.now()))
+                removed = try runtime.store.removeEnrollment(
+                    user: user, factor: factor,
+                    by: Attribution(actor, at: runtime.clock.now()))
             }
             guard removed else { throw AuthenticationError(.factorNotEnrolled, "\(user) has no \(factor) to remove") }
             print("Removed the \(factor) of \(user).")
@@ -278,8 +286,9 @@ struct Command {
             Keyway.report(AuthenticationError(.invalidPolicy, "unknown policy '\(name)'; see `keyway policies`"))
         }
         let runtime = runtime()
-        let evaluation = runtime.context().evaluate(policy, for: UserContext(name: user, service: "keyway"),
-                                                    reason: "keyway unlock", conversation: conversation)
+        let evaluation = runtime.context().evaluate(
+            policy, for: UserContext(name: user, service: "keyway"),
+            reason: "keyway unlock", conversation: conversation)
         print(evaluation.description)
         if let error = evaluation.error { Keyway.printError("keyway: \(error.reason)") }
         return ExitStatus.status(for: evaluation.error)
@@ -331,8 +340,9 @@ struct Command {
             }
             samples.sort()
             func ms(_ value: Double) -> String { "\(Int(value.rounded())) ms" }
-            print("\(hasher.cost): one verification median \(ms(samples[samples.count / 2])), "
-                      + "min \(ms(samples[0])), max \(ms(samples[samples.count - 1])) over \(rounds) rounds")
+            print(
+                "\(hasher.cost): one verification median \(ms(samples[samples.count / 2])), "
+                    + "min \(ms(samples[0])), max \(ms(samples[samples.count - 1])) over \(rounds) rounds")
         }
     }
 }

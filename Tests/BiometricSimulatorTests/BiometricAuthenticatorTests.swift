@@ -23,9 +23,13 @@ struct SensorRig {
     {
         sensor = SimulatedSensor(configuration, events: source ?? events)
         let states = Mutex(0)  // predictable, distinct domain states
-        biometric = BiometricAuthenticator(store: store, clock: clock, sensor: sensor, newDomainState: {
-            states.withLock { $0 += 1; return Array(repeating: UInt8(truncatingIfNeeded: $0), count: 16) }
-        })
+        biometric = BiometricAuthenticator(
+            store: store, clock: clock, sensor: sensor,
+            newDomainState: {
+                states.withLock {
+                    $0 += 1; return Array(repeating: UInt8(truncatingIfNeeded: $0), count: 16)
+                }
+            })
         passcode = PasscodeAuthenticator(store: store, clock: clock, hasher: try Argon2idHasher(cost: .minimum))
         context = EvaluationContext(registry: FactorRegistry([biometric, passcode]))
     }
@@ -37,7 +41,8 @@ struct SensorRig {
         }
         _ = try biometric.enroll(user: "alice", finger: "right-index", by: "test", conversation: ScriptedConversation())
         if code {
-            _ = try passcode.enroll(user: "alice", by: "test", conversation: ScriptedConversation(typing: "739155", "739155"))
+            _ = try passcode.enroll(
+                user: "alice", by: "test", conversation: ScriptedConversation(typing: "739155", "739155"))
         }
     }
 
@@ -61,20 +66,22 @@ struct BiometricAuthenticatorTests {
     @Test("passes the authenticator conformance checks")
     func conformance() throws {
         let rig = try SensorRig()
-        let problems = AuthenticatorConformance.check(.init(
-            plugin: rig.biometric, store: rig.store,
-            enroll: { user in
-                for _ in 0..<5 { rig.events.push(.present(user: user, finger: "thumb")) }
-                _ = try rig.biometric.enroll(user: user, finger: "thumb", by: "t", conversation: ScriptedConversation())
-            },
-            arrange: { scenario in
-                switch scenario {
-                case .correct: rig.events.push(.present(user: "conformance-user", finger: "thumb"))
-                case .wrong: rig.events.push(.presentStranger)
-                case .cancel: rig.events.push(.cancel)
-                }
-                return ScriptedConversation()
-            }))
+        let problems = AuthenticatorConformance.check(
+            .init(
+                plugin: rig.biometric, store: rig.store,
+                enroll: { user in
+                    for _ in 0..<5 { rig.events.push(.present(user: user, finger: "thumb")) }
+                    _ = try rig.biometric.enroll(
+                        user: user, finger: "thumb", by: "t", conversation: ScriptedConversation())
+                },
+                arrange: { scenario in
+                    switch scenario {
+                    case .correct: rig.events.push(.present(user: "conformance-user", finger: "thumb"))
+                    case .wrong: rig.events.push(.presentStranger)
+                    case .cancel: rig.events.push(.cancel)
+                    }
+                    return ScriptedConversation()
+                }))
         #expect(problems.isEmpty, "\(problems)")
     }
 
@@ -108,8 +115,9 @@ struct BiometricAuthenticatorTests {
         #expect(rig.biometric.availability(for: rig.alice) == .notEnrolled)
         try rig.enrollAlice()
         #expect(rig.biometric.availability(for: rig.alice) == .available(.fingerprint))
-        #expect(rig.biometric.availability(for: UserContext(name: "alice", isRemote: true))
-            == .notAvailable("the sensor is local and this session is remote"))
+        #expect(
+            rig.biometric.availability(for: UserContext(name: "alice", isRemote: true))
+                == .notAvailable("the sensor is local and this session is remote"))
         rig.sensor.isPluggedIn = false
         #expect(rig.biometric.availability(for: rig.alice) == .notAvailable("the sensor is unplugged"))
         rig.sensor.isPluggedIn = true
@@ -120,10 +128,12 @@ struct BiometricAuthenticatorTests {
         }
     }
 
-    @Test("sensor events end an attempt with their own outcome", arguments: [
-        (SensorEvent.cancel, AuthenticationError.Code.userCancel), (.fallback, .userFallback),
-        (.unplug, .biometryNotAvailable), (.failure("firmware crashed"), .biometryNotAvailable),
-    ])
+    @Test(
+        "sensor events end an attempt with their own outcome",
+        arguments: [
+            (SensorEvent.cancel, AuthenticationError.Code.userCancel), (.fallback, .userFallback),
+            (.unplug, .biometryNotAvailable), (.failure("firmware crashed"), .biometryNotAvailable),
+        ])
     func eventsEndAttempt(event: SensorEvent, code: AuthenticationError.Code) throws {
         let rig = try SensorRig()
         try rig.enrollAlice()
@@ -148,13 +158,16 @@ struct BiometricAuthenticatorTests {
     func failureToAcquire() throws {
         let rig = try SensorRig()
         try rig.enrollAlice()
-        #expect(rig.attempt(.retry("Finger moved too fast.")) == .success(.failure(.noSample("Finger moved too fast."))))
+        #expect(
+            rig.attempt(.retry("Finger moved too fast.")) == .success(.failure(.noSample("Finger moved too fast."))))
         #expect(rig.failures == 0)
     }
 
-    @Test("biometrics-or-passcode: timeout, unplug and an unplugged sensor all lead to the passcode", arguments: [
-        [SensorEvent](), [.unplug], [.failure("io error")],
-    ])
+    @Test(
+        "biometrics-or-passcode: timeout, unplug and an unplugged sensor all lead to the passcode",
+        arguments: [
+            [SensorEvent](), [.unplug], [.failure("io error")],
+        ])
     func fallsBackToPasscode(events: [SensorEvent]) throws {
         let rig = try SensorRig()
         try rig.enrollAlice()
@@ -194,12 +207,19 @@ struct BiometricAuthenticatorTests {
         }
         let source = Invalidating()
         let rig = try SensorRig(events: source)
-        _ = try rig.passcode.enroll(user: "alice", by: "t", conversation: ScriptedConversation(typing: "739155", "739155"))
-        let template = try rig.sensor.configuration.model.enroll([rig.sensor.sample(of: .present(user: "alice", finger: "right-index"))!])
-        try rig.store.save(Enrollment(user: "alice", factor: .biometric,
-                                      payload: BiometricEnrollment(templates: [("right-index", template)],
-                                                                   domainState: Array(repeating: 1, count: 16)).encoded(),
-                                      changedAt: rig.clock.now(), changedBy: "t"))
+        _ = try rig.passcode.enroll(
+            user: "alice", by: "t", conversation: ScriptedConversation(typing: "739155", "739155"))
+        let template = try rig.sensor.configuration.model.enroll([
+            rig.sensor.sample(of: .present(user: "alice", finger: "right-index"))!
+        ])
+        try rig.store.save(
+            Enrollment(
+                user: "alice", factor: .biometric,
+                payload: BiometricEnrollment(
+                    templates: [("right-index", template)],
+                    domainState: Array(repeating: 1, count: 16)
+                ).encoded(),
+                changedAt: rig.clock.now(), changedBy: "t"))
         source.context.withLock { $0 = rig.context }
         let (evaluation, conversation) = rig.evaluate(.biometricsOrPasscode, typing: [.type("739155")])
         #expect(evaluation.error == AuthenticationError(.appCancel))
@@ -244,8 +264,9 @@ struct BiometricAuthenticatorTests {
         for _ in 0..<4 { rig.events.push(.present(user: "alice", finger: "f")) }
         let conversation = ScriptedConversation()
         _ = try rig.biometric.enroll(user: "alice", finger: "f", by: "t", conversation: conversation)
-        #expect(conversation.messages.filter { $0.kind == .info }.map(\.text).last
-            == "Place your finger on the sensor. (5 of 5)")
+        #expect(
+            conversation.messages.filter { $0.kind == .info }.map(\.text).last
+                == "Place your finger on the sensor. (5 of 5)")
         #expect(conversation.messages.contains(.error("Finger too dry.")))
         #expect(rig.attempt(.present(user: "alice", finger: "f")) == .success(.success))
     }
@@ -265,20 +286,26 @@ struct BiometricAuthenticatorTests {
         #expect(try rig.store.enrollment(user: "alice", factor: .biometric) == before)
     }
 
-    @Test("a damaged stored enrollment is a store failure and makes the sensor unavailable, never a match",
-          arguments: [[UInt8](), Array("KWB1".utf8), Array("KWB2".utf8) + Array(repeating: 0, count: 17),
-                      Array("KWB1".utf8) + Array(repeating: 0, count: 16) + [1, 1, 65, 255, 255, 255, 255]])
+    @Test(
+        "a damaged stored enrollment is a store failure and makes the sensor unavailable, never a match",
+        arguments: [
+            [UInt8](), Array("KWB1".utf8), Array("KWB2".utf8) + Array(repeating: 0, count: 17),
+            Array("KWB1".utf8) + Array(repeating: 0, count: 16) + [1, 1, 65, 255, 255, 255, 255],
+        ])
     func damagedPayload(payload: [UInt8]) throws {
         let rig = try SensorRig()
-        try rig.store.save(Enrollment(user: "alice", factor: .biometric, payload: payload, changedAt: rig.clock.now(),
-                                      changedBy: "t"))
+        try rig.store.save(
+            Enrollment(
+                user: "alice", factor: .biometric, payload: payload, changedAt: rig.clock.now(),
+                changedBy: "t"))
         guard case .notAvailable(let reason) = rig.biometric.availability(for: rig.alice) else {
             Issue.record("a damaged enrollment must not be available")
             return
         }
         #expect(reason.contains("damaged"))
-        #expect(rig.attempt(.present(user: "alice", finger: "right-index")).map { _ in 0 }
-            == .failure(AuthenticationError(.storeFailure)))
+        #expect(
+            rig.attempt(.present(user: "alice", finger: "right-index")).map { _ in 0 }
+                == .failure(AuthenticationError(.storeFailure)))
     }
 
     @Test("enrollment payloads round-trip")

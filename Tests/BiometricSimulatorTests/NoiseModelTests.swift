@@ -4,6 +4,7 @@
 // Reference values marked "mpmath" were computed outside Swift with mpmath 1.3 at 50 significant digits,
 // F(x) = gammainc(d/2, 0, x/2, regularized=True) and quantiles by bisection on it.
 import Testing
+
 @testable import KeywayBiometricSimulator
 
 // MARK: - Helpers
@@ -36,7 +37,7 @@ private func directLowerTail(_ x: Double, degreesOfFreedom d: Int) -> Double {
 /// F(x) by composite Simpson integration of the density, fully independent of the series.
 private func integratedCDF(_ x: Double, degreesOfFreedom d: Int, intervals: Int = 20_000) -> Double {
     let halfD = Double(d) / 2
-    let logNormalizer = halfD * Libm.log(2) + ChiSquared.logFactorial(d / 2 - 1)   // ln(2^{d/2} Γ(d/2))
+    let logNormalizer = halfD * Libm.log(2) + ChiSquared.logFactorial(d / 2 - 1)  // ln(2^{d/2} Γ(d/2))
     func density(_ t: Double) -> Double {
         if t <= 0 { return d == 2 ? 0.5 : 0 }
         return Libm.exp((halfD - 1) * Libm.log(t) - t / 2 - logNormalizer)
@@ -102,10 +103,11 @@ private func binomialRange(trials: Int, probability p: Double, sigmas z: Double 
 
 @Suite("χ² distribution")
 struct ChiSquaredTests {
-    @Test("two degrees of freedom is the exponential law F(x) = 1 − e^{−x/2}",
-          arguments: [1e-12, 1e-6, 0.01, 0.5, 1.0, 2.0, 10.0, 40.0, 700.0])
+    @Test(
+        "two degrees of freedom is the exponential law F(x) = 1 − e^{−x/2}",
+        arguments: [1e-12, 1e-6, 0.01, 0.5, 1.0, 2.0, 10.0, 40.0, 700.0])
     func twoDegreesOfFreedom(x: Double) {
-        let exact = -Libm.expm1(-x / 2)   // 1 − e^{−x/2} without cancellation for small x
+        let exact = -Libm.expm1(-x / 2)  // 1 − e^{−x/2} without cancellation for small x
         // ln(1 − e^{−x/2}), each form used where it does not cancel.
         let logExact = x < 1 ? Libm.log(exact) : Libm.log1p(-Libm.exp(-x / 2))
         #expect(isClose(ChiSquared.cdf(x, degreesOfFreedom: 2), exact, relative: 1e-14))
@@ -114,7 +116,7 @@ struct ChiSquaredTests {
 
     @Test("d = 32 matches mpmath reference values")
     func thirtyTwoDegreesReference() {
-        let reference: [(x: Double, cdf: Double)] = [   // mpmath, see the file header
+        let reference: [(x: Double, cdf: Double)] = [  // mpmath, see the file header
             (1, 4.5571801675124035272e-19),
             (5, 1.0692397887314233039e-8),
             (10, 0.000069008241855678402508),
@@ -126,7 +128,7 @@ struct ChiSquaredTests {
         for (x, cdf) in reference {
             #expect(isClose(ChiSquared.cdf(x, degreesOfFreedom: 32), cdf, relative: 1e-13), "x = \(x)")
         }
-        let logReference: [(x: Double, logCDF: Double)] = [   // mpmath, ln F
+        let logReference: [(x: Double, logCDF: Double)] = [  // mpmath, ln F
             (0.01, -115.44964381474949682),
             (0.1, -78.650631455838185268),
             (1, -42.23241271895647048),
@@ -139,8 +141,10 @@ struct ChiSquaredTests {
 
     @Test("d = 32 matches Simpson integration of the density", arguments: [5.0, 16.0, 20.0, 32.0, 46.0, 70.0])
     func thirtyTwoDegreesIntegrated(x: Double) {
-        #expect(isClose(ChiSquared.cdf(x, degreesOfFreedom: 32), integratedCDF(x, degreesOfFreedom: 32),
-                        relative: 1e-9))
+        #expect(
+            isClose(
+                ChiSquared.cdf(x, degreesOfFreedom: 32), integratedCDF(x, degreesOfFreedom: 32),
+                relative: 1e-9))
     }
 
     @Test("d = 32 quantiles match printed tables and mpmath")
@@ -163,10 +167,11 @@ struct ChiSquaredTests {
     func quantileRoundTrip(degreesOfFreedom d: Int) {
         for p in [1e-90, 1e-12, 1e-6, 2e-5, 0.01, 0.3, 0.5] {
             let q = ChiSquared.quantile(p, degreesOfFreedom: d)
-            #expect(isClose(Libm.exp(ChiSquared.logCDF(q, degreesOfFreedom: d)), p, relative: 1e-11),
-                    "d = \(d), p = \(p), q = \(q)")
+            #expect(
+                isClose(Libm.exp(ChiSquared.logCDF(q, degreesOfFreedom: d)), p, relative: 1e-11),
+                "d = \(d), p = \(p), q = \(q)")
         }
-        for upper in [0.3, 0.05, 0.02, 1e-6, 1e-12] {   // p = 1 − upper, checked on the upper tail itself
+        for upper in [0.3, 0.05, 0.02, 1e-6, 1e-12] {  // p = 1 − upper, checked on the upper tail itself
             let q = ChiSquared.quantile(1 - upper, degreesOfFreedom: d)
             let survival = Libm.exp(ChiSquared.logSurvival(q, degreesOfFreedom: d))
             // 1 − upper is rounded to a double before the search, which limits how well `upper` is recovered.
@@ -176,14 +181,16 @@ struct ChiSquaredTests {
         #expect(ChiSquared.quantile(1, degreesOfFreedom: d) == .infinity)
     }
 
-    @Test("logCDF stays accurate in the far lower tail, where 1 − (upper tail) would be 0",
-          arguments: [2, 8, 32, 64])
+    @Test(
+        "logCDF stays accurate in the far lower tail, where 1 − (upper tail) would be 0",
+        arguments: [2, 8, 32, 64])
     func farLowerTail(degreesOfFreedom d: Int) {
         for x in [1e-6, 1e-3, 0.1, 1.0, 5.0, 10.0, Double(d) * 0.9] {
             let direct = directLowerTail(x, degreesOfFreedom: d)
             #expect(direct > 0)
-            #expect(isClose(ChiSquared.logCDF(x, degreesOfFreedom: d), Libm.log(direct), relative: 1e-12),
-                    "d = \(d), x = \(x)")
+            #expect(
+                isClose(ChiSquared.logCDF(x, degreesOfFreedom: d), Libm.log(direct), relative: 1e-12),
+                "d = \(d), x = \(x)")
             #expect(isClose(ChiSquared.cdf(x, degreesOfFreedom: d), direct, relative: 1e-12), "d = \(d), x = \(x)")
         }
     }
@@ -215,11 +222,17 @@ struct DeterminismTests {
     func knownAnswers() {
         // Computed with a 20-line Python transcription of the reference C code (Blackman & Vigna).
         var zero = SeededGenerator(seed: 0)
-        #expect([zero.next(), zero.next(), zero.next()] == [0x99EC_5F36_CB75_F2B4, 0xBF6E_1F78_4956_452A,
-                                                            0x1A5F_849D_4933_E6E0])
+        #expect(
+            [zero.next(), zero.next(), zero.next()] == [
+                0x99EC_5F36_CB75_F2B4, 0xBF6E_1F78_4956_452A,
+                0x1A5F_849D_4933_E6E0,
+            ])
         var other = SeededGenerator(seed: 0x5EED)
-        #expect([other.next(), other.next(), other.next()] == [0xEF33_F170_5524_4B74, 0xE1F5_9111_2FB5_051B,
-                                                              0xD8AB_0564_0214_863A])
+        #expect(
+            [other.next(), other.next(), other.next()] == [
+                0xEF33_F170_5524_4B74, 0xE1F5_9111_2FB5_051B,
+                0xD8AB_0564_0214_863A,
+            ])
     }
 
     @Test("Gaussian deviates have mean 0 and variance 1")
@@ -238,7 +251,7 @@ struct DeterminismTests {
         // Standard errors: mean 1/√n ≈ 0.0022, variance √(2/n) ≈ 0.0032; 5 of them each.
         #expect(abs(sum / Double(n)) < 0.012)
         #expect(abs(sumOfSquares / Double(n) - 1) < 0.016)
-        #expect(binomialRange(trials: n, probability: 0.0455002638963584).contains(beyondTwo))   // P(|Z| > 2)
+        #expect(binomialRange(trials: n, probability: 0.0455002638963584).contains(beyondTwo))  // P(|Z| > 2)
     }
 
     @Test("the same person presents the same finger; others differ")
@@ -251,13 +264,14 @@ struct DeterminismTests {
             model.identity(seed: 2, user: "alice", finger: "right index"),
             model.identity(seed: 1, user: "bob", finger: "right index"),
             model.identity(seed: 1, user: "alice", finger: "left index"),
-            model.identity(seed: 1, user: "alicer", finger: " index"),   // same concatenation
+            model.identity(seed: 1, user: "alicer", finger: " index"),  // same concatenation
             model.identity(seed: 1, user: "", finger: "aliceright index"),
         ]
         for other in others {
             #expect(other != finger)
         }
-        #expect(model.identity(seed: 1, user: "alicer", finger: " index")
+        #expect(
+            model.identity(seed: 1, user: "alicer", finger: " index")
                 != model.identity(seed: 1, user: "alice", finger: "r index"))
     }
 
@@ -273,7 +287,7 @@ struct DeterminismTests {
                 sumOfSquares += value * value
             }
         }
-        let n = Double(users * model.dimensions)   // 64,000 values; standard errors 0.004 and 0.0056
+        let n = Double(users * model.dimensions)  // 64,000 values; standard errors 0.004 and 0.0056
         #expect(abs(sum / n) < 0.02)
         #expect(abs(sumOfSquares / n - 1) < 0.028)
     }
@@ -289,7 +303,7 @@ struct DeterminismTests {
         #expect(a == model.sample(of: finger, using: &again))
         #expect(a != model.sample(of: finger, using: &other))
         #expect(a != finger)
-        #expect(model.sample(of: finger, using: &first) != a)   // the stream moves on
+        #expect(model.sample(of: finger, using: &first) != a)  // the stream moves on
     }
 }
 
@@ -329,31 +343,36 @@ struct ConfigurationTests {
         var falseNonMatchRate = 0.02
         /// The description must name the offending setting.
         var mentions: String
-        var testDescription: String { "\(mentions): d=\(dimensions) k=\(enrollmentSamples) "
-            + "fmr=\(falseMatchRate) fnmr=\(falseNonMatchRate)" }
+        var testDescription: String {
+            "\(mentions): d=\(dimensions) k=\(enrollmentSamples) "
+                + "fmr=\(falseMatchRate) fnmr=\(falseNonMatchRate)"
+        }
     }
 
-    @Test("bad configurations are refused, saying which value and why", arguments: [
-        BadConfiguration(dimensions: 0, mentions: "dimensions must be at least 2"),
-        BadConfiguration(dimensions: -4, mentions: "dimensions must be at least 2"),
-        BadConfiguration(dimensions: 31, mentions: "dimensions must be even"),
-        BadConfiguration(dimensions: 1, mentions: "dimensions must be at least 2"),
-        BadConfiguration(dimensions: 8_192, mentions: "dimensions must be at most"),
-        BadConfiguration(enrollmentSamples: 0, mentions: "enrollmentSamples must be at least 1"),
-        BadConfiguration(enrollmentSamples: -1, mentions: "enrollmentSamples must be at least 1"),
-        BadConfiguration(falseMatchRate: 0, mentions: "falseMatchRate must be in (0, 0.5)"),
-        BadConfiguration(falseMatchRate: -0.1, mentions: "falseMatchRate must be in (0, 0.5)"),
-        BadConfiguration(falseMatchRate: 0.5, mentions: "falseMatchRate must be in (0, 0.5)"),
-        BadConfiguration(falseMatchRate: .nan, mentions: "falseMatchRate must be in (0, 0.5)"),
-        BadConfiguration(falseMatchRate: 1e-120, mentions: "scores are clamped"),
-        BadConfiguration(falseNonMatchRate: 0, mentions: "falseNonMatchRate must be in (0, 0.5)"),
-        BadConfiguration(falseNonMatchRate: 0.7, mentions: "falseNonMatchRate must be in (0, 0.5)"),
-        BadConfiguration(falseNonMatchRate: .infinity, mentions: "falseNonMatchRate must be in (0, 0.5)"),
-    ])
+    @Test(
+        "bad configurations are refused, saying which value and why",
+        arguments: [
+            BadConfiguration(dimensions: 0, mentions: "dimensions must be at least 2"),
+            BadConfiguration(dimensions: -4, mentions: "dimensions must be at least 2"),
+            BadConfiguration(dimensions: 31, mentions: "dimensions must be even"),
+            BadConfiguration(dimensions: 1, mentions: "dimensions must be at least 2"),
+            BadConfiguration(dimensions: 8_192, mentions: "dimensions must be at most"),
+            BadConfiguration(enrollmentSamples: 0, mentions: "enrollmentSamples must be at least 1"),
+            BadConfiguration(enrollmentSamples: -1, mentions: "enrollmentSamples must be at least 1"),
+            BadConfiguration(falseMatchRate: 0, mentions: "falseMatchRate must be in (0, 0.5)"),
+            BadConfiguration(falseMatchRate: -0.1, mentions: "falseMatchRate must be in (0, 0.5)"),
+            BadConfiguration(falseMatchRate: 0.5, mentions: "falseMatchRate must be in (0, 0.5)"),
+            BadConfiguration(falseMatchRate: .nan, mentions: "falseMatchRate must be in (0, 0.5)"),
+            BadConfiguration(falseMatchRate: 1e-120, mentions: "scores are clamped"),
+            BadConfiguration(falseNonMatchRate: 0, mentions: "falseNonMatchRate must be in (0, 0.5)"),
+            BadConfiguration(falseNonMatchRate: 0.7, mentions: "falseNonMatchRate must be in (0, 0.5)"),
+            BadConfiguration(falseNonMatchRate: .infinity, mentions: "falseNonMatchRate must be in (0, 0.5)"),
+        ])
     func badConfiguration(_ bad: BadConfiguration) {
         do {
-            let model = try NoiseModel(dimensions: bad.dimensions, enrollmentSamples: bad.enrollmentSamples,
-                                       falseMatchRate: bad.falseMatchRate, falseNonMatchRate: bad.falseNonMatchRate)
+            let model = try NoiseModel(
+                dimensions: bad.dimensions, enrollmentSamples: bad.enrollmentSamples,
+                falseMatchRate: bad.falseMatchRate, falseNonMatchRate: bad.falseNonMatchRate)
             Issue.record("accepted, σ = \(model.noiseSigma)")
         } catch {
             #expect(error.description.contains(bad.mentions), "\(error.description)")
@@ -364,8 +383,9 @@ struct ConfigurationTests {
     func extremes() throws {
         let tiny = try NoiseModel(dimensions: 2, enrollmentSamples: 1, falseMatchRate: 0.49, falseNonMatchRate: 0.49)
         #expect(tiny.noiseSigma.isFinite && tiny.noiseSigma > 0)
-        let strict = try NoiseModel(dimensions: 64, enrollmentSamples: 20, falseMatchRate: 1e-90,
-                                    falseNonMatchRate: 1e-6)
+        let strict = try NoiseModel(
+            dimensions: 64, enrollmentSamples: 20, falseMatchRate: 1e-90,
+            falseNonMatchRate: 1e-6)
         #expect(strict.noiseSigma.isFinite && strict.noiseSigma > 0 && strict.threshold < NoiseModel.maximumScore)
     }
 }
@@ -384,9 +404,10 @@ struct MeasuredRateTests {
         let model = NoiseModel.default
         let trials = 100_000
         let measured = try measureRates(model, trials: trials, seed: 0x4B45_5957_4159)
-        print("default model (σ = \(model.noiseSigma)): false matches \(measured.falseMatches)/\(trials), "
-            + "false non-matches \(measured.falseNonMatches)/\(trials), impostor scores ≥ 0…4: "
-            + "\(measured.impostorScoresAtLeast)")
+        print(
+            "default model (σ = \(model.noiseSigma)): false matches \(measured.falseMatches)/\(trials), "
+                + "false non-matches \(measured.falseNonMatches)/\(trials), impostor scores ≥ 0…4: "
+                + "\(measured.impostorScoresAtLeast)")
 
         // FNMR: expected 2,000 ± 44 (binomial); ±5σ is ±222, i.e. the measured FNMR lies in [0.0178, 0.0222].
         #expect(binomialRange(trials: trials, probability: 0.02).contains(measured.falseNonMatches))
@@ -405,7 +426,7 @@ struct MeasuredRateTests {
         #expect(binomialRange(trials: trials, probability: 0.1).contains(measured.impostorScoresAtLeast[1]))
         #expect(binomialRange(trials: trials, probability: 0.01).contains(measured.impostorScoresAtLeast[2]))
         #expect(binomialRange(trials: trials, probability: 0.001).contains(measured.impostorScoresAtLeast[3]))
-        #expect(measured.impostorScoresAtLeast[4] <= 30)   // Poisson(10): P(X > 30) = 7e-8
+        #expect(measured.impostorScoresAtLeast[4] <= 30)  // Poisson(10): P(X > 30) = 7e-8
     }
 
     /// A configuration with rates large enough that 100,000 trials give tight intervals on both.
@@ -417,8 +438,9 @@ struct MeasuredRateTests {
         let model = try NoiseModel(falseMatchRate: 0.01, falseNonMatchRate: 0.05)
         let trials = 100_000
         let measured = try measureRates(model, trials: trials, seed: 0x57_4944_45)
-        print("FMR 0.01 / FNMR 0.05 model (σ = \(model.noiseSigma)): false matches \(measured.falseMatches)/"
-            + "\(trials), false non-matches \(measured.falseNonMatches)/\(trials)")
+        print(
+            "FMR 0.01 / FNMR 0.05 model (σ = \(model.noiseSigma)): false matches \(measured.falseMatches)/"
+                + "\(trials), false non-matches \(measured.falseNonMatches)/\(trials)")
         // FMR: 1,000 ± 31.5 expected, bound ±158 (measured FMR in [0.0084, 0.0116]).
         #expect(binomialRange(trials: trials, probability: 0.01).contains(measured.falseMatches))
         // FNMR: 5,000 ± 68.9 expected, bound ±345 (measured FNMR in [0.0466, 0.0535]).
@@ -483,10 +505,11 @@ struct TemplateTests {
         let template = try model.enroll((0..<5).map { _ in model.sample(of: person, using: &generator) })
         let bytes = template.encoded()
         #expect(bytes.count == 12 + 8 * 32)
-        #expect(Array(bytes[0..<8]) == [0x4B, 0x57, 0x42, 0x54, 1, 0, 32, 0])   // magic, version 1, d = 32 (LE)
+        #expect(Array(bytes[0..<8]) == [0x4B, 0x57, 0x42, 0x54, 1, 0, 32, 0])  // magic, version 1, d = 32 (LE)
         #expect(try Template(decoding: bytes) == template)
-        let negativeZero = Template(mean: FeatureVector(components: [-0.0, .leastNonzeroMagnitude]),
-                                    sampleCount: 70_000)
+        let negativeZero = Template(
+            mean: FeatureVector(components: [-0.0, .leastNonzeroMagnitude]),
+            sampleCount: 70_000)
         let decoded = try Template(decoding: negativeZero.encoded())
         #expect(decoded.mean.components[0].sign == .minus && decoded.sampleCount == 70_000)
         #expect(decoded.mean.components[1] == .leastNonzeroMagnitude)

@@ -12,7 +12,8 @@ struct GestureRig {
     let user = UserContext(name: "alice")
 
     init(rules: PatternRules = .default) throws {
-        plugin = GestureAuthenticator(store: store, clock: clock, hasher: try Argon2idHasher(cost: .minimum), rules: rules)
+        plugin = GestureAuthenticator(
+            store: store, clock: clock, hasher: try Argon2idHasher(cost: .minimum), rules: rules)
     }
 
     func enroll(_ pattern: String) throws {
@@ -21,7 +22,8 @@ struct GestureRig {
 
     func attempt(_ typed: String) -> Result<Verdict, AuthenticationError> {
         Result { () throws(AuthenticationError) in
-            try plugin.authenticate(AuthenticationRequest(user: user), conversation: ScriptedConversation(typing: typed))
+            try plugin.authenticate(
+                AuthenticationRequest(user: user), conversation: ScriptedConversation(typing: typed))
         }
     }
 
@@ -33,21 +35,26 @@ struct GestureAuthenticatorTests {
     @Test("passes the authenticator conformance checks")
     func conformance() throws {
         let rig = try GestureRig()
-        let problems = AuthenticatorConformance.check(.init(
-            plugin: rig.plugin, store: rig.store,
-            enroll: { user in _ = try rig.plugin.enroll(user: user, by: "t", conversation: ScriptedConversation(typing: "2-4-9-3", "2-4-9-3")) },
-            arrange: { scenario in
-                switch scenario {
-                case .correct: ScriptedConversation(typing: "2493")
-                case .wrong: ScriptedConversation(typing: "2-4-9-1")
-                case .cancel: ScriptedConversation([.cancel])
-                }
-            }))
+        let problems = AuthenticatorConformance.check(
+            .init(
+                plugin: rig.plugin, store: rig.store,
+                enroll: { user in
+                    _ = try rig.plugin.enroll(
+                        user: user, by: "t", conversation: ScriptedConversation(typing: "2-4-9-3", "2-4-9-3"))
+                },
+                arrange: { scenario in
+                    switch scenario {
+                    case .correct: ScriptedConversation(typing: "2493")
+                    case .wrong: ScriptedConversation(typing: "2-4-9-1")
+                    case .cancel: ScriptedConversation([.cancel])
+                    }
+                }))
         #expect(problems.isEmpty, "\(problems)")
     }
 
-    @Test("the three input forms unlock the same pattern, and a straight move picks up the dot it crosses",
-          arguments: ["4-1-5-9-6", "41596", "4 1 5 9 6", "4-1-9-6", " 4,1,5,9,6\n"])
+    @Test(
+        "the three input forms unlock the same pattern, and a straight move picks up the dot it crosses",
+        arguments: ["4-1-5-9-6", "41596", "4 1 5 9 6", "4-1-9-6", " 4,1,5,9,6\n"])
     func inputForms(typed: String) throws {
         let rig = try GestureRig()
         try rig.enroll("4-1-5-9-6")
@@ -65,10 +72,13 @@ struct GestureAuthenticatorTests {
         #expect(GestureAuthenticator.grid.contains("1 2 3\n  4 5 6\n  7 8 9"))
     }
 
-    @Test("malformed entries are rejected with a reason and not counted", arguments: [
-        ("1-2-a-6", "Use the dot numbers 1 to 9"), ("0-1-2-3", "Use the dot numbers 1 to 9"),
-        ("1-5-1-6", "A dot can be used only once."), ("1-5", "Connect at least 4 dots."), ("", "No pattern was entered."),
-    ])
+    @Test(
+        "malformed entries are rejected with a reason and not counted",
+        arguments: [
+            ("1-2-a-6", "Use the dot numbers 1 to 9"), ("0-1-2-3", "Use the dot numbers 1 to 9"),
+            ("1-5-1-6", "A dot can be used only once."), ("1-5", "Connect at least 4 dots."),
+            ("", "No pattern was entered."),
+        ])
     func malformed(typed: String, reason: String) throws {
         let rig = try GestureRig()
         try rig.enroll("2-4-9-3")
@@ -80,13 +90,15 @@ struct GestureAuthenticatorTests {
         #expect(rig.failures == 0)
     }
 
-    @Test("enrollment: drawn twice and must match; short or common shapes refused with a reason", arguments: [
-        (["2-4-9-3", "2-4-9-1", "2-4-9-3", "2-4-9-3"], "The patterns did not match; start again."),
-        (["1-2-3", "2-4-9-3", "2-4-9-3"], "Connect at least 4 dots."),
-        (["1-2-3-5-7-8-9", "2-4-9-3", "2-4-9-3"], "That pattern is too common; choose another."),  // Z
-        (["1-4-7-8-9", "2-4-9-3", "2-4-9-3"], "That pattern is too common; choose another."),  // L
-        (["a-b-c-d", "2-4-9-3", "2-4-9-3"], PatternError.invalidCharacter.description),
-    ])
+    @Test(
+        "enrollment: drawn twice and must match; short or common shapes refused with a reason",
+        arguments: [
+            (["2-4-9-3", "2-4-9-1", "2-4-9-3", "2-4-9-3"], "The patterns did not match; start again."),
+            (["1-2-3", "2-4-9-3", "2-4-9-3"], "Connect at least 4 dots."),
+            (["1-2-3-5-7-8-9", "2-4-9-3", "2-4-9-3"], "That pattern is too common; choose another."),  // Z
+            (["1-4-7-8-9", "2-4-9-3", "2-4-9-3"], "That pattern is too common; choose another."),  // L
+            (["a-b-c-d", "2-4-9-3", "2-4-9-3"], PatternError.invalidCharacter.description),
+        ])
     func enrollmentRules(typed: [String], message: String) throws {
         let rig = try GestureRig()
         let conversation = ScriptedConversation(typed.map(ScriptedConversation.Answer.type))
@@ -119,11 +131,13 @@ struct GestureAuthenticatorTests {
         let rig = try GestureRig()
         try rig.enroll("2-4-9-3")
         #expect(throws: AuthenticationError(.authenticationFailed)) {
-            try rig.plugin.change(user: "alice", by: "alice", conversation: ScriptedConversation(typing: "2-4-9-1", "6-1-8-3", "6-1-8-3"))
+            try rig.plugin.change(
+                user: "alice", by: "alice", conversation: ScriptedConversation(typing: "2-4-9-1", "6-1-8-3", "6-1-8-3"))
         }
         #expect(rig.failures == 1)
         #expect(rig.attempt("2-4-9-3") == .success(.success))
-        _ = try rig.plugin.change(user: "alice", by: "alice", conversation: ScriptedConversation(typing: "2-4-9-3", "6-1-8-3", "6-1-8-3"))
+        _ = try rig.plugin.change(
+            user: "alice", by: "alice", conversation: ScriptedConversation(typing: "2-4-9-3", "6-1-8-3", "6-1-8-3"))
         #expect(rig.attempt("6-1-8-3") == .success(.success))
         #expect(rig.attempt("2-4-9-3") == .success(.failure(.mismatch)))
     }
@@ -155,9 +169,11 @@ struct GestureAuthenticatorTests {
         try rig.enroll("2-4-9-3")
         let context = EvaluationContext(registry: FactorRegistry([rig.plugin]))
         let conversation = ScriptedConversation(typing: "1-5-9-6", "2-4-9-3")
-        let evaluation = context.evaluate(Policy(name: "pattern", rule: .factor(.gesture, attempts: 3)),
-                                          for: rig.user, reason: "sudo", conversation: conversation)
+        let evaluation = context.evaluate(
+            Policy(name: "pattern", rule: .factor(.gesture, attempts: 3)),
+            for: rig.user, reason: "sudo", conversation: conversation)
         #expect(evaluation.succeeded)
-        #expect(conversation.messages == [.info(GestureAuthenticator.grid), .error("Not recognized. 2 attempts left.")])
+        #expect(
+            conversation.messages == [.info(GestureAuthenticator.grid), .error("Not recognized. 2 attempts left.")])
     }
 }

@@ -1,6 +1,7 @@
 // Tests of the 3×3 pattern model, its enrollment rules and the built-in blocklist (DESIGN.md §1).
 
 import Testing
+
 @testable import KeywayGesture
 
 // MARK: - Helpers
@@ -257,13 +258,14 @@ struct PatternErrorMessageTests {
         let trimmed = input.filter { !$0.isWhitespace }
 
         // The message depends only on the case: the same case from another input reads the same.
-        let reference: PatternError? = switch error {
-        case .empty: parse("").failureValue
-        case .invalidCharacter: parse("x").failureValue
-        case .repeatedDot: parse("5-5").failureValue
-        case .tooLong: parse(String(repeating: "-", count: 65)).failureValue
-        case .tooShort, .blocklisted: nil
-        }
+        let reference: PatternError? =
+            switch error {
+            case .empty: parse("").failureValue
+            case .invalidCharacter: parse("x").failureValue
+            case .repeatedDot: parse("5-5").failureValue
+            case .tooLong: parse(String(repeating: "-", count: 65)).failureValue
+            case .tooShort, .blocklisted: nil
+            }
         #expect(reference?.description == message)
 
         if digits.count >= 2 {
@@ -319,9 +321,11 @@ struct PatternRulesTests {
         #expect(PatternRules(minimumDots: 9).violation(of: six) == .tooShort(minimum: 9))
     }
 
-    @Test("The minimum can never go below 4 nor above 9", arguments: [
-        (Int.min, 4), (-1, 4), (0, 4), (1, 4), (3, 4), (4, 4), (5, 5), (9, 9), (10, 9), (Int.max, 9),
-    ])
+    @Test(
+        "The minimum can never go below 4 nor above 9",
+        arguments: [
+            (Int.min, 4), (-1, 4), (0, 4), (1, 4), (3, 4), (4, 4), (5, 5), (9, 9), (10, 9), (Int.max, 9),
+        ])
     func minimumIsClamped(requested: Int, effective: Int) {
         #expect(PatternRules(minimumDots: requested).minimumDots == effective)
         var rules = PatternRules.default
@@ -332,18 +336,20 @@ struct PatternRulesTests {
         }
     }
 
-    @Test("Common shapes are refused", arguments: [
-        "1-2-3-5-7-8-9",    // Z
-        "1-4-7-8-9",        // L
-        "1-2-3-6-9-8-7-4",  // the square ring
-        "3-6-9-5-1-4-7",    // Z turned a quarter clockwise
-        "9-8-7-4-1",        // L drawn backwards
-        "3-2-1-5-9-8-7",    // Z mirrored
-        "7-8-9-5-1-2-3",    // Z upside down
-        "1-2-3-6-9",        // L mirrored in the diagonal
-        "3-2-1-4-7-8-9",    // C
-        "1-2-3-4-5-6-7-8-9", // reading order
-    ])
+    @Test(
+        "Common shapes are refused",
+        arguments: [
+            "1-2-3-5-7-8-9",  // Z
+            "1-4-7-8-9",  // L
+            "1-2-3-6-9-8-7-4",  // the square ring
+            "3-6-9-5-1-4-7",  // Z turned a quarter clockwise
+            "9-8-7-4-1",  // L drawn backwards
+            "3-2-1-5-9-8-7",  // Z mirrored
+            "7-8-9-5-1-2-3",  // Z upside down
+            "1-2-3-6-9",  // L mirrored in the diagonal
+            "3-2-1-4-7-8-9",  // C
+            "1-2-3-4-5-6-7-8-9",  // reading order
+        ])
     func commonShapesRefused(_ input: String) {
         guard let shape = pattern(input) else {
             return
@@ -352,9 +358,11 @@ struct PatternRulesTests {
         #expect(PatternRules(blocklist: .empty).violation(of: shape) == nil)
     }
 
-    @Test("Ordinary patterns are accepted", arguments: [
-        "4-3-8-1-6", "2-9-4-3-8", "6-1-8-3-4-9", "5-1-6-7-2", "2-4-9-6-3-5-7", "8-1-6-7-2-9-4", "3-4-9-2-7",
-    ])
+    @Test(
+        "Ordinary patterns are accepted",
+        arguments: [
+            "4-3-8-1-6", "2-9-4-3-8", "6-1-8-3-4-9", "5-1-6-7-2", "2-4-9-6-3-5-7", "8-1-6-7-2-9-4", "3-4-9-2-7",
+        ])
     func ordinaryPatternsAccepted(_ input: String) {
         guard let ordinary = pattern(input) else {
             return
@@ -369,8 +377,8 @@ struct PatternRulesTests {
 struct PatternBlocklistTests {
     /// The 8 symmetries of the square as dot permutations, written out independently of the implementation.
     static let symmetries: [[UInt8]] = {
-        let quarterTurn: [UInt8] = [3, 6, 9, 2, 5, 8, 1, 4, 7]   // where each dot 1…9 goes, clockwise
-        let mirror: [UInt8] = [3, 2, 1, 6, 5, 4, 9, 8, 7]        // left-right
+        let quarterTurn: [UInt8] = [3, 6, 9, 2, 5, 8, 1, 4, 7]  // where each dot 1…9 goes, clockwise
+        let mirror: [UInt8] = [3, 2, 1, 6, 5, 4, 9, 8, 7]  // left-right
         func apply(_ map: [UInt8], _ dots: [UInt8]) -> [UInt8] { dots.map { map[Int($0) - 1] } }
         var result: [[UInt8]] = []
         var rotation: [UInt8] = Array(1...9)
@@ -404,7 +412,8 @@ struct PatternBlocklistTests {
                 for drawing in [image, image.reversed()] {
                     // A reversal that is not a valid pattern cannot be drawn, so it cannot be blocked.
                     if let pattern = try? Pattern(dots: drawing), pattern.dots == drawing,
-                       !blocklist.contains(pattern) {
+                        !blocklist.contains(pattern)
+                    {
                         missing.append(drawing)
                     }
                 }

@@ -7,10 +7,13 @@ struct AttemptGateTests {
     let store = InMemoryStore()
     let clock = ManualClock()
 
-    func gate(_ schedule: ThrottleSchedule, factor: FactorKind = .passcode, clears: [FactorKind] = [],
-              accountLimit: Int = ThrottleSchedule.accountLimit) -> AttemptGate {
-        AttemptGate(factor: factor, store: store, clock: clock, schedule: schedule, clears: clears,
-                    accountLimit: accountLimit)
+    func gate(
+        _ schedule: ThrottleSchedule, factor: FactorKind = .passcode, clears: [FactorKind] = [],
+        accountLimit: Int = ThrottleSchedule.accountLimit
+    ) -> AttemptGate {
+        AttemptGate(
+            factor: factor, store: store, clock: clock, schedule: schedule, clears: clears,
+            accountLimit: accountLimit)
     }
 
     @Test("a reserved attempt is counted before it is verified; a crash before settling leaves it counted")
@@ -21,16 +24,20 @@ struct AttemptGateTests {
         #expect(try store.attempts(user: "bob")[.passcode].lastFailure == clock.now())
     }
 
-    @Test("the passcode ladder: 5 → 1 min, 6 → 5 min, 7–8 → 15 min, 9+ → 1 h", arguments: [
-        (4, nil), (5, 60), (6, 300), (7, 900), (8, 900), (9, 3600), (50, 3600),
-    ] as [(Int, Int64?)])
+    @Test(
+        "the passcode ladder: 5 → 1 min, 6 → 5 min, 7–8 → 15 min, 9+ → 1 h",
+        arguments: [
+            (4, nil), (5, 60), (6, 300), (7, 900), (8, 900), (9, 3600), (50, 3600),
+        ] as [(Int, Int64?)])
     func passcodeLadder(failures: Int, seconds: Int64?) {
         #expect(ThrottleSchedule.passcode.delay(afterFailures: failures) == seconds.map { .seconds($0) })
     }
 
-    @Test("the gesture ladder starts at 30 s after 5 failures and grows", arguments: [
-        (4, nil), (5, 30), (9, 30), (10, 60), (15, 300), (20, 900), (30, 3600), (60, 14_400),
-    ] as [(Int, Int64?)])
+    @Test(
+        "the gesture ladder starts at 30 s after 5 failures and grows",
+        arguments: [
+            (4, nil), (5, 30), (9, 30), (10, 60), (15, 300), (20, 900), (30, 3600), (60, 14_400),
+        ] as [(Int, Int64?)])
     func gestureLadder(failures: Int, seconds: Int64?) {
         #expect(ThrottleSchedule.gesture.delay(afterFailures: failures) == seconds.map { .seconds($0) })
     }
@@ -101,16 +108,18 @@ struct AttemptGateTests {
         let gate = gate(.passcode)
         let first = try gate.reserve(for: "bob")
         #expect(gate.failuresLeft(after: first) == 4)
-        #expect(AttemptGate(factor: .passcode, store: store, clock: clock, schedule: ThrottleSchedule())
-            .failuresLeft(after: first) == nil)
+        #expect(
+            AttemptGate(factor: .passcode, store: store, clock: clock, schedule: ThrottleSchedule())
+                .failuresLeft(after: first) == nil)
     }
 
     @Test("availability reflects the counters")
     func availability() throws {
         let gate = gate(.passcode)
         for _ in 0..<5 { _ = try gate.reserve(for: "bob") }
-        #expect(gate.availability(for: "bob", whenAllowed: .available)
-            == .lockedOut(until: clock.now().adding(.seconds(60)), reason: "too many failed attempts"))
+        #expect(
+            gate.availability(for: "bob", whenAllowed: .available)
+                == .lockedOut(until: clock.now().adding(.seconds(60)), reason: "too many failed attempts"))
         #expect(gate.availability(for: "carol", whenAllowed: .available) == .available)
     }
 }
@@ -142,17 +151,21 @@ struct ValueTests {
         #expect(buffer.allSatisfy { $0 == 0 })
     }
 
-    @Test("timestamps print as UTC ISO 8601", arguments: [
-        (0, "1970-01-01T00:00:00Z"), (1_767_225_600, "2026-01-01T00:00:00Z"), (951_782_400, "2000-02-29T00:00:00Z"),
-        (1_798_761_599, "2026-12-31T23:59:59Z"), (-1, "1969-12-31T23:59:59Z"),
-    ] as [(Int64, String)])
+    @Test(
+        "timestamps print as UTC ISO 8601",
+        arguments: [
+            (0, "1970-01-01T00:00:00Z"), (1_767_225_600, "2026-01-01T00:00:00Z"), (951_782_400, "2000-02-29T00:00:00Z"),
+            (1_798_761_599, "2026-12-31T23:59:59Z"), (-1, "1969-12-31T23:59:59Z"),
+        ] as [(Int64, String)])
     func timestampDescription(seconds: Int64, text: String) {
         #expect(Timestamp(seconds: seconds).description == text)
     }
 
-    @Test("durations read aloud", arguments: [
-        (30, "30 seconds"), (60, "1 minute"), (300, "5 minutes"), (3600, "1 hour"), (1, "1 second"),
-    ] as [(Int64, String)])
+    @Test(
+        "durations read aloud",
+        arguments: [
+            (30, "30 seconds"), (60, "1 minute"), (300, "5 minutes"), (3600, "1 hour"), (1, "1 second"),
+        ] as [(Int64, String)])
     func spokenDuration(seconds: Int64, text: String) {
         #expect(Duration.seconds(seconds).spokenDescription == text)
     }

@@ -50,10 +50,12 @@ struct LocalAuthenticationPolicyTests {
         #expect(next.error == AuthenticationError(.authenticationFailed))  // 3, not 7: no lockout
     }
 
-    @Test("biometrics-only fails at once with the sensor's own code", arguments: [
-        (Rig(biometricUnavailable: "unplugged"), AuthenticationError.Code.biometryNotAvailable),
-        (Rig(enrollBiometric: false), .biometryNotEnrolled),
-    ])
+    @Test(
+        "biometrics-only fails at once with the sensor's own code",
+        arguments: [
+            (Rig(biometricUnavailable: "unplugged"), AuthenticationError.Code.biometryNotAvailable),
+            (Rig(enrollBiometric: false), .biometryNotEnrolled),
+        ])
     func biometricsOnlyUnusable(rig: Rig, code: AuthenticationError.Code) {
         let (evaluation, conversation) = rig.evaluate(.biometricsOnly, [.ok])
         #expect(evaluation.error?.code == code)
@@ -69,9 +71,11 @@ struct LocalAuthenticationPolicyTests {
         #expect(conversation.prompts.first?.fallbackLabel == "Enter password")
     }
 
-    @Test("biometrics-or-passcode: an unusable sensor goes straight to the passcode", arguments: [
-        Rig(biometricUnavailable: "remote session"), Rig(enrollBiometric: false),
-    ])
+    @Test(
+        "biometrics-or-passcode: an unusable sensor goes straight to the passcode",
+        arguments: [
+            Rig(biometricUnavailable: "remote session"), Rig(enrollBiometric: false),
+        ])
     func unusableSensorGoesToPasscode(rig: Rig) {
         let (evaluation, conversation) = rig.evaluate(.biometricsOrPasscode, [.ok])
         #expect(evaluation.succeeded)

@@ -39,17 +39,23 @@ struct PolicyCombinatorTests {
         #expect(evaluation.error == AuthenticationError(.passcodeNotSet))
     }
 
-    @Test("2-of-3 tolerates one failure and stops once two succeed", arguments: [
-        ([ScriptedConversation.Answer.ok, .ok], true, 2),
-        ([.wrong(), .ok, .ok], true, 3),
-        ([.ok, .wrong(), .ok], true, 3),
-        ([.wrong(), .wrong(1)], false, 2),  // after two failures 2 of 3 is out of reach: no third prompt
-        ([.ok, .wrong(), .wrong(1)], false, 3),
-    ])
+    @Test(
+        "2-of-3 tolerates one failure and stops once two succeed",
+        arguments: [
+            ([ScriptedConversation.Answer.ok, .ok], true, 2),
+            ([.wrong(), .ok, .ok], true, 3),
+            ([.ok, .wrong(), .ok], true, 3),
+            ([.wrong(), .wrong(1)], false, 2),  // after two failures 2 of 3 is out of reach: no third prompt
+            ([.ok, .wrong(), .wrong(1)], false, 3),
+        ])
     func twoOfThree(answers: [ScriptedConversation.Answer], succeeds: Bool, prompts: Int) {
         let rig = Rig(extra: [gesture, token])
-        let rule = Policy.Rule.atLeast(2, of: [.factor(gesture, attempts: 1), .factor(token, attempts: 1),
-                                               .factor(.passcode, attempts: 1)])
+        let rule = Policy.Rule.atLeast(
+            2,
+            of: [
+                .factor(gesture, attempts: 1), .factor(token, attempts: 1),
+                .factor(.passcode, attempts: 1),
+            ])
         let (evaluation, conversation) = rig.evaluate(Policy(name: "two", rule: rule), answers)
         #expect(evaluation.succeeded == succeeds)
         #expect(conversation.prompts.count == prompts)
@@ -59,19 +65,27 @@ struct PolicyCombinatorTests {
     func perFactorAttempts(attempts: Int) {
         let rig = Rig(extra: [token])
         let answers = (0..<6).map { ScriptedConversation.Answer.wrong($0) }
-        let (evaluation, conversation) = rig.evaluate(Policy(name: "t", rule: .factor(token, attempts: attempts)),
-                                                      answers)
+        let (evaluation, conversation) = rig.evaluate(
+            Policy(name: "t", rule: .factor(token, attempts: attempts)),
+            answers)
         #expect(!evaluation.succeeded)
         #expect(conversation.prompts.count == attempts)
         #expect(conversation.messages.last == .error("Not recognized."))
-        if attempts > 1 { #expect(conversation.messages.first == .error("Not recognized. \(attempts - 1) attempt\(attempts == 2 ? "" : "s") left.")) }
+        if attempts > 1 {
+            #expect(
+                conversation.messages.first
+                    == .error("Not recognized. \(attempts - 1) attempt\(attempts == 2 ? "" : "s") left."))
+        }
     }
 
-    @Test("an empty or unsatisfiable policy fails closed without prompting", arguments: [
-        Policy.Rule.anyOf([]), .allOf([]), .atLeast(3, of: [.factor(.passcode, attempts: 1), .factor(.biometric, attempts: 1)]),
-        .atLeast(0, of: [.factor(.passcode, attempts: 1)]), .factor(FactorKind(rawValue: "retina"), attempts: 1),
-        .factor(.passcode, attempts: 0), .anyOf([.factor(.passcode, attempts: 1), .allOf([])]),
-    ])
+    @Test(
+        "an empty or unsatisfiable policy fails closed without prompting",
+        arguments: [
+            Policy.Rule.anyOf([]), .allOf([]),
+            .atLeast(3, of: [.factor(.passcode, attempts: 1), .factor(.biometric, attempts: 1)]),
+            .atLeast(0, of: [.factor(.passcode, attempts: 1)]), .factor(FactorKind(rawValue: "retina"), attempts: 1),
+            .factor(.passcode, attempts: 0), .anyOf([.factor(.passcode, attempts: 1), .allOf([])]),
+        ])
     func failsClosed(rule: Policy.Rule) {
         let rig = Rig()
         let policy = Policy(name: "broken", rule: rule)
@@ -85,23 +99,34 @@ struct PolicyCombinatorTests {
 
     @Test("problems name the place and the reason")
     func problemsAreSpecific() {
-        let policy = Policy(name: "admin", rule: .anyOf([.factor(.passcode, attempts: 1), .atLeast(2, of: [
-            .factor(FactorKind(rawValue: "retina"), attempts: 1)])]))
-        #expect(policy.problems(knownFactors: [.passcode]) == [
-            "admin[2]: requires 2 factors but lists only 1",
-            "admin[2][1]: no plugin provides the factor 'retina'",
-        ])
+        let policy = Policy(
+            name: "admin",
+            rule: .anyOf([
+                .factor(.passcode, attempts: 1),
+                .atLeast(
+                    2,
+                    of: [
+                        .factor(FactorKind(rawValue: "retina"), attempts: 1)
+                    ]),
+            ]))
+        #expect(
+            policy.problems(knownFactors: [.passcode]) == [
+                "admin[2]: requires 2 factors but lists only 1",
+                "admin[2][1]: no plugin provides the factor 'retina'",
+            ])
     }
 
     @Test("malformed entries do not count as attempts, and are bounded")
     func malformedNotCounted() {
         let rig = Rig()
-        let (evaluation, conversation) = rig.evaluate(Policy(name: "p", rule: .factor(.passcode, attempts: 3)),
-                                                      [.type("?"), .type("?"), .ok])
+        let (evaluation, conversation) = rig.evaluate(
+            Policy(name: "p", rule: .factor(.passcode, attempts: 3)),
+            [.type("?"), .type("?"), .ok])
         #expect(evaluation.succeeded)
         #expect(conversation.messages.filter { $0 == .error("not a valid entry") }.count == 2)
-        let (endless, more) = rig.evaluate(Policy(name: "p", rule: .factor(.passcode, attempts: 1)),
-                                           Array(repeating: .type("?"), count: 10))
+        let (endless, more) = rig.evaluate(
+            Policy(name: "p", rule: .factor(.passcode, attempts: 1)),
+            Array(repeating: .type("?"), count: 10))
         #expect(endless.error == AuthenticationError(.authenticationFailed))
         #expect(more.prompts.count == 3)
         #expect(rig.failures(.passcode) == 0)
@@ -111,9 +136,10 @@ struct PolicyCombinatorTests {
     func evaluationRecord() {
         let rig = Rig()
         let (evaluation, _) = rig.evaluate(.biometricsOrPasscode, [.type("hunter2"), .fallback, .ok])
-        #expect(evaluation.steps.map(\.description) == [
-            "biometric#1:mismatch", "biometric#2:ended(userFallback)", "passcode#1:succeeded",
-        ])
+        #expect(
+            evaluation.steps.map(\.description) == [
+                "biometric#1:mismatch", "biometric#2:ended(userFallback)", "passcode#1:succeeded",
+            ])
         #expect(evaluation.description.contains("outcome=success"))
         #expect(!evaluation.description.contains("hunter2"))
     }
@@ -121,8 +147,9 @@ struct PolicyCombinatorTests {
     @Test("rule descriptions read as configuration")
     func descriptions() {
         #expect(Policy.biometricsOrPasscode.description == "biometrics-or-passcode: any-of(biometric×3, passcode×3)")
-        #expect(Policy.Rule.allOf([.factor(gesture, attempts: 1), .factor(.passcode, attempts: 2)]).description
-            == "all-of(gesture×1, passcode×2)")
+        #expect(
+            Policy.Rule.allOf([.factor(gesture, attempts: 1), .factor(.passcode, attempts: 2)]).description
+                == "all-of(gesture×1, passcode×2)")
         #expect(Policy.builtIn(named: "biometrics-only") == .biometricsOnly)
         #expect(Policy.builtIn(named: "nope") == nil)
     }

@@ -10,10 +10,13 @@ struct Rig {
     let context: EvaluationContext
     let user = UserContext(name: "alice", service: "test")
 
-    init(biometricUnavailable: String? = nil, enrollBiometric: Bool = true, enrollPasscode: Bool = true,
-         options: EvaluationContext.Options = .init(), extra: [FactorKind] = []) {
-        biometric = ScriptedFactor(.biometric, store: store, clock: clock, schedule: .biometric,
-                                   biometry: .fingerprint, unavailableReason: biometricUnavailable)
+    init(
+        biometricUnavailable: String? = nil, enrollBiometric: Bool = true, enrollPasscode: Bool = true,
+        options: EvaluationContext.Options = .init(), extra: [FactorKind] = []
+    ) {
+        biometric = ScriptedFactor(
+            .biometric, store: store, clock: clock, schedule: .biometric,
+            biometry: .fingerprint, unavailableReason: biometricUnavailable)
         passcode = ScriptedFactor(.passcode, store: store, clock: clock, schedule: .passcode, clears: [.biometric])
         var registry = FactorRegistry([biometric, passcode])
         for kind in extra {

@@ -19,10 +19,12 @@ struct Argon2idHasherTests {
         #expect(!first.contains("12369"))
     }
 
-    @Test("our verification agrees with libsodium's crypto_pwhash_str_verify", arguments: [
-        ("12369", "12369", true), ("12369", "12368", false), ("", "", true), ("passcode", "Passcode", false),
-        ("a", "a\u{0}", false),
-    ])
+    @Test(
+        "our verification agrees with libsodium's crypto_pwhash_str_verify",
+        arguments: [
+            ("12369", "12369", true), ("12369", "12368", false), ("", "", true), ("passcode", "Passcode", false),
+            ("a", "a\u{0}", false),
+        ])
     func agreesWithLibsodium(enrolled: String, entered: String, matches: Bool) throws {
         let encoded = try hasher.hash(secret(enrolled))
         let ours = try hasher.verify(secret(entered), against: encoded)
@@ -48,16 +50,18 @@ struct Argon2idHasherTests {
         #expect(a1.count == 16)
     }
 
-    @Test("a stored hash that is not a usable Argon2id string is a store failure naming why", arguments: [
-        ("", "5 '$'-separated"), ("$argon2i$v=19$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "not argon2id"),
-        ("$argon2id$v=16$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "version"),
-        ("$argon2id$v=19$m=99999999,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "memory"),
-        ("$argon2id$v=19$m=8,t=0,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "passes"),
-        ("$argon2id$v=19$m=8,t=1,p=4$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "lane"),
-        ("$argon2id$v=19$m=8,t=1,p=1$!!!$aGFzaA", "salt"),
-        ("$argon2id$v=19$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "hash is not 32 bytes"),
-        ("$argon2id$v=19$m=8,t=1,x=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "unknown parameter"),
-    ])
+    @Test(
+        "a stored hash that is not a usable Argon2id string is a store failure naming why",
+        arguments: [
+            ("", "5 '$'-separated"), ("$argon2i$v=19$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "not argon2id"),
+            ("$argon2id$v=16$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "version"),
+            ("$argon2id$v=19$m=99999999,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "memory"),
+            ("$argon2id$v=19$m=8,t=0,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "passes"),
+            ("$argon2id$v=19$m=8,t=1,p=4$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "lane"),
+            ("$argon2id$v=19$m=8,t=1,p=1$!!!$aGFzaA", "salt"),
+            ("$argon2id$v=19$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "hash is not 32 bytes"),
+            ("$argon2id$v=19$m=8,t=1,x=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "unknown parameter"),
+        ])
     func malformedHashes(encoded: String, reason: String) {
         do {
             _ = try hasher.verify(secret("x"), against: encoded)

@@ -51,7 +51,9 @@ final class OneLine: Conversation {
 }
 
 func openStore(_ path: String) -> SQLiteStore {
-    do { return try SQLiteStore(.ownedByCurrentUser(path: path)) } catch { fail("\(error.code.rawValue) \(error.reason)") }
+    do { return try SQLiteStore(.ownedByCurrentUser(path: path)) } catch {
+        fail("\(error.code.rawValue) \(error.reason)")
+    }
 }
 
 func now() -> Double {
@@ -72,8 +74,9 @@ case "attempt" where arguments.count >= 6:
     let hasher = CountingHasher(inner: try! Argon2idHasher(), log: arguments[5])
     let plugin = PasscodeAuthenticator(store: store, clock: SystemClock(), hasher: hasher)
     do {
-        let verdict = try plugin.authenticate(AuthenticationRequest(user: UserContext(name: arguments[3])),
-                                              conversation: OneLine(arguments[4]))
+        let verdict = try plugin.authenticate(
+            AuthenticationRequest(user: UserContext(name: arguments[3])),
+            conversation: OneLine(arguments[4]))
         switch verdict {
         case .success: say("success")
         case .failure(.mismatch): say("mismatch")
@@ -87,8 +90,10 @@ case "enroll" where arguments.count >= 5:
     let store = openStore(arguments[2])
     let plugin = PasscodeAuthenticator(store: store, clock: SystemClock(), hasher: try! Argon2idHasher())
     do {
-        try store.save(plugin.knowledge.enrollment(of: Secret(copying: Array(arguments[4].utf8)), user: arguments[3],
-                                                   by: "keyway-probe"))
+        try store.save(
+            plugin.knowledge.enrollment(
+                of: Secret(copying: Array(arguments[4].utf8)), user: arguments[3],
+                by: "keyway-probe"))
         say("committed \(arguments[3])")
     } catch {
         fail("\(error.code.rawValue) \(error.reason)")
@@ -101,8 +106,10 @@ case "churn" where arguments.count >= 5:
         let user = "\(arguments[3])-\(index)"
         let payload = Array("payload of \(user)".utf8)
         do {
-            try store.save(Enrollment(user: user, factor: .passcode, payload: payload,
-                                      changedAt: SystemClock().now(), changedBy: "churn"))
+            try store.save(
+                Enrollment(
+                    user: user, factor: .passcode, payload: payload,
+                    changedAt: SystemClock().now(), changedBy: "churn"))
             say("committed \(user)")
             let failures = try store.updateAttempts(user: arguments[3]) { book in
                 book[.gesture].consecutiveFailures += 1
@@ -121,8 +128,10 @@ case "fill" where arguments.count >= 4:
         let user = "\(arguments[3])-\(index)"
         let payload = (0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) }
         do {
-            try store.save(Enrollment(user: user, factor: .passcode, payload: payload, changedAt: SystemClock().now(),
-                                      changedBy: "fill"))
+            try store.save(
+                Enrollment(
+                    user: user, factor: .passcode, payload: payload, changedAt: SystemClock().now(),
+                    changedBy: "fill"))
             say("committed \(user)")
         } catch {
             fail("\(error.code.rawValue) \(error.reason)")
@@ -156,8 +165,9 @@ case "bench" where arguments.count >= 5:
     }
     func median(_ values: [Double]) -> Int { Int(values.sorted()[values.count / 2]) }
     let p95 = Int(phases[4].sorted()[phases[4].count * 95 / 100])
-    say("median \(median(phases[4])) µs (p95 \(p95) µs) = open \(median(phases[0])) + read \(median(phases[1]))"
-        + " + reserve \(median(phases[2])) + settle \(median(phases[3]))")
+    say(
+        "median \(median(phases[4])) µs (p95 \(p95) µs) = open \(median(phases[0])) + read \(median(phases[1]))"
+            + " + reserve \(median(phases[2])) + settle \(median(phases[3]))")
 
 default:
     fail("unknown or incomplete command \(arguments[1])")

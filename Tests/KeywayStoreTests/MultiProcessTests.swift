@@ -70,7 +70,9 @@ struct MultiProcessTests {
             for (writer, probe) in writers.enumerated() {
                 for line in probe.finish() {
                     let words = line.split(separator: " ")
-                    if words.first == "committed", words.count == 2 { committed.insert(String(words[1])); operations += 1 }
+                    if words.first == "committed", words.count == 2 {
+                        committed.insert(String(words[1])); operations += 1
+                    }
                     if words.first == "counted", words.count == 3, let count = Int(words[2]) {
                         lastCount["r\(round)w\(writer)"] = count
                         operations += 1

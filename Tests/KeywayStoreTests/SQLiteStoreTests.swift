@@ -35,8 +35,10 @@ struct SQLiteStoreTests {
         defer { scratch.remove() }
         do {
             let store = try scratch.open()
-            try store.save(Enrollment(user: "alice", factor: .gesture, payload: [7], changedAt: Timestamp(seconds: 1),
-                                      changedBy: "root"))
+            try store.save(
+                Enrollment(
+                    user: "alice", factor: .gesture, payload: [7], changedAt: Timestamp(seconds: 1),
+                    changedBy: "root"))
             try store.updateAttempts(user: "alice") { $0[.gesture].consecutiveFailures = 3 }
         }
         let reopened = try scratch.open(create: false)
@@ -61,8 +63,9 @@ struct SQLiteStoreTests {
         }
     }
 
-    @Test("an unsafe store is refused, saying which problem and how to fix it, and nothing is lost",
-          arguments: Unsafe.allCases)
+    @Test(
+        "an unsafe store is refused, saying which problem and how to fix it, and nothing is lost",
+        arguments: Unsafe.allCases)
     func unsafeStoreRefused(kind: Unsafe) throws {
         let scratch = Scratch()
         defer { scratch.remove() }
@@ -71,8 +74,10 @@ struct SQLiteStoreTests {
         let path = real + "/keyway.db"
         do {
             let store = try SQLiteStore(.ownedByCurrentUser(path: path))
-            try store.save(Enrollment(user: "alice", factor: .passcode, payload: [42], changedAt: Timestamp(seconds: 1),
-                                      changedBy: "root"))
+            try store.save(
+                Enrollment(
+                    user: "alice", factor: .passcode, payload: [42], changedAt: Timestamp(seconds: 1),
+                    changedBy: "root"))
         }
         var opened = path
         var create = true
@@ -124,7 +129,8 @@ struct SQLiteStoreTests {
         let scratch = Scratch()
         defer { scratch.remove() }
         let junk = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        _ = FileManager.default.createFile(atPath: scratch.store, contents: junk, attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: scratch.store, contents: junk, attributes: [.posixPermissions: 0o600])
         #expect(throws: AuthenticationError(.storeFailure)) { try scratch.open() }
         do { _ = try scratch.open() } catch { #expect(error.reason.contains("damaged or not a database")) }
         #expect(scratch.bytes(scratch.store) == junk)
@@ -137,8 +143,10 @@ struct SQLiteStoreTests {
         do {
             let store = try scratch.open()
             for index in 0..<300 {
-                try store.save(Enrollment(user: "user-\(index)", factor: .passcode, payload: Array(repeating: 1, count: 200),
-                                          changedAt: Timestamp(seconds: 1), changedBy: "root"))
+                try store.save(
+                    Enrollment(
+                        user: "user-\(index)", factor: .passcode, payload: Array(repeating: 1, count: 200),
+                        changedAt: Timestamp(seconds: 1), changedBy: "root"))
             }
         }
         let size = try #require(scratch.bytes(scratch.store)).count
@@ -168,7 +176,9 @@ struct SQLiteStoreTests {
             _ = try scratch.open()
             Issue.record("a newer schema was opened")
         } catch {
-            #expect(error.reason.contains("written by a newer Keyway (schema version 99; this version knows up to \(Schema.currentVersion))"))
+            #expect(
+                error.reason.contains(
+                    "written by a newer Keyway (schema version 99; this version knows up to \(Schema.currentVersion))"))
         }
         #expect(scratch.bytes(scratch.store) == before)
     }
@@ -177,7 +187,10 @@ struct SQLiteStoreTests {
     func foreignDatabase() throws {
         let scratch = Scratch()
         defer { scratch.remove() }
-        #expect(shell("sqlite3 \(scratch.store) 'CREATE TABLE t(x); INSERT INTO t VALUES (1)' && chmod 600 \(scratch.store)") == 0)
+        #expect(
+            shell(
+                "sqlite3 \(scratch.store) 'CREATE TABLE t(x); INSERT INTO t VALUES (1)' && chmod 600 \(scratch.store)")
+                == 0)
         let before = scratch.bytes(scratch.store)
         do {
             _ = try scratch.open()
@@ -228,8 +241,10 @@ struct SQLiteStoreTests {
         let path = mount + "/keyway.db"
         do {
             let store = try SQLiteStore(.ownedByCurrentUser(path: path))
-            try store.save(Enrollment(user: "alice", factor: .passcode, payload: [5], changedAt: Timestamp(seconds: 1),
-                                      changedBy: "root"))
+            try store.save(
+                Enrollment(
+                    user: "alice", factor: .passcode, payload: [5], changedAt: Timestamp(seconds: 1),
+                    changedBy: "root"))
         }
         #expect(shell("mount -o remount,ro \(mount)") == 0)
         do {

@@ -70,8 +70,9 @@ struct PAMFixture {
     func enrollFinger(_ user: String, _ finger: String) throws {
         let runtime = try runtime()
         let touches = ScriptedSensorEvents(Array(repeating: .present(user: user, finger: finger), count: 5))
-        let plugin = BiometricAuthenticator(store: runtime.store, clock: runtime.clock,
-                                            sensor: SimulatedSensor(events: touches))
+        let plugin = BiometricAuthenticator(
+            store: runtime.store, clock: runtime.clock,
+            sensor: SimulatedSensor(events: touches))
         _ = try plugin.enroll(user: user, finger: finger, by: "test", conversation: Answers([]))
     }
 }
@@ -108,9 +109,10 @@ final class Started: @unchecked Sendable {
 
     private let errors: Pipe?
 
-    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: String? = nil,
-         separateErrors: Bool = false) throws
-    {
+    init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: String? = nil,
+        separateErrors: Bool = false
+    ) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment {
@@ -143,7 +145,8 @@ final class Started: @unchecked Sendable {
         process.waitUntilExit()
         while reader != nil && !(reader?.isFinished ?? true) { usleep(1000) }
         guard errors != nil else { return Run(status: process.terminationStatus, output: lines(data)) }
-        return Run(status: process.terminationStatus, output: lines(errorData) + lines(data), standardOutput: lines(data))
+        return Run(
+            status: process.terminationStatus, output: lines(errorData) + lines(data), standardOutput: lines(data))
     }
 }
 

@@ -12,10 +12,13 @@ struct PamtesterTests {
     }
 
     func pamtester(_ input: String, _ operations: [String] = ["authenticate"]) throws -> Run {
-        try run("/usr/bin/pamtester", ["-v", "keyway-pamtester", "alice"] + operations,
-                environment: ["LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1",
-                              "PAM_WRAPPER_SERVICE_DIR": fixture.services],
-                input: input)
+        try run(
+            "/usr/bin/pamtester", ["-v", "keyway-pamtester", "alice"] + operations,
+            environment: [
+                "LD_PRELOAD": "libpam_wrapper.so", "PAM_WRAPPER": "1",
+                "PAM_WRAPPER_SERVICE_DIR": fixture.services,
+            ],
+            input: input)
     }
 
     @Test("the right pattern → exit 0; a wrong one → nonzero; the lockout after 5 failures holds the right one")
@@ -32,7 +35,8 @@ struct PamtesterTests {
         let locked = try pamtester("2-4-9-3\n")
         #expect(locked.status != 0, "\(locked.text)")
         #expect(locked.text.contains("Too many failed attempts; try again after"), "\(locked.text)")
-        #expect(locked.text.contains("Maximum number of tries exceeded") || locked.text.contains("tries"),
-                "\(locked.text)")
+        #expect(
+            locked.text.contains("Maximum number of tries exceeded") || locked.text.contains("tries"),
+            "\(locked.text)")
     }
 }

@@ -19,7 +19,8 @@ struct ReturnCodeTests {
         fixture.service("bio-or-code", "policy=biometrics-or-passcode timeout=2")
         fixture.service("ignore-alone", "policy=pattern unenrolled=ignore")
         // PAM_IGNORE is seen through the stack: the next module decides only when pam_keyway ignored the user.
-        let ignoring = "auth requisite \(modulePath) store=\(fixture.store) policy=pattern unenrolled=ignore\n"
+        let ignoring =
+            "auth requisite \(modulePath) store=\(fixture.store) policy=pattern unenrolled=ignore\n"
             + "auth required pam_permit.so\n"
         _ = FileManager.default.createFile(atPath: fixture.services + "/ignore", contents: Data(ignoring.utf8))
     }
@@ -92,7 +93,9 @@ struct ReturnCodeTests {
         // Followed by pam_permit, bob passes only because pam_keyway returned PAM_IGNORE (requisite stops on failure).
         #expect(try harness(fixture, "ignore", "bob", answers("2-4-9-3")).result == "PAM_SUCCESS")
         #expect(try harness(fixture, "ignore", "alice", answers("2-4-9-3")).result == "PAM_SUCCESS")
-        #expect(try harness(fixture, "ignore", "alice", answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6")).result == "PAM_AUTH_ERR")
+        #expect(
+            try harness(fixture, "ignore", "alice", answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6")).result == "PAM_AUTH_ERR"
+        )
     }
 
     @Test("a remote session cannot use the sensor → PAM_AUTHINFO_UNAVAIL; biometrics-or-passcode asks the passcode")
@@ -128,10 +131,12 @@ struct ReturnCodeTests {
         #expect(result.output.filter { $0 == "error: Use the dot numbers 1 to 9 (for example 1-2-3-6-9)." }.count == 2)
     }
 
-    @Test("configuration errors fail closed → PAM_SERVICE_ERR", arguments: [
-        "policy=pattern polcy=pattern", "policy=no-such-policy", "policy=pattern config=/etc/keyway/keyway.conf",
-        "policy=pattern timeout=0", "policy=pattern unenrolled=maybe", "policy=pattern store=relative/path",
-    ])
+    @Test(
+        "configuration errors fail closed → PAM_SERVICE_ERR",
+        arguments: [
+            "policy=pattern polcy=pattern", "policy=no-such-policy", "policy=pattern config=/etc/keyway/keyway.conf",
+            "policy=pattern timeout=0", "policy=pattern unenrolled=maybe", "policy=pattern store=relative/path",
+        ])
     func configurationErrors(arguments: String) throws {
         defer { fixture.remove() }
         let text = "auth required \(modulePath) \(arguments) store=\(fixture.store)\n"
@@ -143,9 +148,11 @@ struct ReturnCodeTests {
         #expect(!result.text.contains("prompt:"))
     }
 
-    @Test("store problems fail closed → PAM_SYSTEM_ERR, and the store is not changed", arguments: [
-        "group-readable", "missing", "symlink",
-    ])
+    @Test(
+        "store problems fail closed → PAM_SYSTEM_ERR, and the store is not changed",
+        arguments: [
+            "group-readable", "missing", "symlink",
+        ])
     func storeErrors(problem: String) throws {
         defer { fixture.remove() }
         var store = fixture.store
@@ -178,7 +185,8 @@ struct ReturnCodeTests {
     func sensorTouch() throws {
         defer { fixture.remove() }
         let waiting = try Started(harnessPath, [fixture.services, "bio", "alice"])
-        let touch = try run(cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
+        let touch = try run(
+            cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
         let result = waiting.finish()
         #expect(touch.status == 0, "\(touch.text)")
         #expect(result.result == "PAM_SUCCESS", "\(result.text)")

@@ -16,7 +16,8 @@ struct SudoTests {
         #expect(try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", user]).status == 0)
         let rules = "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
         let draft = fixture.directory + "/sudoers"
-        _ = FileManager.default.createFile(atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
+        _ = FileManager.default.createFile(
+            atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
         let check = try run("/usr/sbin/visudo", ["-cf", draft])
         #expect(check.status == 0, "\(check.text)")
         guard check.status == 0 else { return }
@@ -66,7 +67,8 @@ struct SudoTests {
         try fixture.enrollPasscode(user, "739155")
         try install(policy: "biometrics-or-passcode")
         let waiting = try sudo("")
-        let touch = try run(cliPath, ["sensor", "present", user, "right-index", "--wait", "15", "--sensor", fixture.sensor])
+        let touch = try run(
+            cliPath, ["sensor", "present", user, "right-index", "--wait", "15", "--sensor", fixture.sensor])
         let result = waiting.finish()
         #expect(touch.status == 0, "\(touch.text)")
         #expect(result.status == 0, "\(result.text)")

@@ -49,8 +49,13 @@ final class SyslogCapture: @unchecked Sendable {
     func command(_ executable: String, _ arguments: [String]) -> (String, [String]) {
         if ownsDevLog { return (executable, arguments) }
         let quoted = ([executable] + arguments).map { "'\($0.replacingOccurrences(of: "'", with: "'\\''"))'" }
-        return ("/usr/bin/unshare", ["--mount", "/bin/sh", "-c",
-                                     "mount --bind \(socketPath) /dev/log && exec \(quoted.joined(separator: " "))"])
+        return (
+            "/usr/bin/unshare",
+            [
+                "--mount", "/bin/sh", "-c",
+                "mount --bind \(socketPath) /dev/log && exec \(quoted.joined(separator: " "))",
+            ]
+        )
     }
 
     var lines: [String] {
@@ -78,25 +83,44 @@ struct SyslogTests {
         _ = FileManager.default.createFile(atPath: fixture.services + "/kwbroken", contents: Data(broken.utf8))
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
-        for (service, user, answers) in [("kwlog", "alice", ["3-4-9-2", "2-4-9-3"]),
-                                         ("kwlog", "alice", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
-                                         ("kwlog", "bob", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]), ("kwbroken", "alice", ["2-4-9-3"])] {
+        for (service, user, answers) in [
+            ("kwlog", "alice", ["3-4-9-2", "2-4-9-3"]),
+            ("kwlog", "alice", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
+            ("kwlog", "bob", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]), ("kwbroken", "alice", ["2-4-9-3"]),
+        ] {
             let (executable, arguments) = capture.command(
                 harnessPath, answers.flatMap { ["--answer", $0] } + [fixture.services, service, user])
             _ = try run(executable, arguments)
         }
         let lines = capture.lines.filter { $0.contains("pam_keyway") }
-        #expect(lines.contains { $0.hasPrefix("<86>") && $0.contains("pam_keyway(kwlog:auth): user=alice policy=pattern "
-                                                                        + "outcome=success steps=[gesture#1:mismatch, "
-                                                                        + "gesture#2:succeeded] service=kwlog") },
-                "\(lines)")
-        #expect(lines.contains { $0.hasPrefix("<85>") && $0.contains("outcome=failure(authenticationFailed)")
-                    && $0.contains("gesture#3:attempts-exhausted") }, "\(lines)")
+        #expect(
+            lines.contains {
+                $0.hasPrefix("<86>")
+                    && $0.contains(
+                        "pam_keyway(kwlog:auth): user=alice policy=pattern "
+                            + "outcome=success steps=[gesture#1:mismatch, "
+                            + "gesture#2:succeeded] service=kwlog")
+            },
+            "\(lines)")
+        #expect(
+            lines.contains {
+                $0.hasPrefix("<85>") && $0.contains("outcome=failure(authenticationFailed)")
+                    && $0.contains("gesture#3:attempts-exhausted")
+            }, "\(lines)")
         // The administrator's log tells what the person is not told: bob has no pattern.
-        #expect(lines.contains { $0.contains("user=bob policy=pattern outcome=failure(authenticationFailed) "
-                                                 + "steps=[gesture#1:not-enrolled") }, "\(lines)")
-        #expect(lines.contains { $0.hasPrefix("<83>") && $0.contains("configuration error, failing closed: "
-                                                                        + "unknown argument 'polcy=x'") }, "\(lines)")
+        #expect(
+            lines.contains {
+                $0.contains(
+                    "user=bob policy=pattern outcome=failure(authenticationFailed) "
+                        + "steps=[gesture#1:not-enrolled")
+            }, "\(lines)")
+        #expect(
+            lines.contains {
+                $0.hasPrefix("<83>")
+                    && $0.contains(
+                        "configuration error, failing closed: "
+                            + "unknown argument 'polcy=x'")
+            }, "\(lines)")
         for secret in ["2-4-9-3", "2493", "3-4-9-2", "6-1-8-3", "4-3-8-1-6", "7-5-3-6", "24963", "34692"] {
             #expect(!lines.joined().contains(secret), "\(secret) appeared in the log")
         }

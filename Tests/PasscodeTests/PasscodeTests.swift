@@ -12,17 +12,20 @@ struct PasscodeRig {
     let user = UserContext(name: "alice")
 
     init(rules: PasscodeRules = .default) throws {
-        plugin = PasscodeAuthenticator(store: store, clock: clock, hasher: try Argon2idHasher(cost: .minimum),
-                                       rules: rules)
+        plugin = PasscodeAuthenticator(
+            store: store, clock: clock, hasher: try Argon2idHasher(cost: .minimum),
+            rules: rules)
     }
 
     func enroll(_ passcode: String) throws {
-        _ = try plugin.enroll(user: user.name, by: "test", conversation: ScriptedConversation(typing: passcode, passcode))
+        _ = try plugin.enroll(
+            user: user.name, by: "test", conversation: ScriptedConversation(typing: passcode, passcode))
     }
 
     func attempt(_ typed: String) -> Result<Verdict, AuthenticationError> {
         Result { () throws(AuthenticationError) in
-            try plugin.authenticate(AuthenticationRequest(user: user), conversation: ScriptedConversation(typing: typed))
+            try plugin.authenticate(
+                AuthenticationRequest(user: user), conversation: ScriptedConversation(typing: typed))
         }
     }
 
@@ -34,16 +37,20 @@ struct PasscodeTests {
     @Test("passes the authenticator conformance checks")
     func conformance() throws {
         let rig = try PasscodeRig()
-        let problems = AuthenticatorConformance.check(.init(
-            plugin: rig.plugin, store: rig.store,
-            enroll: { user in _ = try rig.plugin.enroll(user: user, by: "t", conversation: ScriptedConversation(typing: "739155", "739155")) },
-            arrange: { scenario in
-                switch scenario {
-                case .correct: ScriptedConversation(typing: "739155")
-                case .wrong: ScriptedConversation(typing: "739156")
-                case .cancel: ScriptedConversation([.cancel])
-                }
-            }))
+        let problems = AuthenticatorConformance.check(
+            .init(
+                plugin: rig.plugin, store: rig.store,
+                enroll: { user in
+                    _ = try rig.plugin.enroll(
+                        user: user, by: "t", conversation: ScriptedConversation(typing: "739155", "739155"))
+                },
+                arrange: { scenario in
+                    switch scenario {
+                    case .correct: ScriptedConversation(typing: "739155")
+                    case .wrong: ScriptedConversation(typing: "739156")
+                    case .cancel: ScriptedConversation([.cancel])
+                    }
+                }))
         #expect(problems.isEmpty, "\(problems)")
     }
 
@@ -57,16 +64,17 @@ struct PasscodeTests {
         #expect(!text.contains("739155"))
     }
 
-    @Test("enrollment refuses short and common passcodes with a reason, and the two entries must match",
-          arguments: [
-              (["12345", "739155", "739155"], "Use at least 6 characters."),
-              (["123456", "739155", "739155"], "That passcode is too easy to guess; choose another."),
-              (["000000", "739155", "739155"], "That passcode is too easy to guess; choose another."),
-              (["121212", "739155", "739155"], "That passcode is too easy to guess; choose another."),
-              (["987654", "739155", "739155"], "That passcode is too easy to guess; choose another."),
-              (["PassWord", "739155", "739155"], "That passcode is too easy to guess; choose another."),
-              (["739155", "739156", "739155", "739155"], "The passcodes did not match; start again."),
-          ])
+    @Test(
+        "enrollment refuses short and common passcodes with a reason, and the two entries must match",
+        arguments: [
+            (["12345", "739155", "739155"], "Use at least 6 characters."),
+            (["123456", "739155", "739155"], "That passcode is too easy to guess; choose another."),
+            (["000000", "739155", "739155"], "That passcode is too easy to guess; choose another."),
+            (["121212", "739155", "739155"], "That passcode is too easy to guess; choose another."),
+            (["987654", "739155", "739155"], "That passcode is too easy to guess; choose another."),
+            (["PassWord", "739155", "739155"], "That passcode is too easy to guess; choose another."),
+            (["739155", "739156", "739155", "739155"], "The passcodes did not match; start again."),
+        ])
     func enrollmentRules(typed: [String], message: String) throws {
         let rig = try PasscodeRig()
         let conversation = ScriptedConversation(typed.map(ScriptedConversation.Answer.type))
@@ -99,10 +107,12 @@ struct PasscodeTests {
         let rig = try PasscodeRig()
         try rig.enroll("739155")
         #expect(throws: AuthenticationError(.authenticationFailed)) {
-            try rig.plugin.change(user: "alice", by: "alice", conversation: ScriptedConversation(typing: "000001", "482915", "482915"))
+            try rig.plugin.change(
+                user: "alice", by: "alice", conversation: ScriptedConversation(typing: "000001", "482915", "482915"))
         }
         #expect(rig.failures == 1)
-        _ = try rig.plugin.change(user: "alice", by: "alice", conversation: ScriptedConversation(typing: "739155", "482915", "482915"))
+        _ = try rig.plugin.change(
+            user: "alice", by: "alice", conversation: ScriptedConversation(typing: "739155", "482915", "482915"))
         #expect(rig.attempt("482915") == .success(.success))
         #expect(rig.attempt("739155") == .success(.failure(.mismatch)))
     }
@@ -118,8 +128,11 @@ struct PasscodeTests {
         }
         #expect(error.code == .throttled)
         #expect(error.retryAt == rig.clock.now().adding(.seconds(60)))
-        #expect(rig.plugin.availability(for: rig.user) == .lockedOut(until: rig.clock.now().adding(.seconds(60)),
-                                                                      reason: "too many failed attempts"))
+        #expect(
+            rig.plugin.availability(for: rig.user)
+                == .lockedOut(
+                    until: rig.clock.now().adding(.seconds(60)),
+                    reason: "too many failed attempts"))
         rig.clock.advance(by: .seconds(60))
         #expect(rig.attempt("999999x") == .success(.failure(.mismatch)))
         guard case .failure(let again) = rig.attempt("739155") else {
@@ -160,7 +173,8 @@ struct PasscodeTests {
         #expect(rig.attempt("") == .success(.failure(.malformed("No passcode was entered."))))
         #expect(rig.failures == 0)
         let fallback = Result { () throws(AuthenticationError) in
-            try rig.plugin.authenticate(AuthenticationRequest(user: rig.user), conversation: ScriptedConversation([.fallback]))
+            try rig.plugin.authenticate(
+                AuthenticationRequest(user: rig.user), conversation: ScriptedConversation([.fallback]))
         }
         #expect(fallback == .failure(AuthenticationError(.userFallback)))
     }
@@ -183,7 +197,8 @@ struct PasscodeTests {
         let rig = try PasscodeRig()
         let conversation = ScriptedConversation(typing: "739155")
         #expect(throws: AuthenticationError(.passcodeNotSet)) {
-            try rig.plugin.authenticate(AuthenticationRequest(user: UserContext(name: "nobody")), conversation: conversation)
+            try rig.plugin.authenticate(
+                AuthenticationRequest(user: UserContext(name: "nobody")), conversation: conversation)
         }
         #expect(conversation.prompts.count == 1)
     }

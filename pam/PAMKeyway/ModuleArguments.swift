@@ -41,8 +41,9 @@ struct ModuleArguments: Equatable {
                 }
                 parsed.policy = name
             case ("config", _):
-                return bad("'\(argument)': configuration files need the policy language, which this version does "
-                               + "not have yet; use a built-in policy= instead")
+                return bad(
+                    "'\(argument)': configuration files need the policy language, which this version does "
+                        + "not have yet; use a built-in policy= instead")
             case ("store", let path?) where path.hasPrefix("/"):
                 parsed.store = path
             case ("sensor", let path?) where path.hasPrefix("/"):

@@ -14,9 +14,12 @@ struct ModuleCall {
     func authenticate() -> Int32 {
         let outcome = run { runtime, policy, user in
             if case .ignored = unenrolledOutcome(runtime, policy, user) { return .ignored }
-            let evaluation = runtime.context().evaluate(policy, for: user, reason: "\(user.service) authentication",
-                                                        conversation: PAMConversation(handle))
-            log(evaluation.succeeded ? LOG_INFO : LOG_NOTICE, "\(evaluation) service=\(user.service)"
+            let evaluation = runtime.context().evaluate(
+                policy, for: user, reason: "\(user.service) authentication",
+                conversation: PAMConversation(handle))
+            log(
+                evaluation.succeeded ? LOG_INFO : LOG_NOTICE,
+                "\(evaluation) service=\(user.service)"
                     + (user.isRemote ? " remote=yes" : ""))
             guard let error = evaluation.error else { return .success }
             return .failure(error)
@@ -71,8 +74,9 @@ struct ModuleCall {
         }
         let service = handle.item(PAM_SERVICE) ?? "unknown"
         // unenrolled=fail hides who has enrolled a pattern or passcode (DESIGN.md §5); ignore must tell, to ignore.
-        let context = UserContext(name: user, service: service, isRemote: handle.item(PAM_RHOST) != nil,
-                                  concealsEnrollment: parsed.unenrolled == .fail)
+        let context = UserContext(
+            name: user, service: service, isRemote: handle.item(PAM_RHOST) != nil,
+            concealsEnrollment: parsed.unenrolled == .fail)
         if parsed.debug {
             log(LOG_DEBUG, "user=\(user) service=\(service) policy=\(policy) store=\(parsed.store)")
         }
