@@ -6,11 +6,12 @@ APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev sqlite3 pamtester libp
 PREFIX ?= /usr/local
 PAM_DIR ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH >/dev/null 2>&1 && echo /lib/$$(dpkg-architecture -qDEB_HOST_MULTIARCH)/security || echo /lib/security)
 
-.PHONY: help deps build module cli harness test demo install uninstall bench clean
+.PHONY: help deps build module cli harness lint test demo install uninstall bench clean
 
 help:
 	@echo "make demo       install deps, build, enroll a throwaway user, authenticate through real PAM (no system file changed)"
-	@echo "make test       install deps, build, and run every test"
+	@echo "make test       install deps, check the layout, build, and run every test"
+	@echo "make lint       swift format lint (settings in .swift-format)"
 	@echo "make module     build/pam_keyway.so, the deployable PAM module (release, static Swift runtime)"
 	@echo "make cli        build/keyway, the command line"
 	@echo "make install    install the module, the CLI, man pages, /etc/keyway and /var/lib/keyway"
@@ -44,7 +45,11 @@ harness: pam/tests/harness.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o build/pam-harness pam/tests/harness.c -lpam -ldl
 
-test: deps module cli harness
+# Layout is checked, not argued about: .swift-format holds the settings (4 spaces, 120 columns).
+lint:
+	$(SWIFT) format lint --strict -r Sources Plugins pam Tests
+
+test: deps lint module cli harness
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-output.txt | grep -vE '^(◇|\[[0-9]+/[0-9]+\]|Test Case .* started)'; \
 	status=$${PIPESTATUS[0]}; exit $$status
