@@ -16,7 +16,7 @@ public struct GestureAuthenticator: KnowledgeAuthenticator {
         self.rules = rules
         let gate = AttemptGate(factor: .gesture, store: store, clock: clock, schedule: schedule)
         knowledge = KnowledgeFactor(
-            factor: .gesture, promptText: "Pattern: ", preamble: Self.grid,
+            factor: .gesture, promptText: "Pattern (dots 1-9): ", preamble: Self.grid,
             normalize: Self.normalize, hasher: hasher, gate: gate,
             notEnrolledCode: .factorNotEnrolled)
     }

@@ -47,7 +47,7 @@ public final class SQLiteStore: Store {
     /// Opens (creating if allowed) the store, checking ownership and mode, and migrating an older schema.
     public init(_ options: Options = Options()) throws(AuthenticationError) {
         self.options = options
-        try StoreFile.prepare(path: options.path, owner: options.owner, create: options.create)
+        let created = try StoreFile.prepare(path: options.path, owner: options.owner, create: options.create)
         let opened: SQLiteConnection
         switch SQLiteConnection.open(path: options.path) {
         case .success(let connection): opened = connection
@@ -55,11 +55,14 @@ public final class SQLiteStore: Store {
         }
         let (seconds, attoseconds) = options.busyTimeout.components
         opened.setBusyTimeout(milliseconds: Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
-        try Self.configure(opened, path: options.path)
+        try Self.configure(opened, path: options.path, created: created)
         connection = opened
     }
 
-    private static func configure(_ db: SQLiteConnection, path: String) throws(AuthenticationError) {
+    /// Checks what the file is before anything is written. Only a file this open created is set up as a new store:
+    /// an existing file without Keyway's mark (emptied, truncated to nothing, another program's) is refused, so a
+    /// damaged store can never come back as an empty one in which nobody is enrolled.
+    private static func configure(_ db: SQLiteConnection, path: String, created: Bool) throws(AuthenticationError) {
         do {
             let identity = try db.query("PRAGMA application_id")
             let version = try db.query("PRAGMA user_version").first?.first?.integer ?? 0
@@ -71,6 +74,13 @@ public final class SQLiteStore: Store {
                         .storeFailure,
                         "Keyway store \(path): it is not a Keyway store "
                             + "(another application's database); it was not changed")
+                }
+                guard created else {
+                    throw AuthenticationError(
+                        .storeFailure,
+                        "Keyway store \(path): it is empty (no Keyway data; truncated or emptied?). Restore it "
+                            + "from a backup; to start over on purpose, move it away and enroll again. "
+                            + "It was not changed.")
                 }
             }
             guard version <= Schema.currentVersion else {

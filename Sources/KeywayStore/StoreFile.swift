@@ -5,11 +5,14 @@ import KeywayCore
 /// expected owner, no access for group or others. Every refusal says what is wrong and how to fix it.
 enum StoreFile {
     /// Makes sure `path` is safe to open as the store, creating a 0700 directory and a 0600 file when allowed.
-    static func prepare(path: String, owner: uid_t, create: Bool) throws(AuthenticationError) {
+    /// Returns true when this call created the file (only then may an empty database be initialized).
+    @discardableResult
+    static func prepare(path: String, owner: uid_t, create: Bool) throws(AuthenticationError) -> Bool {
         guard path.hasPrefix("/") else { throw refuse(path, "the path must be absolute") }
         let directory = parent(of: path)
+        try checkAncestors(of: directory, owner: owner, storePath: path)
         try checkDirectory(directory, owner: owner, create: create, storePath: path)
-        let descriptor = try openFile(path, create: create)
+        let (descriptor, created) = try openFile(path, create: create)
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw refuse(path, "cannot be examined: \(errnoText())") }
@@ -17,6 +20,34 @@ enum StoreFile {
         for companion in [path + "-wal", path + "-shm", path + "-journal"] {
             var companionInfo = stat()
             if lstat(companion, &companionInfo) == 0 { try checkFile(companion, companionInfo, owner: owner) }
+        }
+        return created
+    }
+
+    /// Every directory above the store's own must be a real directory that only root (or the owner) can change
+    /// entries in: not a symlink, owned by root or the owner, and not writable by group or others unless sticky
+    /// (as /tmp), where nobody else can rename or replace what is ours. Otherwise the path could be swapped between
+    /// this check and SQLite's open.
+    private static func checkAncestors(of directory: String, owner: uid_t, storePath: String)
+        throws(AuthenticationError)
+    {
+        var current = ""
+        for component in directory.split(separator: "/").dropLast() {
+            current += "/" + component
+            var info = stat()
+            guard lstat(current, &info) == 0 else {
+                throw refuse(storePath, "cannot examine \(current): \(errnoText())")
+            }
+            if info.st_mode & S_IFMT == S_IFLNK {
+                throw refuse(storePath, "\(current) is a symbolic link; use the real path")
+            }
+            let sticky = info.st_mode & mode_t(S_ISVTX) != 0
+            guard info.st_uid == 0 || info.st_uid == owner, info.st_mode & 0o022 == 0 || sticky else {
+                throw refuse(
+                    storePath,
+                    "\(current) can be changed by other users (owner uid \(info.st_uid), mode "
+                        + "\(octal(info.st_mode & 0o7777))); keep the store under root-owned directories")
+            }
         }
     }
 
@@ -59,9 +90,9 @@ enum StoreFile {
         }
     }
 
-    private static func openFile(_ path: String, create: Bool) throws(AuthenticationError) -> Int32 {
+    private static func openFile(_ path: String, create: Bool) throws(AuthenticationError) -> (Int32, Bool) {
         let descriptor = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY)
-        if descriptor >= 0 { return descriptor }
+        if descriptor >= 0 { return (descriptor, false) }
         switch errno {
         case ELOOP:
             throw refuse(path, "it is a symbolic link; point the store at the real file")
@@ -69,7 +100,7 @@ enum StoreFile {
             let created = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0o600)
             guard created >= 0 else { throw refuse(path, "cannot be created: \(errnoText())") }
             fchmod(created, 0o600)
-            return created
+            return (created, true)
         case ENOENT:
             throw refuse(path, "it does not exist; enroll a user (keyway enroll) or run `make install` to create it")
         case EACCES, EPERM:

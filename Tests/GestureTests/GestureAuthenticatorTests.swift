@@ -68,7 +68,7 @@ struct GestureAuthenticatorTests {
         let conversation = ScriptedConversation(typing: "2-4-9-3")
         _ = try rig.plugin.authenticate(AuthenticationRequest(user: rig.user), conversation: conversation)
         #expect(conversation.events.first == .told(.info(GestureAuthenticator.grid)))
-        #expect(conversation.prompts == [Prompt("Pattern: ", echo: false)])
+        #expect(conversation.prompts == [Prompt("Pattern (dots 1-9): ", echo: false)])
         #expect(GestureAuthenticator.grid.contains("1 2 3\n  4 5 6\n  7 8 9"))
     }
 

@@ -201,11 +201,60 @@ struct SQLiteStoreTests {
         #expect(scratch.bytes(scratch.store) == before)
     }
 
-    @Test("an older schema (version 0, empty) is migrated forward")
+    @Test("an emptied store (0 bytes, or a database without Keyway's mark) is refused, never set up afresh",
+          arguments: ["truncate -s 0", "sqlite3 {} 'PRAGMA journal_mode' && chmod 600"])
+    func emptiedStoreRefused(damage: String) throws {
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        do {
+            let store = try scratch.open()
+            try store.save(Enrollment(user: "alice", factor: .gesture, payload: [1], changedAt: Timestamp(seconds: 1),
+                                      changedBy: "root"))
+        }
+        unlink(scratch.store + "-wal")
+        unlink(scratch.store + "-shm")
+        unlink(scratch.store)
+        let command = damage.contains("{}") ? damage.replacingOccurrences(of: "{}", with: scratch.store)
+            + " \(scratch.store)" : "\(damage) \(scratch.store) && chmod 600 \(scratch.store)"
+        #expect(shell("touch \(scratch.store) && " + command) == 0)
+        let before = scratch.bytes(scratch.store)
+        for create in [false, true] {
+            do {
+                _ = try scratch.open(create: create)
+                Issue.record("an emptied store was opened (create: \(create))")
+            } catch {
+                #expect(error.reason.contains("it is empty (no Keyway data"), "\(error.reason)")
+            }
+        }
+        #expect(scratch.bytes(scratch.store) == before)
+    }
+
+    @Test("a store below a directory others can change is refused")
+    func unsafeAncestor() throws {
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        let open = scratch.directory + "/open"
+        mkdir(open, 0o777)
+        chmod(open, 0o777)
+        mkdir(open + "/lib", 0o700)
+        do {
+            _ = try SQLiteStore(.ownedByCurrentUser(path: open + "/lib/keyway.db"))
+            Issue.record("a store under a world-writable, non-sticky directory was opened")
+        } catch {
+            #expect(error.reason.contains("can be changed by other users"), "\(error.reason)")
+        }
+        chmod(open, 0o1777)  // sticky, as /tmp: nobody else can replace our entries
+        _ = try SQLiteStore(.ownedByCurrentUser(path: open + "/lib/keyway.db"))
+    }
+
+    @Test("an older schema (Keyway's mark, version 0) is migrated forward")
     func migration() throws {
         let scratch = Scratch()
         defer { scratch.remove() }
-        #expect(shell("sqlite3 \(scratch.store) 'PRAGMA journal_mode' && chmod 600 \(scratch.store)") == 0)
+        #expect(
+            shell(
+                "sqlite3 \(scratch.store) 'PRAGMA application_id = \(Schema.applicationID); PRAGMA user_version = 0' "
+                    + "&& chmod 600 \(scratch.store)") == 0)
         let store = try scratch.open(create: false)
         #expect(try store.users() == [])
         #expect(try sqliteQuery(scratch.store, "PRAGMA user_version") == ["\(Schema.currentVersion)"])

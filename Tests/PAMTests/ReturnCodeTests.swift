@@ -31,7 +31,7 @@ struct ReturnCodeTests {
         let result = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
         #expect(result.result == "PAM_SUCCESS", "\(result.text)")
         #expect(result.output.first == "info: Draw your pattern by typing the dots in order, e.g. 1-5-9-6:")
-        #expect(result.text.contains("  1 2 3\n  4 5 6\n  7 8 9\nprompt: Pattern: "))
+        #expect(result.text.contains("  1 2 3\n  4 5 6\n  7 8 9\nprompt: Pattern (dots 1-9): "))
     }
 
     @Test("failure: three wrong patterns → PAM_AUTH_ERR, saying how many attempts remain")
@@ -159,6 +159,10 @@ struct ReturnCodeTests {
         switch problem {
         case "group-readable": chmod(fixture.store, 0o640)
         case "missing": store = fixture.directory + "/lib/absent.db"
+        case "emptied":
+            unlink(fixture.store + "-wal")
+            unlink(fixture.store + "-shm")
+            truncate(fixture.store, 0)
         default:
             symlink(fixture.store, fixture.directory + "/lib/link.db")
             store = fixture.directory + "/lib/link.db"
@@ -178,7 +182,7 @@ struct ReturnCodeTests {
         let result = try harness(fixture, "pattern", "alice", ["--silent"] + answers("3-4-9-2", "2-4-9-3"))
         #expect(result.result == "PAM_SUCCESS", "\(result.text)")
         #expect(!result.text.contains("info:") && !result.text.contains("error:"), "\(result.text)")
-        #expect(result.output.filter { $0 == "prompt: Pattern: " }.count == 2)
+        #expect(result.output.filter { $0 == "prompt: Pattern (dots 1-9): " }.count == 2)
     }
 
     @Test("biometrics-only: a touch sent by `keyway sensor` from another process → PAM_SUCCESS")
@@ -210,7 +214,10 @@ struct ReturnCodeTests {
         defer { fixture.remove() }
         let result = try harness(fixture, "bio", "alice")
         #expect(result.result == "PAM_AUTHINFO_UNAVAIL", "\(result.text)")
-        #expect(result.text.contains("error: Timed out waiting for the person."), "\(result.text)")
+        #expect(
+            result.text.contains(
+                "error: Timed out waiting for the person. (nothing was presented to the sensor within 2 seconds)"),
+            "\(result.text)")
     }
 
     @Test("biometrics-only: the fallback chosen at the sensor → PAM_AUTH_ERR; biometrics-or-passcode goes on")

@@ -56,7 +56,7 @@ struct SudoTests {
         #expect(wrong.status != 0, "\(wrong.text)")
         #expect(wrong.standardOutput.isEmpty, "\(wrong.text)")
         // sudo passes PAM_SILENT: the grid and "Not recognized" stay quiet, the prompt does not.
-        #expect(wrong.text.contains("Pattern: "), "\(wrong.text)")
+        #expect(wrong.text.contains("Pattern (dots 1-9): "), "\(wrong.text)")
         #expect(!wrong.text.contains("Not recognized."), "\(wrong.text)")
     }
 

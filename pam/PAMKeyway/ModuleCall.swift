@@ -105,6 +105,8 @@ struct ModuleCall {
             clock_gettime(CLOCK_REALTIME, &now)
             let wait = Timestamp(seconds: Int64(now.tv_sec)).duration(to: until)
             return "Too many failed attempts; try again after \(until) (in \(wait.spokenDescription))."
+        case .timeout, .biometryNotAvailable:
+            return "\(error.code.summary) (\(error.reason))"
         case .invalidPolicy, .storeFailure, .internalFailure:
             return "Keyway is not available (see the system log)."
         default:
