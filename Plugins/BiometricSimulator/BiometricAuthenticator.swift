@@ -33,7 +33,7 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         do {
             guard let enrollment = try load(user.name), !enrollment.templates.isEmpty else { return .notEnrolled }
         } catch {
-            return .notAvailable(error.reason)
+            return .failed(error)
         }
         return gate.availability(for: user.name, whenAllowed: .available(sensor.configuration.biometry))
     }

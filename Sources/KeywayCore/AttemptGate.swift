@@ -57,7 +57,7 @@ public struct AttemptGate: Sendable {
             case .lockedOut: return .lockedOut(until: nil, reason: lockReason(.lockedOut))
             }
         } catch {
-            return .notAvailable(error.reason)
+            return .failed(error)
         }
     }
 

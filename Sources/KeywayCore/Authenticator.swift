@@ -81,6 +81,8 @@ public enum Availability: Sendable, Equatable {
     case notAvailable(String)
     /// Locked: until a time (throttled), or until cleared (`nil`: by another factor or an administrator).
     case lockedOut(until: Timestamp?, reason: String)
+    /// The factor's state could not be read (the store failed): evaluation must stop, not try another factor.
+    case failed(AuthenticationError)
 
     /// Ready, with no biometry.
     public static let available: Availability = .available(.none)

@@ -29,7 +29,8 @@ public struct Evaluation: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         let outcome = error.map { "failure(\($0.code.rawValue))" } ?? "success"
         let trail = steps.map(\.description).joined(separator: ", ")
-        return "user=\(user) policy=\(policy) outcome=\(outcome) steps=[\(trail)]"
+        let why = error.map { " reason=\"\($0.reason)\"" } ?? ""
+        return "user=\(user) policy=\(policy) outcome=\(outcome) steps=[\(trail)]\(why)"
     }
 
     /// One thing that happened to one factor.

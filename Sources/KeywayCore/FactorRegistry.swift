@@ -33,6 +33,8 @@ extension Availability {
         switch self {
         case .available:
             return nil
+        case .failed(let error):
+            return error
         case .notEnrolled:
             let code: AuthenticationError.Code =
                 factor == .biometric ? .biometryNotEnrolled : factor == .passcode ? .passcodeNotSet : .factorNotEnrolled

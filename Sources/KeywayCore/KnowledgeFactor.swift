@@ -48,7 +48,7 @@ public struct KnowledgeFactor: Sendable {
                 return user.concealsEnrollment ? .available : .notEnrolled
             }
         } catch {
-            return .notAvailable(error.reason)
+            return .failed(error)
         }
         return gate.availability(for: user.name, whenAllowed: .available)
     }

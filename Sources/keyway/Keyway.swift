@@ -252,6 +252,7 @@ struct Command {
                     case .lockedOut(let until?, _): line += "; locked until \(until)"
                     case .lockedOut(nil, let reason): line += "; LOCKED (\(reason))"
                     case .notAvailable(let reason) where record != nil: line += "; unavailable: \(reason)"
+                    case .failed(let error): line += "; ERROR: \(error.reason)"
                     default: break
                     }
                     print(line)

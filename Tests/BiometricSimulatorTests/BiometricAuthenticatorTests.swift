@@ -298,11 +298,12 @@ struct BiometricAuthenticatorTests {
             Enrollment(
                 user: "alice", factor: .biometric, payload: payload, changedAt: rig.clock.now(),
                 changedBy: "t"))
-        guard case .notAvailable(let reason) = rig.biometric.availability(for: rig.alice) else {
+        guard case .failed(let error) = rig.biometric.availability(for: rig.alice) else {
             Issue.record("a damaged enrollment must not be available")
             return
         }
-        #expect(reason.contains("damaged"))
+        #expect(error.code == .storeFailure)
+        #expect(error.reason.contains("damaged"))
         #expect(
             rig.attempt(.present(user: "alice", finger: "right-index")).map { _ in 0 }
                 == .failure(AuthenticationError(.storeFailure)))

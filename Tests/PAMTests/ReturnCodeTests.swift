@@ -176,6 +176,17 @@ struct ReturnCodeTests {
         #expect(!FileManager.default.fileExists(atPath: fixture.directory + "/lib/absent.db"))
     }
 
+    @Test("a store that fails while reading counters → PAM_SYSTEM_ERR from auth and account, with the reason logged")
+    func storeFailsMidway() throws {
+        defer { fixture.remove() }
+        #expect(try run("/usr/bin/sqlite3", [fixture.store, "DROP TABLE attempts"]).status == 0)
+        let auth = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
+        #expect(auth.result == "PAM_SYSTEM_ERR", "\(auth.text)")
+        #expect(!auth.text.contains("prompt:"))
+        #expect(try harness(fixture, "pattern", "alice", ["--acct-only"]).result == "PAM_SYSTEM_ERR")
+        #expect(try harness(fixture, "bio-or-code", "alice", answers("739155")).result == "PAM_SYSTEM_ERR")
+    }
+
     @Test("PAM_SILENT: no messages, the prompt still comes")
     func silent() throws {
         defer { fixture.remove() }

@@ -29,16 +29,21 @@ struct ModuleCall {
     }
 
     /// pam_sm_acct_mgmt: refuses a user whose policy is locked right now, so an account stack can use it.
+    /// Succeeds only when the policy could run, or cannot for reasons that are authentication's business
+    /// (not enrolled, no sensor); a store or configuration failure fails.
     func accountManagement() -> Int32 {
+        let lockouts: Set<AuthenticationError.Code> = [.throttled, .lockedOut, .biometryLockout]
+        let harmless: Set<AuthenticationError.Code> = [
+            .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled, .biometryNotAvailable, .factorNotAvailable,
+        ]
         let outcome = run { runtime, policy, user in
             if case .ignored = unenrolledOutcome(runtime, policy, user) { return .ignored }
-            guard let error = runtime.context().canEvaluate(policy, for: user),
-                [.throttled, .lockedOut, .biometryLockout].contains(error.code)
-            else { return .success }
+            guard let error = runtime.context().canEvaluate(policy, for: user) else { return .success }
+            if harmless.contains(error.code) { return .success }
             log(LOG_NOTICE, "user=\(user.name) policy=\(policy.name) account refused: \(error.reason)")
             return .failure(error)
         }
-        if case .failure(let error) = outcome, [.throttled, .lockedOut, .biometryLockout].contains(error.code) {
+        if case .failure(let error) = outcome, lockouts.contains(error.code) {
             handle.show(.error(Self.explanation(error)))
             return PAM_PERM_DENIED
         }
