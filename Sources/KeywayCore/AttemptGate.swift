@@ -71,6 +71,7 @@ public struct AttemptGate: Sendable {
             guard decision == .allowed else { return .failure(error(for: decision)) }
             book[factor].consecutiveFailures += 1
             book[factor].lastFailure = now
+            book.accountStreak += 1
             return .success(Reservation(user: user, failuresIncludingThis: book[factor].consecutiveFailures))
         }
         return try outcome.get()
@@ -81,6 +82,7 @@ public struct AttemptGate: Sendable {
         try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: stays counted
             book[factor] = AttemptState()
             for cleared in clears { book[cleared] = AttemptState() }
+            book.accountStreak = 0
         }
     }
 
@@ -94,6 +96,7 @@ public struct AttemptGate: Sendable {
             if state.recentMismatches.contains(fingerprint) {
                 state.consecutiveFailures = max(0, state.consecutiveFailures - 1)
                 book[factor] = state
+                book.accountStreak = max(0, book.accountStreak - 1)
                 return .repeatedMismatch
             }
             state.recentMismatches.append(fingerprint)

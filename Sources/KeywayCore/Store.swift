@@ -124,8 +124,17 @@ public struct AttemptBook: Sendable, Equatable {
         set { states[factor] = newValue == AttemptState() ? nil : newValue }
     }
 
-    /// Consecutive failures summed over factors: the account-wide figure the hard limit applies to.
-    public var consecutiveFailures: Int { states.values.reduce(0) { $0 + $1.consecutiveFailures } }
+    /// Failures on this account since its last success of any factor: what the account limit applies to
+    /// (NIST SP 800-63B counts consecutive failures per account, so any success ends the streak).
+    public var accountStreak: Int {
+        get { self[.accountStreak].consecutiveFailures }
+        set { self[.accountStreak].consecutiveFailures = newValue }
+    }
+}
+
+extension FactorKind {
+    /// The key under which the account-wide streak is kept beside the factors' counters.
+    static let accountStreak = FactorKind(rawValue: "*account")
 }
 
 /// The counters of one factor of one user.

@@ -75,7 +75,7 @@ public enum AttemptDecision: Sendable, Equatable {
         _ book: AttemptBook, factor: FactorKind, schedule: ThrottleSchedule,
         accountLimit: Int, now: Timestamp
     ) -> AttemptDecision {
-        if book.consecutiveFailures >= accountLimit { return .lockedOut }
+        if book.accountStreak >= accountLimit { return .lockedOut }
         let state = book[factor]
         if let lockAfter = schedule.lockAfter, state.consecutiveFailures >= lockAfter { return .lockedUntilCleared }
         if let delay = schedule.delay(afterFailures: state.consecutiveFailures), let last = state.lastFailure {

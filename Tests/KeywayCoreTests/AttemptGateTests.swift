@@ -82,6 +82,17 @@ struct AttemptGateTests {
         #expect(throws: AuthenticationError(.lockedOut)) { try b.reserve(for: "bob") }
     }
 
+    @Test("a success of any factor ends the account streak: the limit counts consecutive failures")
+    func accountStreakEndsOnAnySuccess() throws {
+        let a = gate(ThrottleSchedule(), factor: gesture)
+        let b = gate(ThrottleSchedule())
+        for _ in 0..<99 { _ = try a.reserve(for: "bob") }
+        try b.settleSuccess(try b.reserve(for: "bob"))
+        #expect(try store.attempts(user: "bob").accountStreak == 0)
+        #expect(try store.attempts(user: "bob")[gesture].consecutiveFailures == 99)
+        _ = try a.reserve(for: "bob")  // the 100th gesture failure in a row, but not of the account
+    }
+
     @Test("the same wrong secret does not count twice; a different one does")
     func repeatedMismatchRefunded() throws {
         let gate = gate(.passcode)
