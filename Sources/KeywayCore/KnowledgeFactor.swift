@@ -169,9 +169,15 @@ public struct KnowledgeFactor: Sendable {
         -> Verdict
     {
         guard let enrollment = try gate.store.enrollment(user: user, factor: factor) else {
-            hasher.burnWork(candidate)
-            if concealing { return .failure(.notEnrolled) }
-            throw AuthenticationError(notEnrolledCode, "no \(factor) is enrolled for \(user)")
+            guard concealing else {
+                hasher.burnWork(candidate)
+                throw AuthenticationError(notEnrolledCode, "no \(factor) is enrolled for \(user)")
+            }
+            // Counted, throttled and refunded exactly like an enrolled user's wrong secret, so neither the
+            // delays nor the repeats tell the two apart.
+            let reservation = try gate.reserve(for: user)
+            _ = try gate.settleFailure(reservation, fingerprint: hasher.burnWork(candidate))
+            return .failure(.notEnrolled)
         }
         guard let encoded = String(validating: enrollment.payload, as: UTF8.self) else {
             throw AuthenticationError(.storeFailure, "the stored \(factor) hash for \(user) is not text")

@@ -40,7 +40,12 @@ final class PolicyRunner<Talk: Conversation> {
             return record(kind, 0, .skipped(error), error)
         }
         if let unavailable = plugin.availability(for: user).error(for: kind) {
-            if fallback != nil { conversation.tell(.info(unavailable.code.summary)) }
+            let revealsEnrollment: Set<AuthenticationError.Code> = [
+                .biometryNotEnrolled, .passcodeNotSet, .factorNotEnrolled,
+            ]
+            if fallback != nil && !(user.concealsEnrollment && revealsEnrollment.contains(unavailable.code)) {
+                conversation.tell(.info(unavailable.code.summary))
+            }
             return record(kind, 0, .skipped(unavailable), unavailable)
         }
         if options.interactionNotAllowed {

@@ -77,8 +77,10 @@ public struct Argon2idHasher: SecretHasher {
         return .mismatch(fingerprint: fingerprint)
     }
 
-    public func burnWork(_ secret: Secret) {
+    @discardableResult
+    public func burnWork(_ secret: Secret) -> [UInt8] {
         var derived = [UInt8](repeating: 0, count: Self.keyLength)
+        defer { derived.withUnsafeMutableBytes { Sodium.wipe($0) } }
         _ = secret.withUnsafeBytes { password in
             derived.withUnsafeMutableBytes { output in
                 Sodium.deriveKey(
@@ -86,7 +88,9 @@ public struct Argon2idHasher: SecretHasher {
                     opsLimit: cost.opsLimit, memLimit: cost.memLimit)
             }
         }
-        derived.withUnsafeMutableBytes { Sodium.wipe($0) }
+        return derived.withUnsafeBytes {
+            Sodium.keyedHash($0, key: Self.fingerprintKey, length: Self.fingerprintLength)
+        }
     }
 
     /// Parses `$argon2id$v=19$m=M,t=T,p=1$SALT$HASH`, refusing anything else with a reason.

@@ -39,7 +39,7 @@ struct CountingHasher: SecretHasher {
         return try inner.verify(secret, against: encoded)
     }
 
-    func burnWork(_ secret: Secret) { inner.burnWork(secret) }
+    func burnWork(_ secret: Secret) -> [UInt8] { inner.burnWork(secret) }
 }
 
 /// Answers the one prompt with a fixed line.

@@ -201,21 +201,26 @@ struct SQLiteStoreTests {
         #expect(scratch.bytes(scratch.store) == before)
     }
 
-    @Test("an emptied store (0 bytes, or a database without Keyway's mark) is refused, never set up afresh",
-          arguments: ["truncate -s 0", "sqlite3 {} 'PRAGMA journal_mode' && chmod 600"])
+    @Test(
+        "an emptied store (0 bytes, or a database without Keyway's mark) is refused, never set up afresh",
+        arguments: ["truncate -s 0", "sqlite3 {} 'PRAGMA journal_mode' && chmod 600"])
     func emptiedStoreRefused(damage: String) throws {
         let scratch = Scratch()
         defer { scratch.remove() }
         do {
             let store = try scratch.open()
-            try store.save(Enrollment(user: "alice", factor: .gesture, payload: [1], changedAt: Timestamp(seconds: 1),
-                                      changedBy: "root"))
+            try store.save(
+                Enrollment(
+                    user: "alice", factor: .gesture, payload: [1], changedAt: Timestamp(seconds: 1),
+                    changedBy: "root"))
         }
         unlink(scratch.store + "-wal")
         unlink(scratch.store + "-shm")
         unlink(scratch.store)
-        let command = damage.contains("{}") ? damage.replacingOccurrences(of: "{}", with: scratch.store)
-            + " \(scratch.store)" : "\(damage) \(scratch.store) && chmod 600 \(scratch.store)"
+        let command =
+            damage.contains("{}")
+            ? damage.replacingOccurrences(of: "{}", with: scratch.store)
+                + " \(scratch.store)" : "\(damage) \(scratch.store) && chmod 600 \(scratch.store)"
         #expect(shell("touch \(scratch.store) && " + command) == 0)
         let before = scratch.bytes(scratch.store)
         for create in [false, true] {

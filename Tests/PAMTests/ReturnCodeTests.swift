@@ -64,15 +64,20 @@ struct ReturnCodeTests {
         #expect(try harness(fixture, "pattern", "alice", ["--acct-only"]).result == "PAM_SUCCESS")
     }
 
-    @Test("no pattern enrolled: asked like anyone else, same messages, same slow hash → PAM_AUTH_ERR (no enumeration)")
+    @Test("no pattern enrolled: asked, hashed, throttled and refused exactly like anyone else (no enumeration)")
     func notEnrolledIsConcealed() throws {
         defer { fixture.remove() }
-        let wrong = answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6")
-        let stranger = try harness(fixture, "pattern", "bob", wrong)
-        let member = try harness(fixture, "pattern", "alice", wrong)
-        #expect(stranger.result == "PAM_AUTH_ERR", "\(stranger.text)")
-        #expect(stranger.output == member.output, "bob:\n\(stranger.text)\nalice:\n\(member.text)")
-        #expect(try fixture.runtime().store.attempts(user: "bob") == .init(), "nothing is stored for bob")
+        for wrong in [answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6"), answers("7-5-3-6", "7-5-3-6", "9-5-1-4")] {
+            let stranger = try harness(fixture, "pattern", "bob", wrong)
+            let member = try harness(fixture, "pattern", "alice", wrong)
+            #expect(stranger.result == "PAM_AUTH_ERR", "\(stranger.text)")
+            #expect(stranger.output == member.output, "bob:\n\(stranger.text)\nalice:\n\(member.text)")
+        }
+        // Five distinct wrong patterns each (the repeat was not counted): both are now made to wait.
+        let stranger = try harness(fixture, "pattern", "bob", answers("2-4-9-3"))
+        let member = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
+        #expect(stranger.result == "PAM_MAXTRIES" && member.result == "PAM_MAXTRIES", "\(stranger.text)")
+        #expect(try fixture.runtime().store.attempts(user: "bob")[.gesture].consecutiveFailures == 5)
     }
 
     @Test("no finger enrolled → PAM_AUTHINFO_UNAVAIL at once, without waiting at the sensor")

@@ -179,7 +179,7 @@ struct PasscodeTests {
         #expect(fallback == .failure(AuthenticationError(.userFallback)))
     }
 
-    @Test("concealing enrollment: a user without a passcode is available, asked, hashed, and not recognized")
+    @Test("concealing enrollment: a user without a passcode is available, asked, hashed, counted, not recognized")
     func concealedUnenrolledUser() throws {
         let rig = try PasscodeRig()
         let hidden = UserContext(name: "nobody", concealsEnrollment: true)
@@ -188,7 +188,7 @@ struct PasscodeTests {
         let verdict = try rig.plugin.authenticate(AuthenticationRequest(user: hidden), conversation: conversation)
         #expect(verdict == .failure(.notEnrolled))
         #expect(conversation.prompts.count == 1)
-        #expect(try rig.store.attempts(user: "nobody") == AttemptBook())
+        #expect(try rig.store.attempts(user: "nobody")[.passcode].consecutiveFailures == 1)  // counted like anyone
         #expect(rig.plugin.availability(for: UserContext(name: "nobody")) == .notEnrolled)
     }
 
