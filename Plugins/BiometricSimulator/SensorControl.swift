@@ -102,11 +102,10 @@ public enum SensorControl {
         guard connected == 0 else {
             return .failure(SensorControlError("no authentication is waiting at the sensor (\(path): \(errnoText()))"))
         }
-        let text = line + "\n"
-        _ = text.withCString { write(descriptor, $0, strlen($0)) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        guard let reply = readLine(descriptor) else { return .failure(SensorControlError("no reply from the sensor")) }
+        reply(descriptor, line)
+        guard let reply = readLine(descriptor, until: monotonicMilliseconds() + 5000) else {
+            return .failure(SensorControlError("no reply from the sensor"))
+        }
         return .success(reply)
     }
 
@@ -121,11 +120,20 @@ public enum SensorControl {
         return address
     }
 
-    /// Reads up to a newline (at most 512 bytes).
-    static func readLine(_ descriptor: Int32) -> String? {
+    /// Writes one line; `MSG_NOSIGNAL`, so a peer that went away cannot kill us with SIGPIPE (inside login or su).
+    static func reply(_ descriptor: Int32, _ text: String) {
+        _ = (text + "\n").withCString { Glibc.send(descriptor, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Reads up to a newline (at most 512 bytes), giving up at `until` (monotonic milliseconds).
+    static func readLine(_ descriptor: Int32, until: Int64) -> String? {
         var bytes: [UInt8] = []
         var byte: UInt8 = 0
         while bytes.count < 512 {
+            let left = until - monotonicMilliseconds()
+            guard left > 0 else { break }
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(min(left, 1000))) > 0 else { continue }
             let count = read(descriptor, &byte, 1)
             if count <= 0 { break }
             if byte == UInt8(ascii: "\n") { return String(decoding: bytes, as: UTF8.self) }

@@ -1,87 +1,82 @@
 public import Glibc
 public import KeywayCore
-import Synchronization
 
-/// Sensor events from the control socket: the socket exists while an authentication waits at the sensor.
+/// Sensor events from the control socket: the socket exists only while an authentication waits at the sensor.
 /// Only processes of the owner (root in production) may connect, and the peer is checked with SO_PEERCRED.
+///
+/// One authentication owns the sensor at a time: it holds an exclusive `flock` on `sensor.lock` while it listens,
+/// so a second one is told the sensor is busy, and a socket left by a crash is replaced only under the lock.
 public final class SocketSensorEvents: SensorEventSource {
-    /// The directory holding the socket and the unplugged flag.
+    /// The directory holding the socket, the lock and the unplugged flag.
     public let directory: String
     /// The uid allowed to send commands.
     public let owner: uid_t
-    private let listener = Mutex<Int32>(-1)
 
-    /// Creates a source; nothing is bound until the first wait.
+    /// Creates a source; nothing is bound until a wait.
     public init(directory: String = SensorControl.defaultDirectory, owner: uid_t = 0) {
         self.directory = directory
         self.owner = owner
     }
 
-    deinit {
-        let descriptor = listener.withLock { $0 }
-        if descriptor >= 0 {
-            close(descriptor)
-            unlink(SensorControl.socketPath(in: directory))
-        }
+    /// The flag file decides; `lstat` rather than `access`, which would check the real uid (a user's, under su).
+    public var pluggedIn: Bool {
+        var info = stat()
+        return lstat(SensorControl.unpluggedFlag(in: directory), &info) != 0
     }
 
-    public var pluggedIn: Bool { access(SensorControl.unpluggedFlag(in: directory), F_OK) != 0 }
-
     public func next(timeout: Duration, cancellation: CancellationFlag) -> SensorEvent? {
-        let descriptor: Int32
-        switch listen() {
-        case .success(let bound): descriptor = bound
+        let listening: Listener
+        switch Listener.open(directory: directory, owner: owner) {
+        case .success(let opened): listening = opened
         case .failure(let error): return .failure(error.description)
         }
+        defer { listening.close() }
         let deadline = SensorControl.monotonicMilliseconds() + timeout.milliseconds
         while !cancellation.isCancelled {
             let left = deadline - SensorControl.monotonicMilliseconds()
             if left <= 0 { return nil }
-            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&poller, 1, Int32(min(left, 100)))
-            guard ready > 0 else { continue }
-            let client = accept(descriptor, nil, nil)
+            var poller = pollfd(fd: listening.socket, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, Int32(min(left, 100))) > 0 else { continue }
+            let client = accept(listening.socket, nil, nil)
             guard client >= 0 else { continue }
             _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            defer { close(client) }
-            if let event = serve(client) { return event }
+            defer { Glibc.close(client) }
+            if let event = serve(client, until: min(deadline, SensorControl.monotonicMilliseconds() + 2000)) {
+                return event
+            }
         }
         return nil
     }
 
-    /// Reads one command from a client and answers it; returns the event when it was valid.
-    private func serve(_ client: Int32) -> SensorEvent? {
+    /// Reads one command from a client (within `until`) and answers it; returns the event when it was valid.
+    private func serve(_ client: Int32, until: Int64) -> SensorEvent? {
         // struct ucred is { pid_t pid; uid_t uid; gid_t gid; }; Glibc does not export it without _GNU_SOURCE.
         var credentials: (pid: Int32, uid: UInt32, gid: UInt32) = (0, UInt32.max, UInt32.max)
         var length = socklen_t(MemoryLayout<(Int32, UInt32, UInt32)>.size)
         guard getsockopt(client, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, credentials.uid == owner else {
-            reply(client, "error only uid \(owner) may drive the sensor")
+            SensorControl.reply(client, "error only uid \(owner) may drive the sensor")
             return nil
         }
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        guard let line = SensorControl.readLine(client) else { return nil }
+        guard let line = SensorControl.readLine(client, until: until) else { return nil }
         switch SensorControl.parse(line[...]) {
         case .success(let event):
             if event == .unplug { _ = SensorControl.send(.unplug, directory: directory) }
             if event == .plug { unlink(SensorControl.unpluggedFlag(in: directory)) }
-            reply(client, "ok")
+            SensorControl.reply(client, "ok")
             return event
         case .failure(let error):
-            reply(client, "error \(error)")
+            SensorControl.reply(client, "error \(error)")
             return nil
         }
     }
 
-    private func reply(_ client: Int32, _ text: String) {
-        _ = (text + "\n").withCString { write(client, $0, strlen($0)) }
-    }
+    /// A bound, listening socket and the lock that makes it ours.
+    private struct Listener {
+        let socket: Int32
+        let lock: Int32
+        let path: String
 
-    /// Binds the socket once per source; a live socket of another waiting authentication means the sensor is busy,
-    /// a dead one (left by a crash) is replaced.
-    private func listen() -> Result<Int32, SensorControlError> {
-        listener.withLock { current in
-            if current >= 0 { return .success(current) }
+        static func open(directory: String, owner: uid_t) -> Result<Listener, SensorControlError> {
             if mkdir(directory, 0o700) != 0 && errno != EEXIST {
                 return .failure(SensorControlError("cannot create \(directory): \(SensorControl.errnoText())"))
             }
@@ -91,45 +86,39 @@ public final class SocketSensorEvents: SensorEventSource {
             else {
                 return .failure(SensorControlError("\(directory) must be a directory owned by uid \(owner), mode 0700"))
             }
+            let lock = Glibc.open(directory + "/sensor.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            guard lock >= 0 else {
+                return .failure(SensorControlError("cannot open the sensor lock: \(SensorControl.errnoText())"))
+            }
+            guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+                Glibc.close(lock)
+                return .failure(SensorControlError("the sensor is in use by another authentication"))
+            }
             let path = SensorControl.socketPath(in: directory)
-            let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard descriptor >= 0 else { return .failure(SensorControlError("socket: \(SensorControl.errnoText())")) }
+            unlink(path)  // under the lock: whatever is there was left by a process that no longer listens
+            let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             var address = SensorControl.unixAddress(path)
-            func bindIt() -> Int32 {
-                withUnsafePointer(to: &address) {
+            let bound =
+                descriptor >= 0
+                && withUnsafePointer(to: &address) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                        bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
                     }
                 }
+            guard bound, chmod(path, 0o600) == 0, Glibc.listen(descriptor, 4) == 0 else {
+                let why = SensorControl.errnoText()
+                if descriptor >= 0 { Glibc.close(descriptor) }
+                Glibc.close(lock)
+                return .failure(SensorControlError("cannot listen on \(path): \(why)"))
             }
-            if bindIt() != 0 {
-                guard errno == EADDRINUSE, !Self.isAlive(path) else {
-                    close(descriptor)
-                    return .failure(SensorControlError("the sensor is in use by another authentication"))
-                }
-                unlink(path)
-                guard bindIt() == 0 else {
-                    close(descriptor)
-                    return .failure(SensorControlError("cannot listen on \(path): \(SensorControl.errnoText())"))
-                }
-            }
-            chmod(path, 0o600)
-            Glibc.listen(descriptor, 4)
-            current = descriptor
-            return .success(descriptor)
+            return .success(Listener(socket: descriptor, lock: lock, path: path))
         }
-    }
 
-    /// True when another process listens on `path`.
-    private static func isAlive(_ path: String) -> Bool {
-        let probe = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard probe >= 0 else { return false }
-        defer { close(probe) }
-        var address = SensorControl.unixAddress(path)
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(probe, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
-            }
+        /// Removes the socket, then releases the lock (in that order, so nobody binds a path we then unlink).
+        func close() {
+            Glibc.close(socket)
+            unlink(path)
+            Glibc.close(lock)
         }
     }
 }

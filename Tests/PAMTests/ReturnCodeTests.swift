@@ -213,6 +213,18 @@ struct ReturnCodeTests {
         #expect(result.output.first == "info: Place your finger on the sensor.")
     }
 
+    @Test("one authentication at a time owns the sensor: a second one is told it is busy, at once")
+    func sensorBusy() throws {
+        defer { fixture.remove() }
+        let first = try Started(harnessPath, [fixture.services, "bio", "alice"])
+        usleep(500_000)
+        let second = try harness(fixture, "bio", "alice")
+        #expect(second.result == "PAM_AUTHINFO_UNAVAIL", "\(second.text)")
+        #expect(second.text.contains("the sensor is in use by another authentication"), "\(second.text)")
+        _ = try run(cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
+        #expect(first.finish().result == "PAM_SUCCESS")
+    }
+
     @Test("under PAM_SILENT the sensor instruction is still shown: without it nobody knows to touch the sensor")
     func silentInstruction() throws {
         defer { fixture.remove() }
