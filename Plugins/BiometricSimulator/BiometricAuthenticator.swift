@@ -32,6 +32,7 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         if let reason = unusableReason(for: user) { return .notAvailable(reason) }
         do {
             guard let enrollment = try load(user.name), !enrollment.templates.isEmpty else { return .notEnrolled }
+            if let missing = try passcodeMissing(for: user.name) { return .failed(missing) }
         } catch {
             return .failed(error)
         }
@@ -75,6 +76,7 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         guard let enrollment = try load(user), !enrollment.templates.isEmpty else {
             throw AuthenticationError(.biometryNotEnrolled, "no biometric is enrolled for \(user)")
         }
+        if let missing = try passcodeMissing(for: user) { throw missing }
         let reservation = try gate.reserve(for: user)
         guard let sample = sensor.sample(of: event) else {
             throw AuthenticationError(.internalFailure, "the sensor produced no sample")
@@ -85,6 +87,13 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
             return .success
         }
         return .failure(try gate.settleFailure(reservation, fingerprint: nil))
+    }
+
+    /// As LocalAuthentication: biometrics are only usable with a passcode to fall back on, since only a passcode
+    /// success clears a biometric lockout. Nil when the user has one.
+    private func passcodeMissing(for user: String) throws(AuthenticationError) -> AuthenticationError? {
+        guard try gate.store.enrollment(user: user, factor: .passcode) == nil else { return nil }
+        return AuthenticationError(.passcodeNotSet, "biometrics need a passcode to fall back on; \(user) has none")
     }
 
     /// Why the sensor cannot serve this user at all, or nil.

@@ -8,8 +8,9 @@ enum RuleCombinator {
     ///
     /// Rules are tried in order. A success counts; a failure falls through to the next rule while the count can
     /// still be reached; an error that stops evaluation (cancel, store failure…) ends everything at once.
-    /// The error reported is `.authenticationFailed` if any rule really failed to authenticate, otherwise the last
-    /// rule's error (so "biometrics unavailable, passcode not set" reports `.passcodeNotSet`).
+    /// The error reported is the last rule's when it is a lockout with a time to wait, else `.authenticationFailed`
+    /// if any rule really failed to authenticate, otherwise the last rule's error (so "biometrics unavailable,
+    /// passcode not set" reports `.passcodeNotSet`).
     static func combine(_ rule: Policy.Rule, fallback: FactorKind? = nil, leaf: Leaf) -> AuthenticationError? {
         switch rule {
         case .factor(let kind, let attempts):
@@ -33,6 +34,8 @@ enum RuleCombinator {
                 }
             }
             if successes >= required { return nil }
+            // A lockout at the end is what the person can act on ("try again after ..."), so it wins.
+            if let last = errors.last, [.throttled, .lockedOut].contains(last.code) { return last }
             return errors.first { $0.code == .authenticationFailed } ?? errors.last
                 ?? AuthenticationError(.invalidPolicy, "rule \(rule) was not satisfied")
         }

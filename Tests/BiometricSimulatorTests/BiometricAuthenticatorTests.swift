@@ -70,6 +70,8 @@ struct BiometricAuthenticatorTests {
             .init(
                 plugin: rig.biometric, store: rig.store,
                 enroll: { user in
+                    _ = try rig.passcode.enroll(
+                        user: user, by: "t", conversation: ScriptedConversation(typing: "739155", "739155"))
                     for _ in 0..<5 { rig.events.push(.present(user: user, finger: "thumb")) }
                     _ = try rig.biometric.enroll(
                         user: user, finger: "thumb", by: "t", conversation: ScriptedConversation())
@@ -93,6 +95,18 @@ struct BiometricAuthenticatorTests {
         #expect(rig.attempt(.present(user: "bob", finger: "right-index")) == .success(.failure(.mismatch)))
         #expect(rig.attempt(.present(user: "alice", finger: "left-index")) == .success(.failure(.mismatch)))
         #expect(rig.failures == 2)
+    }
+
+    @Test("as LocalAuthentication: biometrics without a passcode report passcodeNotSet, and cannot be used")
+    func passcodeRequired() throws {
+        let rig = try SensorRig()
+        try rig.enrollAlice(passcode: false)
+        #expect(
+            rig.biometric.availability(for: rig.alice).error(for: .biometric) == AuthenticationError(.passcodeNotSet))
+        #expect(rig.context.canEvaluate(.biometricsOnly, for: rig.alice) == AuthenticationError(.passcodeNotSet))
+        #expect(
+            rig.attempt(.present(user: "alice", finger: "right-index")).map { _ in 0 }
+                == .failure(AuthenticationError(.passcodeNotSet)))
     }
 
     @Test("the person is told what to do: finger or face")
@@ -268,6 +282,8 @@ struct BiometricAuthenticatorTests {
             conversation.messages.filter { $0.kind == .info }.map(\.text).last
                 == "Place your finger on the sensor. (5 of 5)")
         #expect(conversation.messages.contains(.error("Finger too dry.")))
+        _ = try rig.passcode.enroll(
+            user: "alice", by: "t", conversation: ScriptedConversation(typing: "739155", "739155"))
         #expect(rig.attempt(.present(user: "alice", finger: "f")) == .success(.success))
     }
 

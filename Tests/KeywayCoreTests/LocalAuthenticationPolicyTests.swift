@@ -119,6 +119,15 @@ struct LocalAuthenticationPolicyTests {
         #expect(conversation.prompts.isEmpty)
     }
 
+    @Test("failed matches, then a throttled passcode: the wait is what is reported")
+    func throttledPasscodeWins() throws {
+        let rig = Rig()
+        for _ in 0..<5 { _ = try rig.passcode.gate.reserve(for: rig.user.name) }
+        let (evaluation, _) = rig.evaluate(.biometricsOrPasscode, [.wrong(1), .wrong(2), .wrong(3)])
+        #expect(evaluation.error == AuthenticationError(.throttled))
+        #expect(evaluation.error?.retryAt != nil)
+    }
+
     @Test("a cancel ends the evaluation: no fallback to the passcode")
     func cancelStops() {
         let rig = Rig()
