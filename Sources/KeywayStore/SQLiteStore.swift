@@ -19,7 +19,7 @@ public final class SQLiteStore: Store {
         public var busyTimeout: Duration
 
         /// The default location.
-        public static let defaultPath = "/var/lib/keyway/keyway.db"
+        public static var defaultPath: String { "/var/lib/keyway/keyway.db" }
 
         /// Options for the store at `path`, which must be root's.
         public init(path: String = defaultPath, create: Bool = true, busyTimeout: Duration = .seconds(10)) {

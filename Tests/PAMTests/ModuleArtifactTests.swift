@@ -13,6 +13,13 @@ struct ModuleArtifactTests {
             return String(fields[2])
         }
         #expect(global.sorted() == ["pam_sm_acct_mgmt", "pam_sm_authenticate", "pam_sm_setcred"])
+        // No function at all besides them in the dynamic table, not even a local one.
+        let functions = symbols.output.compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, ["T", "t", "W", "i"].contains(fields[1]) else { return nil }
+            return String(fields[2])
+        }
+        #expect(functions.sorted() == ["pam_sm_acct_mgmt", "pam_sm_authenticate", "pam_sm_setcred"], "\(functions)")
     }
 
     @Test("no Swift runtime or Foundation among the shared libraries, no RUNPATH, NODELETE set, stripped")
