@@ -76,17 +76,25 @@ enum StoreFile {
             throw refuse(storePath, "its directory \(directory) is a symbolic link; use the real directory")
         }
         guard info.st_mode & S_IFMT == S_IFDIR else { throw refuse(storePath, "\(directory) is not a directory") }
+        try checkOwnerAndMode(
+            info, of: directory, named: "its directory \(directory)", owner: owner, forbidden: 0o022,
+            problem: "writable by group or others", fix: "chmod 700", storePath: storePath)
+    }
+
+    /// The owner must be `owner`, and none of the `forbidden` mode bits may be set; the refusal says how to fix it.
+    private static func checkOwnerAndMode(
+        _ info: stat, of path: String, named subject: String, owner: uid_t, forbidden: mode_t, problem: String,
+        fix: String, storePath: String
+    ) throws(AuthenticationError) {
         guard info.st_uid == owner else {
             throw refuse(
                 storePath,
-                "its directory \(directory) is owned by uid \(info.st_uid), not \(ownerName(owner)); "
-                    + "fix with `chown \(ownerName(owner)) \(directory)`")
+                "\(subject) is owned by uid \(info.st_uid), not \(ownerName(owner)); "
+                    + "fix with `chown \(ownerName(owner)) \(path)`")
         }
-        guard info.st_mode & 0o022 == 0 else {
+        guard info.st_mode & forbidden == 0 else {
             throw refuse(
-                storePath,
-                "its directory \(directory) is writable by group or others (mode "
-                    + "\(octal(info.st_mode & 0o7777))); fix with `chmod 700 \(directory)`")
+                storePath, "\(subject) is \(problem) (mode \(octal(info.st_mode & 0o7777))); fix with `\(fix) \(path)`")
         }
     }
 
@@ -113,18 +121,9 @@ enum StoreFile {
     private static func checkFile(_ path: String, _ info: stat, owner: uid_t) throws(AuthenticationError) {
         if info.st_mode & S_IFMT == S_IFLNK { throw refuse(path, "it is a symbolic link; use the real file") }
         guard info.st_mode & S_IFMT == S_IFREG else { throw refuse(path, "it is not a regular file") }
-        guard info.st_uid == owner else {
-            throw refuse(
-                path,
-                "it is owned by uid \(info.st_uid), not \(ownerName(owner)); "
-                    + "fix with `chown \(ownerName(owner)) \(path)`")
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw refuse(
-                path,
-                "it is accessible to group or others (mode \(octal(info.st_mode & 0o7777))); "
-                    + "fix with `chmod 600 \(path)`")
-        }
+        try checkOwnerAndMode(
+            info, of: path, named: "it", owner: owner, forbidden: 0o077, problem: "accessible to group or others",
+            fix: "chmod 600", storePath: path)
         guard info.st_nlink == 1 else {
             throw refuse(path, "it has \(info.st_nlink) hard links; a store must have exactly one")
         }
