@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+
+/// The `keyway` command as built (`build/keyway`): error messages and exit statuses, table-driven.
+@Suite("keyway command line")
+struct CommandLineTests {
+    @Test(
+        "usage errors say what is wrong, suggest the near miss, and exit 64",
+        arguments: [
+            (["--usr", "alice", "status"], "Error: Unknown option '--usr'. Did you mean '--user'?"),
+            (["status", "--stor"], "Error: Unknown option '--stor'. Did you mean '--store'?"),
+            (["statsu"], "Error: Unknown command 'statsu'. Did you mean 'status'?"),
+            (["enroll", "gesture", "--user"], "Error: Missing value for '--user <user>'."),
+            (
+                ["enroll", "retina", "--user", "alice"],
+                "Error: Unknown factor 'retina'; use gesture, passcode or biometric."
+            ),
+            (["enroll", "gesture"], "Error: Missing '--user <user>'."),
+            (["sensor", "present", "alice"], "Error: unknown command 'present' with 1 arguments"),
+            (["unlock", "--stdin=yes", "--user", "a"], "Error: The flag '--stdin' takes no value."),
+        ])
+    func usageErrors(arguments: [String], message: String) throws {
+        let result = try run(cliPath, arguments)
+        #expect(result.status == 64, "\(result.text)")
+        #expect(result.output.first?.hasPrefix(message) == true, "\(result.text)")
+        #expect(result.output.contains("See 'keyway --help'."))
+    }
+
+    @Test("outcomes map to exit statuses: 0 success, 1 failed, 2 locked, 3 not enrolled, 74 store, 78 configuration")
+    func exitStatuses() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        let store = ["--store", fixture.store]
+        func unlock(_ user: String, _ typed: String) throws -> Run {
+            try run(cliPath, store + ["unlock", "--user", user, "--policy", "pattern", "--stdin"], input: typed)
+        }
+        #expect(try unlock("alice", "2-4-9-3\n").status == 0)
+        #expect(try unlock("alice", "3-4-9-2\n6-1-8-3\n4-3-8-1-6\n").status == 1)
+        _ = try unlock("alice", "7-5-3-6\n9-5-1-4\n8-4-2-6\n")
+        let locked = try unlock("alice", "2-4-9-3\n")
+        #expect(locked.status == 2, "\(locked.text)")
+        #expect(locked.text.contains("gesture is locked until 20"), "\(locked.text)")
+        #expect(try unlock("bob", "2-4-9-3\n").status == 3)
+        let config = try run(cliPath, store + ["--config", "/etc/keyway/keyway.conf", "status"])
+        #expect(config.status == 78, "\(config.text)")
+        chmod(fixture.store, 0o644)
+        let unsafe = try run(cliPath, store + ["status"])
+        #expect(unsafe.status == 74, "\(unsafe.text)")
+        #expect(unsafe.text.contains("keyway: Keyway store \(fixture.store): it is accessible to group or others"))
+        chmod(fixture.store, 0o600)
+        let reset = try run(cliPath, store + ["reset", "--user", "alice"])
+        #expect(reset.status == 0, "\(reset.text)")
+        #expect(try unlock("alice", "2-4-9-3\n").status == 0)
+        let audit = try run(cliPath, store + ["audit", "--user", "alice"])
+        #expect(audit.text.contains("via keyway reset reset alice all"), "\(audit.text)")
+    }
+
+    @Test("enroll and change with --stdin, status shows the factors, remove takes them away")
+    func lifecycle() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        let store = ["--store", fixture.store]
+        #expect(
+            try run(cliPath, store + ["enroll", "passcode", "--user", "carol", "--stdin"], input: "739155\n").status
+                == 0)
+        let weak = try run(cliPath, store + ["enroll", "passcode", "--user", "dave", "--stdin"], input: "123456\n")
+        #expect(weak.status == 1)
+        #expect(weak.text.contains("That passcode is too easy to guess; choose another."))
+        let change = try run(
+            cliPath, store + ["change", "passcode", "--user", "carol", "--stdin"], input: "739155\n482915\n")
+        #expect(change.status == 0, "\(change.text)")
+        let status = try run(cliPath, store + ["status", "--user", "carol"])
+        #expect(status.text.contains("passcode: enrolled"), "\(status.text)")
+        #expect(try run(cliPath, store + ["remove", "passcode", "--user", "carol"]).status == 0)
+        let gone = try run(cliPath, store + ["remove", "passcode", "--user", "carol"])
+        #expect(gone.status == 3, "\(gone.text)")
+    }
+}
