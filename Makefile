@@ -6,7 +6,7 @@ APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev sqlite3 pamtester libp
 PREFIX ?= /usr/local
 PAM_DIR ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH >/dev/null 2>&1 && echo /lib/$$(dpkg-architecture -qDEB_HOST_MULTIARCH)/security || echo /lib/security)
 
-.PHONY: help deps build module cli harness lint test demo install uninstall bench clean
+.PHONY: help deps build module cli harness lint test demo install uninstall bench fuzz clean
 
 help:
 	@echo "make demo       install deps, build, enroll a throwaway user, authenticate through real PAM (no system file changed)"
@@ -17,6 +17,7 @@ help:
 	@echo "make install    install the module, the CLI, man pages, /etc/keyway and /var/lib/keyway"
 	@echo "make uninstall  remove what make install installed (the store is kept)"
 	@echo "make bench      print the benchmark figures (PAM module, store, Argon2id)"
+	@echo "make fuzz       fuzz the parsers of hostile input with libFuzzer + ASan (FUZZ_SECONDS=60)"
 
 # Installs only what is missing, so repeated runs stay fast and offline-friendly.
 deps:
@@ -78,6 +79,14 @@ uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/keyway
 	-rmdir $(DESTDIR)/etc/keyway 2>/dev/null
 	@echo "Kept $(DESTDIR)/var/lib/keyway (the enrollments); delete it yourself if you mean to."
+
+# libFuzzer with AddressSanitizer over the parsers of hostile input (Tests/KeywayFuzz), FUZZ_SECONDS long.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	$(SWIFT) build --scratch-path .build/fuzz --product keyway-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING
+	@mkdir -p build/fuzz-corpus
+	@printf '\0001-2-3-6-9' > build/fuzz-corpus/pattern; printf '\001present alice right-index' > build/fuzz-corpus/sensor
+	.build/fuzz/debug/keyway-fuzz -max_total_time=$(FUZZ_SECONDS) build/fuzz-corpus
 
 bench: deps module cli harness
 	scripts/bench-pam.sh

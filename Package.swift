@@ -93,6 +93,11 @@ let package = Package(
                     dependencies: ["KeywayRuntime", "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture",
                                    "KeywayPasscode", "KeywayBiometricSimulator"],
                     swiftSettings: strictSettings),
+        // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
+        .executableTarget(
+            name: "keyway-fuzz",
+            dependencies: ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPlatform", "KeywayStore"],
+            path: "Tests/KeywayFuzz", swiftSettings: strictSettings),
         // A separate process that drives a real store, for the multi-process tests and the store benchmark.
         .executableTarget(name: "keyway-probe",
                           dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform"],
