@@ -281,6 +281,7 @@ struct ReturnCodeTests {
             return Int(line.split(separator: " ").last ?? "")
         }
         #expect(rss.count == 3, "\(result.text)")
+        print("pam_keyway 1,000 cycles: RSS kB at cycles 1, 100, 1000: \(rss)")
         if rss.count == 3 {
             // After warm-up (cycle 100), 900 more cycles may not add more than 1 MB.
             #expect(rss[2] - rss[1] < 1024, "RSS kB at cycles 1, 100, 1000: \(rss)")
