@@ -79,8 +79,9 @@ struct ModuleCall {
         }
         let service = handle.item(PAM_SERVICE) ?? "unknown"
         // unenrolled=fail hides who has enrolled a pattern or passcode (DESIGN.md §5); ignore must tell, to ignore.
+        let remote = handle.item(PAM_RHOST) != nil || RemoteSession.isRemote(tty: handle.item(PAM_TTY))
         let context = UserContext(
-            name: user, service: service, isRemote: handle.item(PAM_RHOST) != nil,
+            name: user, service: service, isRemote: remote,
             concealsEnrollment: parsed.unenrolled == .fail)
         if parsed.debug {
             log(LOG_DEBUG, "user=\(user) service=\(service) policy=\(policy) store=\(parsed.store)")

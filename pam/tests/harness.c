@@ -7,12 +7,15 @@
  *     --conv-error       make the conversation itself fail at the next prompt
  *     --huge-answer N    answer the next prompt with N bytes of 'x'
  *     --rhost HOST       set PAM_RHOST (a remote session)
+ *     --tty TTY          set PAM_TTY (as sudo does: /dev/pts/N)
  *     --silent           pass PAM_SILENT
  *     --acct             also call pam_acct_mgmt after pam_authenticate
  *     --acct-only        call only pam_acct_mgmt
  *     --cycles N         repeat start/authenticate/end N times (answers restart each cycle); print RSS
  *     --bench            print microseconds to the first prompt and kB of RSS added by one authentication
  *   harness --dlopen PATH ROUNDS   print the median microseconds of dlopen(PATH) in fresh child processes
+ *   harness --utmp-add LINE HOST   add a logged-in user process on LINE from HOST to utmp (tests of remote sessions)
+ *   harness --utmp-remove LINE     mark that entry dead again
  *
  * Prints every message as "info: …", "error: …", "prompt: …" / "prompt-echo: …", then "result: NAME (code)".
  * A CONFDIR of "-" uses the system /etc/pam.d (pam_start), otherwise pam_start_confdir.
@@ -26,6 +29,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <utmpx.h>
 
 enum kind { ANSWER, NULL_ANSWER, CONV_ERROR };
 struct answer { enum kind kind; const char *text; };
@@ -129,12 +133,34 @@ static int dlopen_bench(const char *path, int rounds) {
     return 0;
 }
 
+static int utmp_change(const char *line, const char *host) {
+    struct utmpx entry;
+    memset(&entry, 0, sizeof entry);
+    strncpy(entry.ut_line, line, sizeof entry.ut_line - 1);
+    size_t length = strlen(line);
+    strncpy(entry.ut_id, line + (length > 4 ? length - 4 : 0), sizeof entry.ut_id);
+    entry.ut_pid = getpid();
+    entry.ut_type = host ? USER_PROCESS : DEAD_PROCESS;
+    if (host) {
+        strncpy(entry.ut_user, "kwtest", sizeof entry.ut_user - 1);
+        strncpy(entry.ut_host, host, sizeof entry.ut_host - 1);
+    }
+    setutxent();
+    struct utmpx *written = pututxline(&entry);
+    endutxent();
+    if (!written) { perror("pututxline"); return 1; }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     struct script script = { .first_prompt_us = -1 };
     const char *rhost = NULL;
     int flags = 0, acct = 0, acct_only = 0, cycles = 1, bench = 0;
     int i = 1;
     if (argc == 4 && strcmp(argv[1], "--dlopen") == 0) return dlopen_bench(argv[2], atoi(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "--utmp-add") == 0) return utmp_change(argv[2], argv[3]);
+    if (argc == 3 && strcmp(argv[1], "--utmp-remove") == 0) return utmp_change(argv[2], NULL);
+    const char *tty = NULL;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--answer") == 0 && i + 1 < argc && script.count < 64)
             script.answers[script.count++] = (struct answer){ ANSWER, argv[++i] };
@@ -149,6 +175,7 @@ int main(int argc, char **argv) {
             script.answers[script.count++] = (struct answer){ ANSWER, text };
         }
         else if (strcmp(argv[i], "--rhost") == 0 && i + 1 < argc) rhost = argv[++i];
+        else if (strcmp(argv[i], "--tty") == 0 && i + 1 < argc) tty = argv[++i];
         else if (strcmp(argv[i], "--silent") == 0) flags |= PAM_SILENT;
         else if (strcmp(argv[i], "--acct") == 0) acct = 1;
         else if (strcmp(argv[i], "--acct-only") == 0) acct_only = 1;
@@ -171,6 +198,7 @@ int main(int argc, char **argv) {
                                                : pam_start_confdir(service, user, &conv, confdir, &pamh);
         if (status != PAM_SUCCESS) { printf("result: pam_start failed (%d)\n", status); return 1; }
         if (rhost) pam_set_item(pamh, PAM_RHOST, rhost);
+        if (tty) pam_set_item(pamh, PAM_TTY, tty);
         result = acct_only ? pam_acct_mgmt(pamh, flags) : pam_authenticate(pamh, flags);
         if (!acct_only && acct && cycles == 1) {
             printf("authenticate: %s (%d)\n", code_name(result), result);
