@@ -4,9 +4,11 @@ SHELL := /bin/bash
 APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev sqlite3 pamtester libpam-wrapper sudo passwd gcc make bc file binutils
 
 PREFIX ?= /usr/local
-PAM_DIR ?= $(shell dpkg-architecture -qDEB_HOST_MULTIARCH >/dev/null 2>&1 && echo /lib/$$(dpkg-architecture -qDEB_HOST_MULTIARCH)/security || echo /lib/security)
+# Where Debian keeps PAM modules (/lib/x86_64-linux-gnu/security on amd64); gcc knows the multiarch name.
+MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null)
+PAM_DIR ?= $(if $(MULTIARCH),/lib/$(MULTIARCH)/security,/lib/security)
 
-.PHONY: help deps build module cli harness lint test demo install uninstall bench fuzz clean
+.PHONY: help deps build module cli harness lint test demo install uninstall bench fuzz print-pam-dir clean
 
 help:
 	@echo "make demo       install deps, build, enroll a throwaway user, authenticate through real PAM (no system file changed)"
@@ -52,6 +54,7 @@ lint:
 
 test: deps lint module cli harness
 	$(SWIFT) build --build-tests
+	scripts/test-install.sh
 	$(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-output.txt | grep -vE '^(◇|\[[0-9]+/[0-9]+\]|Test Case .* started)'; \
 	status=$${PIPESTATUS[0]}; exit $$status
 
@@ -87,6 +90,9 @@ fuzz: deps
 	@mkdir -p build/fuzz-corpus
 	@printf '\0001-2-3-6-9' > build/fuzz-corpus/pattern; printf '\001present alice right-index' > build/fuzz-corpus/sensor
 	.build/fuzz/debug/keyway-fuzz -max_total_time=$(FUZZ_SECONDS) build/fuzz-corpus
+
+print-pam-dir:
+	@echo $(PAM_DIR)
 
 bench: deps module cli harness
 	scripts/bench-pam.sh

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-25}
-security=/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)/security
+security=$(make -s print-pam-dir)
 harness=build/pam-harness
 work=$(mktemp -d /tmp/keyway-bench-pam.XXXXXX)
 trap 'rm -rf "$work"' EXIT

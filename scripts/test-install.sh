@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Checks `make install` and `make uninstall` in a staging directory (DESTDIR): what lands where, with which
+# owner and mode, that uninstall refuses while a PAM stack names the module, and that it keeps the store.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stage=$(mktemp -d /tmp/keyway-install.XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+fail() { echo "test-install: $*" >&2; exit 1; }
+expect_mode() {  # path mode owner
+    [ -e "$stage$1" ] || fail "$1 was not installed"
+    [ "$(stat -c '%a %U' "$stage$1")" = "$2 $3" ] || fail "$1 is $(stat -c '%a %U' "$stage$1"), expected $2 $3"
+}
+make -s install DESTDIR="$stage" >/dev/null
+pamdir=$(make -s print-pam-dir)
+expect_mode "$pamdir/pam_keyway.so" 644 root
+expect_mode /usr/local/sbin/keyway 755 root
+expect_mode /usr/local/share/man/man8/pam_keyway.8 644 root
+expect_mode /usr/local/share/man/man8/keyway.8 644 root
+expect_mode /usr/local/share/doc/keyway/examples/sudo 644 root
+expect_mode /etc/keyway 700 root
+expect_mode /var/lib/keyway 700 root
+cmp -s build/pam_keyway.so "$stage$pamdir/pam_keyway.so" || fail "the installed module is not build/pam_keyway.so"
+mkdir -p "$stage/etc/pam.d"
+echo "auth [success=done default=ignore] pam_keyway.so policy=pattern" > "$stage/etc/pam.d/sudo"
+if make -s uninstall DESTDIR="$stage" >/dev/null 2>&1; then fail "uninstall went ahead while /etc/pam.d/sudo names the module"; fi
+[ -e "$stage$pamdir/pam_keyway.so" ] || fail "a refused uninstall removed the module"
+rm "$stage/etc/pam.d/sudo"
+touch "$stage/var/lib/keyway/keyway.db"
+make -s uninstall DESTDIR="$stage" >/dev/null
+[ ! -e "$stage$pamdir/pam_keyway.so" ] || fail "uninstall left the module"
+[ ! -e "$stage/usr/local/sbin/keyway" ] || fail "uninstall left the CLI"
+[ -e "$stage/var/lib/keyway/keyway.db" ] || fail "uninstall removed the store"
+echo "test-install: install and uninstall behave (module at $pamdir)"
