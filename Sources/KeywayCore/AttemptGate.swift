@@ -36,8 +36,6 @@ public struct AttemptGate: Sendable {
     public struct Reservation: Sendable {
         /// The user the attempt is counted for.
         public let user: String
-        /// Failures counted for the factor, including this one.
-        public let failuresIncludingThis: Int
     }
 
     /// The decision for the next attempt, read without reserving (for `availability`).
@@ -72,7 +70,7 @@ public struct AttemptGate: Sendable {
             book[factor].consecutiveFailures += 1
             book[factor].lastFailure = now
             book.accountStreak += 1
-            return .success(Reservation(user: user, failuresIncludingThis: book[factor].consecutiveFailures))
+            return .success(Reservation(user: user))
         }
         return try outcome.get()
     }
@@ -106,16 +104,6 @@ public struct AttemptGate: Sendable {
             book[factor] = state
             return .mismatch
         }
-    }
-
-    /// Failures left before the next delay or lock, for "2 attempts left" messages; nil when unlimited.
-    public func failuresLeft(after reservation: Reservation) -> Int? {
-        let next = [
-            schedule.lockAfter,
-            schedule.steps.first { $0.failures > reservation.failuresIncludingThis }
-                .map(\.failures),
-        ].compactMap { $0 }.min()
-        return next.map { max(0, $0 - reservation.failuresIncludingThis) }
     }
 
     /// The error that a refusing decision is reported as.

@@ -10,12 +10,6 @@ public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugS
         storage = Storage(copying: bytes)
     }
 
-    /// Creates a secret of `count` bytes filled in place by `initializer`, so the bytes never exist elsewhere.
-    public init(count: Int, _ initializer: (UnsafeMutableRawBufferPointer) -> Void) {
-        storage = Storage(count: count)
-        initializer(storage.bytes)
-    }
-
     /// The number of bytes.
     public var count: Int { storage.bytes.count }
 

@@ -114,16 +114,6 @@ struct AttemptGateTests {
         #expect(try gate.settleFailure(gate.reserve(for: "bob"), fingerprint: [0]) == .mismatch)  // forgotten
     }
 
-    @Test("attempts left before the next delay")
-    func failuresLeft() throws {
-        let gate = gate(.passcode)
-        let first = try gate.reserve(for: "bob")
-        #expect(gate.failuresLeft(after: first) == 4)
-        #expect(
-            AttemptGate(factor: .passcode, store: store, clock: clock, schedule: ThrottleSchedule())
-                .failuresLeft(after: first) == nil)
-    }
-
     @Test("availability reflects the counters")
     func availability() throws {
         let gate = gate(.passcode)
