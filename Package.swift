@@ -54,7 +54,9 @@ let package = Package(
         // pam_keyway.so, linked as DESIGN.md §4 measured: the Swift runtime static, no Foundation, -z nodelete
         // (libpam dlcloses modules), -z defs, only pam_sm_* exported, stripped at link time.
         .systemLibrary(name: "CPAM", path: "pam/CPAM", providers: [.apt(["libpam0g-dev"])]),
-        .target(name: "PAMKeyway", dependencies: ["CPAM", "KeywayCore", "KeywayRuntime", "KeywayStore"], path: "pam/PAMKeyway",
+        .target(name: "PAMKeyway",
+                dependencies: ["CPAM", "KeywayCore", "KeywayPlatform", "KeywayRuntime", "KeywayStore"],
+                path: "pam/PAMKeyway",
                 swiftSettings: strictSettings + [.unsafeFlags(["-static-stdlib"])],
                 linkerSettings: [.unsafeFlags([
                     "-static-stdlib", "-Xlinker", "-z", "-Xlinker", "nodelete", "-Xlinker", "-z", "-Xlinker", "defs",

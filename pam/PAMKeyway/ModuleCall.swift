@@ -1,6 +1,7 @@
 import CPAM
 import Glibc
 import KeywayCore
+import KeywayPlatform
 import KeywayRuntime
 import KeywayStore
 
@@ -13,7 +14,6 @@ struct ModuleCall {
     /// pam_sm_authenticate.
     func authenticate() -> Int32 {
         let outcome = run { runtime, policy, user in
-            if case .ignored = unenrolledOutcome(runtime, policy, user) { return .ignored }
             let evaluation = runtime.context().evaluate(
                 policy, for: user, reason: "\(user.service) authentication",
                 conversation: PAMConversation(handle))
@@ -37,7 +37,6 @@ struct ModuleCall {
             .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled, .biometryNotAvailable, .factorNotAvailable,
         ]
         let outcome = run { runtime, policy, user in
-            if case .ignored = unenrolledOutcome(runtime, policy, user) { return .ignored }
             guard let error = runtime.context().canEvaluate(policy, for: user) else { return .success }
             if harmless.contains(error.code) { return .success }
             log(LOG_NOTICE, "user=\(user.name) policy=\(policy.name) account refused: \(error.reason)")
@@ -86,18 +85,18 @@ struct ModuleCall {
         if parsed.debug {
             log(LOG_DEBUG, "user=\(user) service=\(service) policy=\(policy) store=\(parsed.store)")
         }
+        if parsed.unenrolled == .ignore && !hasAnyFactor(of: policy, runtime, context) { return .ignored }
         return body(runtime, policy, context)
     }
 
-    /// `.ignored` when `unenrolled=ignore` and the user has none of the policy's factors enrolled.
-    private func unenrolledOutcome(_ runtime: Runtime, _ policy: Policy, _ user: UserContext) -> PAMOutcome? {
-        guard case .success(let parsed) = ModuleArguments.parse(arguments), parsed.unenrolled == .ignore else {
-            return nil
-        }
-        let enrolled = (try? runtime.store.enrollments(user: user.name).map(\.factor)) ?? policy.rule.factors
-        guard Set(enrolled).isDisjoint(with: policy.rule.factors) else { return nil }
+    /// True when the user has at least one of the policy's factors enrolled (or the store cannot say: then the
+    /// evaluation reports the store failure instead of ignoring the user).
+    private func hasAnyFactor(of policy: Policy, _ runtime: Runtime, _ user: UserContext) -> Bool {
+        guard let enrolled = try? runtime.store.enrollments(user: user.name).map(\.factor),
+            Set(enrolled).isDisjoint(with: policy.rule.factors)
+        else { return true }
         log(LOG_INFO, "user=\(user.name) policy=\(policy.name) outcome=ignored (nothing enrolled, unenrolled=ignore)")
-        return .ignored
+        return false
     }
 
     private func log(_ priority: Int32, _ message: String) { handle.log(priority, message) }
@@ -107,9 +106,7 @@ struct ModuleCall {
         switch error.code {
         case .throttled:
             guard let until = error.retryAt else { return error.code.summary }
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME, &now)
-            let wait = Timestamp(seconds: Int64(now.tv_sec)).duration(to: until)
+            let wait = SystemClock().now().duration(to: until)
             return "Too many failed attempts; try again after \(until) (in \(wait.spokenDescription))."
         case .timeout, .biometryNotAvailable:
             return "\(error.code.summary) (\(error.reason))"
