@@ -61,7 +61,11 @@ struct MultiProcessTests {
         var lastCount: [String: Int] = [:]
         var operations = 0
         var generator = SystemRandomNumberGenerator()
-        for round in 0..<25 {
+        var round = 0
+        // Rounds of three writers killed at a random moment, until at least 200 operations were reported
+        // and at least 25 rounds (75 kills); more rounds on a slow machine, where writers take longer to start.
+        while (operations < 200 || round < 25) && round < 400 {
+            defer { round += 1 }
             let writers = try (0..<3).map { writer in
                 try Probe(["churn", scratch.store, "r\(round)w\(writer)", "400"])
             }
@@ -81,6 +85,7 @@ struct MultiProcessTests {
             }
         }
         #expect(operations >= 200, "only \(operations) operations were reported before the kills")
+        print("SIGKILL test: \(round) rounds, \(operations) reported operations, \(committed.count) enrollments")
         let store = try scratch.open(create: false)
         #expect(try store.integrityCheck() == "ok")
         for user in committed {

@@ -244,7 +244,9 @@ struct ReturnCodeTests {
     func sensorBusy() throws {
         defer { fixture.remove() }
         let first = try Started(harnessPath, [fixture.services, "bio", "alice"])
-        usleep(500_000)
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: fixture.sensor + "/sensor.sock") {
+            usleep(50_000)  // until the first one listens at the sensor
+        }
         let second = try harness(fixture, "bio", "alice")
         #expect(second.result == "PAM_AUTHINFO_UNAVAIL", "\(second.text)")
         #expect(second.text.contains("the sensor is in use by another authentication"), "\(second.text)")
