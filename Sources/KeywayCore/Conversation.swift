@@ -22,6 +22,17 @@ public struct Prompt: Sendable, Equatable {
     /// The fallback offered with this prompt, e.g. "Use passcode", or nil if none.
     public var fallbackLabel: String?
 
+    /// The text for a channel that has only a line to type on (a terminal, a prompt-only greeter): the fallback,
+    /// if any, is offered as an empty reply. "Pattern (dots 1-9): " becomes
+    /// "Pattern (dots 1-9; Enter: use passcode): ", "Passcode: " becomes "Passcode (Enter: use passcode): ".
+    public var textWithFallback: String {
+        guard let fallback = fallbackLabel else { return text }
+        let offer = "Enter: \(fallback.lowercased())"
+        let bare = text.hasSuffix(": ") ? String(text.dropLast(2)) : text
+        if bare.hasSuffix(")") { return bare.dropLast() + "; \(offer)): " }
+        return bare + " (\(offer)): "
+    }
+
     /// Creates a prompt; secrets are asked with `echo: false`.
     public init(_ text: String, echo: Bool = false, fallbackLabel: String? = nil) {
         self.text = text

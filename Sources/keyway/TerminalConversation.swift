@@ -12,10 +12,7 @@ final class TerminalConversation: Conversation {
     }
 
     func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply {
-        var text = prompt.text
-        if let fallback = prompt.fallbackLabel {
-            text = String(text.dropLast(text.hasSuffix(": ") ? 2 : 0)) + " (Enter: \(fallback.lowercased())): "
-        }
+        let text = prompt.textWithFallback
         let line: Secret?
         if fromStandardInput {
             line = Self.readLine(from: 0)

@@ -55,6 +55,20 @@ struct EvaluationContextTests {
         #expect(third.prompts.first?.fallbackLabel == nil)
     }
 
+    @Test(
+        "a prompt offers its fallback in its own text, for channels with only a line to type on",
+        arguments: [
+            (
+                Prompt("Pattern (dots 1-9): ", fallbackLabel: "Use passcode"),
+                "Pattern (dots 1-9; Enter: use passcode): "
+            ),
+            (Prompt("Passcode: ", fallbackLabel: "Use password"), "Passcode (Enter: use password): "),
+            (Prompt("Pattern: "), "Pattern: "),
+        ])
+    func promptText(prompt: Prompt, text: String) {
+        #expect(prompt.textWithFallback == text)
+    }
+
     @Test("a conversation failure stops the evaluation and fails")
     func conversationFailure() {
         let rig = Rig()

@@ -11,10 +11,7 @@ final class PAMConversation: Conversation {
     init(_ handle: PAMHandle) { self.handle = handle }
 
     func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply {
-        var text = prompt.text
-        if let fallback = prompt.fallbackLabel {
-            text = String(text.dropLast(text.hasSuffix(": ") ? 2 : 0)) + " (Enter: \(fallback.lowercased())): "
-        }
+        let text = prompt.textWithFallback
         switch handle.prompt(text, echo: prompt.echo) {
         case .failure(let error): throw error
         case .success(nil): return .cancel
