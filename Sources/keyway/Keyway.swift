@@ -185,6 +185,11 @@ struct Command {
                 }
                 _ = try plugin.enroll(user: user, finger: finger, by: actor, conversation: conversation)
                 print("Enrolled \(finger) for \(user).")
+                if try runtime.store.enrollment(user: user, factor: .passcode) == nil {
+                    print(
+                        "Note: biometrics need a passcode to fall back on; set one with "
+                            + "`keyway enroll passcode --user \(user)`.")
+                }
             }
         }
     }
