@@ -87,6 +87,7 @@ struct SyslogTests {
             ("kwlog", "alice", ["3-4-9-2", "2-4-9-3"]),
             ("kwlog", "alice", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
             ("kwlog", "bob", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]), ("kwbroken", "alice", ["2-4-9-3"]),
+            ("kwlog", "mallory\nJan  1 00:00:00 host sshd[1]: Accepted", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
         ] {
             let (executable, arguments) = capture.command(
                 harnessPath, answers.flatMap { ["--answer", $0] } + [fixture.services, service, user])
@@ -121,6 +122,11 @@ struct SyslogTests {
                         "configuration error, failing closed: "
                             + "unknown argument 'polcy=x'")
             }, "\(lines)")
+        // A user name cannot start a forged line: control characters are escaped.
+        #expect(
+            lines.contains { $0.contains("user=mallory\\x0aJan  1 00:00:00 host sshd[1]: Accepted policy=") },
+            "\(lines)")
+        #expect(!lines.contains { $0.contains("mallory\n") })
         for secret in ["2-4-9-3", "2493", "3-4-9-2", "6-1-8-3", "4-3-8-1-6", "7-5-3-6", "24963", "34692"] {
             #expect(!lines.joined().contains(secret), "\(secret) appeared in the log")
         }
