@@ -59,19 +59,7 @@ public enum SensorControl {
         -> Result<Void, SensorControlError>
     {
         if event == .unplug || event == .plug {
-            if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-                return .failure(SensorControlError("cannot create \(directory): \(errnoText())"))
-            }
-            let flag = unpluggedFlag(in: directory)
-            if event == .unplug {
-                let descriptor = open(flag, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
-                guard descriptor >= 0 else {
-                    return .failure(SensorControlError("cannot write \(flag): \(errnoText())"))
-                }
-                close(descriptor)
-            } else {
-                unlink(flag)
-            }
+            if case .failure(let error) = setPluggedIn(event == .plug, directory: directory) { return .failure(error) }
         }
         let deadline = monotonicMilliseconds() + wait.milliseconds
         while true {
@@ -86,6 +74,22 @@ public enum SensorControl {
                 usleep(50_000)
             }
         }
+    }
+
+    /// Sets or clears the persistent unplugged flag: the one place that knows how the plug state is kept.
+    static func setPluggedIn(_ pluggedIn: Bool, directory: String) -> Result<Void, SensorControlError> {
+        let flag = unpluggedFlag(in: directory)
+        if pluggedIn {
+            unlink(flag)
+            return .success(())
+        }
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            return .failure(SensorControlError("cannot create \(directory): \(errnoText())"))
+        }
+        let descriptor = open(flag, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return .failure(SensorControlError("cannot write \(flag): \(errnoText())")) }
+        close(descriptor)
+        return .success(())
     }
 
     /// Connects, writes one line, reads one line.

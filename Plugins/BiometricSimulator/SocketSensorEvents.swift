@@ -60,8 +60,10 @@ public final class SocketSensorEvents: SensorEventSource {
         guard let line = SensorControl.readLine(client, until: until) else { return nil }
         switch SensorControl.parse(line[...]) {
         case .success(let event):
-            if event == .unplug { _ = SensorControl.send(.unplug, directory: directory) }
-            if event == .plug { unlink(SensorControl.unpluggedFlag(in: directory)) }
+            // Set the flag directly: `send` would connect to this very socket and wait on itself.
+            if event == .unplug || event == .plug {
+                _ = SensorControl.setPluggedIn(event == .plug, directory: directory)
+            }
             SensorControl.reply(client, "ok")
             return event
         case .failure(let error):

@@ -240,6 +240,21 @@ struct ReturnCodeTests {
         #expect(result.output.first == "info: Place your finger on the sensor.")
     }
 
+    @Test("unplugging the sensor while an authentication waits answers the sender and ends the wait")
+    func unplugWhileWaiting() throws {
+        defer { fixture.remove() }
+        let waiting = try Started(harnessPath, [fixture.services, "bio", "alice"])
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: fixture.sensor + "/sensor.sock") {
+            usleep(50_000)  // until it listens at the sensor
+        }
+        let unplug = try run(cliPath, ["sensor", "unplug", "--wait", "10", "--sensor", fixture.sensor])
+        let result = waiting.finish()
+        #expect(unplug.status == 0, "\(unplug.text)")
+        #expect(result.result == "PAM_AUTHINFO_UNAVAIL", "\(result.text)")
+        #expect(result.text.contains("the sensor was unplugged"), "\(result.text)")
+        #expect(FileManager.default.fileExists(atPath: fixture.sensor + "/sensor-unplugged"))
+    }
+
     @Test("one authentication at a time owns the sensor: a second one is told it is busy, at once")
     func sensorBusy() throws {
         defer { fixture.remove() }
