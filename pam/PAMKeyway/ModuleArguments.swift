@@ -2,8 +2,8 @@ import KeywayCore
 
 /// The arguments after `pam_keyway.so` in a PAM stack, parsed; an unknown or malformed one is an error.
 struct ModuleArguments: Equatable {
-    /// The policy name (`policy=`); built-in names until the policy language lands.
-    var policy = Policy.biometricsOrPasscode.name
+    /// The policy (`policy=`); built-in names until the policy language lands.
+    var policy = Policy.biometricsOrPasscode
     /// The store (`store=`).
     var store = "/var/lib/keyway/keyway.db"
     /// The sensor control directory (`sensor=`).
@@ -35,11 +35,11 @@ struct ModuleArguments: Equatable {
             case ("debug", nil):
                 parsed.debug = true
             case ("policy", let name?):
-                guard Policy.builtIn(named: name) != nil else {
+                guard let policy = Policy.builtIn(named: name) else {
                     let names = Policy.builtIns.map(\.name).joined(separator: ", ")
                     return bad("unknown policy '\(name)' in 'policy=\(name)'; the built-in policies are \(names)")
                 }
-                parsed.policy = name
+                parsed.policy = policy
             case ("config", _):
                 return bad(
                     "'\(argument)': configuration files need the policy language, which this version does "

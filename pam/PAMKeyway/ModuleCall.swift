@@ -62,9 +62,7 @@ struct ModuleCall {
             log(LOG_ERR, "no user name; failing closed")
             return .failure(AuthenticationError(.conversationFailure, "no user name"))
         }
-        guard let policy = Policy.builtIn(named: parsed.policy) else {
-            return .failure(AuthenticationError(.invalidPolicy, "unknown policy \(parsed.policy)"))
-        }
+        let policy = parsed.policy
         var options = Runtime.Options()
         options.storePath = parsed.store
         options.sensorDirectory = parsed.sensorDirectory
