@@ -269,9 +269,7 @@ struct SQLiteStoreTests {
     func fullDisk() throws {
         let scratch = Scratch()
         defer { scratch.remove() }
-        let mount = scratch.directory + "/small"
-        mkdir(mount, 0o700)
-        #expect(shell("mount -t tmpfs -o size=400k,mode=0700 keyway-full \(mount)") == 0, "tmpfs mount needs root")
+        let mount = try #require(scratch.mountTmpfs("small", size: "400k"), "a tmpfs mount needs root")
         defer { shell("umount \(mount)") }
         let path = mount + "/keyway.db"
         let lines = try Probe.run(["fill", path, "u"])
@@ -288,9 +286,7 @@ struct SQLiteStoreTests {
     func readOnly() throws {
         let scratch = Scratch()
         defer { scratch.remove() }
-        let mount = scratch.directory + "/ro"
-        mkdir(mount, 0o700)
-        #expect(shell("mount -t tmpfs -o size=4m,mode=0700 keyway-ro \(mount)") == 0, "tmpfs mount needs root")
+        let mount = try #require(scratch.mountTmpfs("ro", size: "4m"), "a tmpfs mount needs root")
         defer { shell("umount \(mount)") }
         let path = mount + "/keyway.db"
         do {

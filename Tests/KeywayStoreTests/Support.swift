@@ -19,6 +19,13 @@ struct Scratch {
 
     func remove() { try? FileManager.default.removeItem(atPath: directory) }
 
+    /// Mounts a small tmpfs (root only) at `name` inside the scratch directory and returns its path.
+    func mountTmpfs(_ name: String, size: String) -> String? {
+        let mount = directory + "/" + name
+        mkdir(mount, 0o700)
+        return shell("mount -t tmpfs -o size=\(size),mode=0700 keyway-\(name) \(mount)") == 0 ? mount : nil
+    }
+
     func mode(_ path: String) -> mode_t {
         var info = stat()
         stat(path, &info)
