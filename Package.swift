@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// Keyway: multi-factor authentication for Linux. See README.md and ../shared/DESIGN.md.
+// Keyway: multi-factor authentication for Linux. See README.md and docs/ARCHITECTURE.md.
 import PackageDescription
 
 /// Settings every Swift target shares (the habits of swift-log's manifest).
@@ -98,7 +98,10 @@ let package = Package(
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
         .executableTarget(
             name: "keyway-fuzz",
-            dependencies: ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPlatform", "KeywayStore"],
+            dependencies: [
+                "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPlatform", "KeywayStore",
+                "KeywayPasscode", "KeywayRuntime",
+            ],
             path: "Tests/KeywayFuzz", swiftSettings: strictSettings),
         // A separate process that drives a real store, for the multi-process tests and the store benchmark.
         .executableTarget(name: "keyway-probe",

@@ -63,6 +63,9 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
         case conversationFailure
         /// A factor failed internally (for example the password hash could not be computed).
         case internalFailure
+        /// The user name cannot be an account's (empty, too long, a control character, `/`); see
+        /// `UserContext.nameProblem`.
+        case invalidUserName
 
         /// A one-line explanation used when no reason is given.
         public var summary: String {
@@ -87,6 +90,7 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
             case .storeFailure: "The Keyway store could not be used."
             case .conversationFailure: "The conversation failed."
             case .internalFailure: "Internal failure."
+            case .invalidUserName: "That is not a valid user name."
             }
         }
 
@@ -95,7 +99,7 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
         public var stopsEvaluation: Bool {
             switch self {
             case .userCancel, .systemCancel, .appCancel, .invalidContext, .notInteractive,
-                .invalidPolicy, .storeFailure, .conversationFailure, .internalFailure:
+                .invalidPolicy, .storeFailure, .conversationFailure, .internalFailure, .invalidUserName:
                 true
             default:
                 false

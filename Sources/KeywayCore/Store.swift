@@ -84,7 +84,10 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
         self.factor = factor
     }
 
-    public var description: String { "\(at) \(actor) \(action.rawValue) \(user) \(factor?.rawValue ?? "all")" }
+    public var description: String {
+        "\(at) \(actor.escapingControlCharacters) \(action.rawValue) \(user.escapingControlCharacters) "
+            + (factor?.rawValue ?? "all")
+    }
 }
 
 /// One enrolled factor of one user. The payload is the factor's own encoding (an Argon2id string, templates).

@@ -4,6 +4,8 @@ import KeywayCore
 enum ExitStatus {
     static let success: Int32 = 0
     static let usage: Int32 = 64  // EX_USAGE
+    /// Standard output could not be written (a full disk, a closed terminal); not a reader that left.
+    static let outputFailure: Int32 = 74  // EX_IOERR
 
     static func status(for error: AuthenticationError?) -> Int32 {
         guard let error else { return success }
@@ -17,6 +19,7 @@ enum ExitStatus {
         case .invalidPolicy: return 78  // EX_CONFIG
         case .storeFailure: return 74  // EX_IOERR
         case .internalFailure: return 70  // EX_SOFTWARE
+        case .invalidUserName: return usage
         }
     }
 }

@@ -48,6 +48,7 @@ struct Keyway {
     ])
 
     static func main() {
+        BrokenPipe.ignoreSignal()
         let words = Array(CommandLine.arguments.dropFirst())
         switch parser.parse(words) {
         case .failure(let error):
@@ -55,7 +56,7 @@ struct Keyway {
         case .success(let parsed):
             if parsed.has("--help") || parsed.positional.isEmpty {
                 print(usage)
-                exit(parsed.has("--help") ? 0 : ExitStatus.usage)
+                finish(parsed.has("--help") ? 0 : ExitStatus.usage)
             }
             if parsed.value("--config") != nil {
                 report(
@@ -65,18 +66,31 @@ struct Keyway {
                             + "does not have yet; use a built-in --policy"))
             }
             let command = Command(parsed: parsed)
-            exit(command.run())
+            finish(command.run())
         }
+    }
+
+    /// Flushes standard output and exits. A reader that stopped reading (`keyway status | head -1`) is not an
+    /// error: the command did its work and ends with its own status. Any other failure to write is (exit 74).
+    static func finish(_ status: Int32) -> Never {
+        if fflush(nil) != 0 {  // every stream; glibc keeps a failed buffer, so an earlier failure shows here too
+            let reason = errno
+            if reason != EPIPE && !BrokenPipe.readerLeft(1) {
+                printError("keyway: cannot write to standard output: \(String(cString: strerror(reason)))")
+                exit(ExitStatus.outputFailure)
+            }
+        }
+        exit(status)
     }
 
     static func fail(usage message: String) -> Never {
         printError("Error: \(message)\nSee 'keyway --help'.")
-        exit(ExitStatus.usage)
+        finish(ExitStatus.usage)
     }
 
     static func report(_ error: AuthenticationError) -> Never {
         printError("keyway: \(error.reason)")
-        exit(ExitStatus.status(for: error))
+        finish(ExitStatus.status(for: error))
     }
 
     static func printError(_ text: String) {
@@ -123,8 +137,8 @@ struct Command {
 
     func user() -> String {
         guard let user = parsed.value("--user"), !user.isEmpty else { Keyway.fail(usage: "Missing '--user <user>'.") }
-        guard user.utf8.count <= 256, !user.contains("/"), !user.contains(where: \.isWhitespace) else {
-            Keyway.fail(usage: "'\(user)' is not a valid user name.")
+        if let problem = UserContext.nameProblem(user) {
+            Keyway.fail(usage: "'\(user.escapingControlCharacters)' is not a valid user name: \(problem).")
         }
         return user
     }
@@ -241,7 +255,7 @@ struct Command {
             if users.isEmpty { print("No users are enrolled.") }
             for user in users {
                 let context = UserContext(name: user)
-                print("\(user):")
+                print("\(user.escapingControlCharacters):")
                 let enrolled = try runtime.store.enrollments(user: user)
                 let book = try runtime.store.attempts(user: user)
                 for plugin in [runtime.gesture, runtime.biometric, runtime.passcode] as [any Authenticator] {
@@ -260,7 +274,7 @@ struct Command {
                     case .failed(let error): line += "; ERROR: \(error.reason)"
                     default: break
                     }
-                    print(line)
+                    print(line.escapingControlCharacters)
                 }
             }
         }
@@ -295,7 +309,7 @@ struct Command {
         let evaluation = runtime.context().evaluate(
             policy, for: UserContext(name: user, service: "keyway"),
             reason: "keyway unlock", conversation: conversation)
-        print(evaluation.description)
+        print(evaluation.description.escapingControlCharacters)
         if let error = evaluation.error { Keyway.printError("keyway: \(error.reason)") }
         return ExitStatus.status(for: evaluation.error)
     }

@@ -1,40 +1,99 @@
-// keyway-fuzz: one libFuzzer entry point for the parsers that read hostile or damaged input: what a person types
-// as a pattern, what arrives on the sensor socket, stored biometric payloads and Argon2id strings, stored
-// wrong-secret fingerprints. `make fuzz` builds it with -sanitize=fuzzer,address and runs it; in a normal build it
-// replays the files given on the command line, so the target always compiles.
+// keyway-fuzz: the libFuzzer entry point for every parser that reads hostile or damaged input (the table
+// `fuzzTargets`): what a person types as a pattern or a passcode, a user name, the module's arguments, what arrives
+// on the sensor socket, stored biometric payloads, Argon2id strings and wrong-secret fingerprints.
+//
+// KEYWAY_FUZZ_TARGET=NAME fuzzes one parser (what `make harden` does, a fixed number of executions each); without
+// it the first byte of each input picks the parser (`make fuzz`). Built with -sanitize=fuzzer,address it is
+// libFuzzer; in a normal build it replays the files given on the command line, so the target always compiles.
 import Glibc
 import KeywayBiometricSimulator
 import KeywayCore
 import KeywayGesture
+import KeywayRuntime
 
+@testable import KeywayPasscode
 @testable import KeywayPlatform
 @testable import KeywayStore
 
-/// Feeds one input to the parser its first byte selects; any crash or sanitizer report is a finding.
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
-    guard size > 0 else { return 0 }
-    let bytes = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
-    switch data[0] % 5 {
-    case 0:
+/// One parser under test: a name for `KEYWAY_FUZZ_TARGET`, and a body that must never crash or trip a sanitizer,
+/// whatever the bytes. Preconditions state what must hold of whatever the parser accepts.
+struct FuzzTarget: Sendable {
+    let name: String
+    let body: @Sendable ([UInt8]) -> Void
+}
+
+let fuzzTargets: [FuzzTarget] = [
+    FuzzTarget(name: "pattern") { bytes in
         if case .success(let pattern) = Pattern.parse(bytes) {
             precondition((1...9).contains(pattern.dots.count) && Set(pattern.dots).count == pattern.dots.count)
             precondition(Pattern.parse(Array(pattern.description.utf8)) == .success(pattern))
         }
-    case 1:
+    },
+    FuzzTarget(name: "passcode") { bytes in
+        let entered = Secret(copying: bytes)
+        if case .success(let canonical) = PasscodeAuthenticator.normalize(entered) {
+            _ = PasscodeRules.default.violation(of: canonical)
+        }
+    },
+    FuzzTarget(name: "user-name") { bytes in
+        let name = String(decoding: bytes, as: UTF8.self)
+        let escaped = name.escapingControlCharacters
+        precondition(!escaped.unicodeScalars.contains { $0.value < 0x20 || (0x7F..<0xA0).contains($0.value) })
+        if UserContext.nameProblem(name) == nil {
+            precondition(!name.isEmpty && name.utf8.count <= UserContext.maximumNameLength && !name.contains("/"))
+        }
+    },
+    FuzzTarget(name: "module-arguments") { bytes in
+        // argv as libpam builds it from a stack line: words split at blanks, none empty.
+        let words = bytes.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 || $0 == 0 })
+            .map { String(decoding: $0, as: UTF8.self) }
+        if case .success(let parsed) = ModuleArguments.parse(words) {
+            precondition(parsed.store.hasPrefix("/") && parsed.sensorDirectory.hasPrefix("/"))
+            precondition((1...600).contains(parsed.sensorTimeout))
+            let keys = words.map { $0.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0] }
+            precondition(Set(keys).count == keys.count)
+        }
+    },
+    FuzzTarget(name: "sensor-command") { bytes in
         if case .success(let event) = SensorControl.parse(Substring(String(decoding: bytes, as: UTF8.self))) {
             _ = SensorControl.line(for: event)
         }
-    case 2:
+    },
+    FuzzTarget(name: "biometric-payload") { bytes in
         if let decoded = try? BiometricEnrollment(decoding: bytes) {
             precondition((try? BiometricEnrollment(decoding: decoded.encoded())) == decoded)
         }
-    case 3:
+    },
+    FuzzTarget(name: "argon2id-string") { bytes in
         _ = try? Argon2idHasher.parse(String(decoding: bytes, as: UTF8.self))
-    default:
+    },
+    FuzzTarget(name: "stored-fingerprints") { bytes in
         let fingerprints = SQLiteStore.decode(bytes)
         precondition(SQLiteStore.decode(SQLiteStore.encode(fingerprints)) == fingerprints)
+    },
+]
+
+/// The target `KEYWAY_FUZZ_TARGET` names, read once; nil means "the first byte chooses".
+let selectedTarget: FuzzTarget? = {
+    guard let name = getenv("KEYWAY_FUZZ_TARGET").map({ String(cString: $0) }) else { return nil }
+    guard let target = fuzzTargets.first(where: { $0.name == name }) else {
+        let names = fuzzTargets.map(\.name).joined(separator: ", ")
+        let message = "keyway-fuzz: unknown KEYWAY_FUZZ_TARGET '\(name)'; the targets are \(names)\n"
+        _ = message.withCString { write(2, $0, strlen($0)) }
+        exit(64)
     }
+    return target
+}()
+
+/// Feeds one input to the selected parser; any crash or sanitizer report is a finding.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    if let target = selectedTarget {
+        target.body(Array(UnsafeBufferPointer(start: data, count: size)))
+        return 0
+    }
+    guard size > 0 else { return 0 }
+    fuzzTargets[Int(data[0]) % fuzzTargets.count].body(Array(UnsafeBufferPointer(start: data + 1, count: size - 1)))
     return 0
 }
 
@@ -47,10 +106,11 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         _ callback: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt
     ) -> CInt
 
-    /// Runs libFuzzer with the command line's options (`-max_total_time=60`, a corpus directory, …).
+    /// Runs libFuzzer with the command line's options (`-max_total_time=60`, `-runs=N`, a corpus directory, …).
     @main
     struct Fuzz {
         static func main() {
+            _ = selectedTarget  // an unknown name fails before fuzzing starts
             var argc = CommandLine.argc
             var argv = Optional(CommandLine.unsafeArgv)
             exit(runFuzzerDriver(&argc, &argv) { data, size in fuzzOne(data, size) })

@@ -62,6 +62,7 @@ func now() -> Double {
     return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
 }
 
+BrokenPipe.ignoreSignal()  // a parent that stopped reading gets our EPIPE, not our death by SIGPIPE
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail("usage: see the comment at the top of main.swift") }
 

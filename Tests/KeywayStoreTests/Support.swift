@@ -1,5 +1,6 @@
 import Foundation
 import KeywayCore
+import KeywayPlatform
 import KeywayStore
 
 /// A fresh 0700 directory under /tmp, removed by `remove()`.
@@ -53,6 +54,7 @@ final class Probe: @unchecked Sendable {
     private let pipe = Pipe()
 
     init(_ arguments: [String], shell prefix: String? = nil) throws {
+        BrokenPipe.ignoreSignal()  // a write to a probe that already exited must fail with EPIPE, not kill us
         if let prefix {
             process.executableURL = URL(fileURLWithPath: "/bin/bash")
             process.arguments = ["-c", prefix + " exec \"$0\" \"$@\"", probePath] + arguments

@@ -106,13 +106,17 @@ struct Run {
 final class Started: @unchecked Sendable {
     let process = Process()
     private let pipe = Pipe()
-
     private let errors: Pipe?
+    /// Signalled when the input has been written (or refused because the program closed its input).
+    private let inputDone = DispatchSemaphore(value: 0)
 
     init(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, input: String? = nil,
         separateErrors: Bool = false
     ) throws {
+        // A program that exits before reading its input (a usage error) closes the pipe under our write: that
+        // must be an EPIPE we ignore, never a SIGPIPE that kills the whole test process.
+        BrokenPipe.ignoreSignal()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment {
@@ -121,16 +125,24 @@ final class Started: @unchecked Sendable {
         errors = separateErrors ? Pipe() : nil
         process.standardOutput = pipe
         process.standardError = errors ?? pipe
-        if let input {
-            let stdin = Pipe()
-            process.standardInput = stdin
-            try process.run()
-            stdin.fileHandleForWriting.write(Data(input.utf8))
-            try? stdin.fileHandleForWriting.close()
-        } else {
+        guard let input else {
             process.standardInput = FileHandle.nullDevice
             try process.run()
+            inputDone.signal()
+            return
         }
+        let stdin = Pipe()
+        process.standardInput = stdin
+        try process.run()
+        // Written from another thread, so input larger than the pipe never blocks the test while the program
+        // waits for us to read its output.
+        let writer = stdin.fileHandleForWriting
+        let done = inputDone
+        Thread {
+            try? writer.write(contentsOf: Data(input.utf8))
+            try? writer.close()
+            done.signal()
+        }.start()
     }
 
     func finish() -> Run {
@@ -143,6 +155,7 @@ final class Started: @unchecked Sendable {
         reader?.start()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        inputDone.wait()
         while reader != nil && !(reader?.isFinished ?? true) { usleep(1000) }
         guard errors != nil else { return Run(status: process.terminationStatus, output: lines(data)) }
         return Run(

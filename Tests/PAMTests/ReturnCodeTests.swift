@@ -168,6 +168,8 @@ struct ReturnCodeTests {
         arguments: [
             "policy=pattern polcy=pattern", "policy=no-such-policy", "policy=pattern config=/etc/keyway/keyway.conf",
             "policy=pattern timeout=0", "policy=pattern unenrolled=maybe", "policy=pattern store=relative/path",
+            // Given twice: refused, never "the last one wins".
+            "policy=passcode policy=pattern", "policy=pattern store=/tmp/elsewhere.db", "policy=pattern debug debug",
         ])
     func configurationErrors(arguments: String) throws {
         defer { fixture.remove() }

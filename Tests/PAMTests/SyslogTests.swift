@@ -81,12 +81,15 @@ struct SyslogTests {
         fixture.service("kwlog", "policy=pattern")
         let broken = "auth required \(modulePath) policy=pattern polcy=x store=\(fixture.store)\n"
         _ = FileManager.default.createFile(atPath: fixture.services + "/kwbroken", contents: Data(broken.utf8))
+        let twice = "auth required \(modulePath) policy=passcode policy=pattern store=\(fixture.store)\n"
+        _ = FileManager.default.createFile(atPath: fixture.services + "/kwtwice", contents: Data(twice.utf8))
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
         for (service, user, answers) in [
             ("kwlog", "alice", ["3-4-9-2", "2-4-9-3"]),
             ("kwlog", "alice", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
             ("kwlog", "bob", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]), ("kwbroken", "alice", ["2-4-9-3"]),
+            ("kwtwice", "alice", ["2-4-9-3"]),
             ("kwlog", "mallory\nJan  1 00:00:00 host sshd[1]: Accepted", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
         ] {
             let (executable, arguments) = capture.command(
@@ -122,10 +125,20 @@ struct SyslogTests {
                         "configuration error, failing closed: "
                             + "unknown argument 'polcy=x'")
             }, "\(lines)")
-        // A user name cannot start a forged line: control characters are escaped.
         #expect(
-            lines.contains { $0.contains("user=mallory\\x0aJan  1 00:00:00 host sshd[1]: Accepted policy=") },
-            "\(lines)")
+            lines.contains {
+                $0.hasPrefix("<83>")
+                    && $0.contains(
+                        "pam_keyway(kwtwice:auth): configuration error, failing closed: "
+                            + "'policy=pattern' repeats 'policy=passcode'; give each argument once")
+            }, "\(lines)")
+        // A user name cannot start a forged line: it is refused, and logged with its control characters escaped.
+        #expect(
+            lines.contains {
+                $0.contains(
+                    "user=mallory\\x0aJan  1 00:00:00 host sshd[1]: Accepted refused: "
+                        + "the user name contains a control character")
+            }, "\(lines)")
         #expect(!lines.contains { $0.contains("mallory\n") })
         for secret in ["2-4-9-3", "2493", "3-4-9-2", "6-1-8-3", "4-3-8-1-6", "7-5-3-6", "24963", "34692"] {
             #expect(!lines.joined().contains(secret), "\(secret) appeared in the log")

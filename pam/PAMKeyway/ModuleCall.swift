@@ -62,6 +62,12 @@ struct ModuleCall {
             log(LOG_ERR, "no user name; failing closed")
             return .failure(AuthenticationError(.conversationFailure, "no user name"))
         }
+        if let problem = UserContext.nameProblem(user) {
+            // No account has such a name, so refusing it at once reveals nothing about enrollment. The log shows
+            // at most 64 characters of it, escaped.
+            log(LOG_NOTICE, "user=\(user.count > 64 ? user.prefix(64) + "…" : user) refused: \(problem)")
+            return .failure(AuthenticationError(.invalidUserName, problem))
+        }
         let policy = parsed.policy
         var options = Runtime.Options()
         options.storePath = parsed.store

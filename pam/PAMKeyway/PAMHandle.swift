@@ -24,19 +24,10 @@ struct PAMHandle {
         return text.isEmpty ? nil : text
     }
 
-    /// `pam_syslog` at authpriv. Control characters are written as `\xNN`: a user name typed at a login prompt
-    /// must not be able to start a forged log line.
+    /// `pam_syslog` at authpriv. Control characters are escaped (`String.escapingControlCharacters`): a user name
+    /// typed at a login prompt must not be able to start a forged log line.
     func log(_ priority: Int32, _ message: String) {
-        var safe = ""
-        for scalar in message.unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7F {
-                let hex = String(scalar.value, radix: 16)
-                safe += "\\x" + (hex.count == 1 ? "0" + hex : hex)
-            } else {
-                safe.unicodeScalars.append(scalar)
-            }
-        }
-        keyway_pam_syslog(raw, priority, safe)
+        keyway_pam_syslog(raw, priority, message.escapingControlCharacters)
     }
 
     /// The longest reply accepted; anything longer is refused as a hostile or broken reply.

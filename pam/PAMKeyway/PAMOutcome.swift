@@ -34,6 +34,8 @@ enum PAMOutcome: Equatable {
                 code = PAM_SERVICE_ERR
             case .storeFailure, .internalFailure:
                 code = PAM_SYSTEM_ERR
+            case .invalidUserName:
+                code = PAM_USER_UNKNOWN
             }
         }
         return code

@@ -6,6 +6,8 @@
  *     --null-answer      answer the next prompt with no response (the person gave up)
  *     --conv-error       make the conversation itself fail at the next prompt
  *     --huge-answer N    answer the next prompt with N bytes of 'x'
+ *     --answer-hex HEX   answer the next prompt with these bytes (may hold a NUL or invalid UTF-8; the module
+ *                        sees a C string, so it ends at the first NUL)
  *     --rhost HOST       set PAM_RHOST (a remote session)
  *     --tty TTY          set PAM_TTY (as sudo does: /dev/pts/N)
  *     --silent           pass PAM_SILENT
@@ -22,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <signal.h>
 #include <security/pam_appl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +35,7 @@
 #include <utmpx.h>
 
 enum kind { ANSWER, NULL_ANSWER, CONV_ERROR };
-struct answer { enum kind kind; const char *text; };
+struct answer { enum kind kind; const char *text; size_t length; /* 0: strlen(text) */ };
 struct script { struct answer answers[64]; int count, next; int quiet; struct timespec start; long first_prompt_us; };
 
 static long elapsed_us(const struct timespec *from) {
@@ -77,7 +80,13 @@ static int converse(int count, const struct pam_message **messages, struct pam_r
             if (script->next >= script->count) { free(replies); return PAM_CONV_ERR; }
             struct answer a = script->answers[script->next++];
             if (a.kind == CONV_ERROR) { free(replies); return PAM_CONV_ERR; }
-            if (a.kind == ANSWER) replies[i].resp = strdup(a.text);
+            if (a.kind == ANSWER) {  /* the whole buffer, bytes after an embedded NUL included */
+                size_t length = a.length ? a.length : strlen(a.text);
+                replies[i].resp = malloc(length + 1);
+                if (!replies[i].resp) { free(replies); return PAM_BUF_ERR; }
+                memcpy(replies[i].resp, a.text, length);
+                replies[i].resp[length] = 0;
+            }
             break;
         }
         default: free(replies); return PAM_CONV_ERR;
@@ -157,22 +166,30 @@ int main(int argc, char **argv) {
     const char *rhost = NULL;
     int flags = 0, acct = 0, acct_only = 0, cycles = 1, bench = 0;
     int i = 1;
+    signal(SIGPIPE, SIG_IGN);  /* a reader that went away is an EPIPE, never our death (the module never sets this) */
     if (argc == 4 && strcmp(argv[1], "--dlopen") == 0) return dlopen_bench(argv[2], atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "--utmp-add") == 0) return utmp_change(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "--utmp-remove") == 0) return utmp_change(argv[2], NULL);
     const char *tty = NULL;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--answer") == 0 && i + 1 < argc && script.count < 64)
-            script.answers[script.count++] = (struct answer){ ANSWER, argv[++i] };
+            script.answers[script.count++] = (struct answer){ ANSWER, argv[++i], 0 };
         else if (strcmp(argv[i], "--null-answer") == 0 && script.count < 64)
-            script.answers[script.count++] = (struct answer){ NULL_ANSWER, NULL };
+            script.answers[script.count++] = (struct answer){ NULL_ANSWER, NULL, 0 };
         else if (strcmp(argv[i], "--conv-error") == 0 && script.count < 64)
-            script.answers[script.count++] = (struct answer){ CONV_ERROR, NULL };
+            script.answers[script.count++] = (struct answer){ CONV_ERROR, NULL, 0 };
         else if (strcmp(argv[i], "--huge-answer") == 0 && i + 1 < argc && script.count < 64) {
             size_t n = (size_t)atol(argv[++i]);
             char *text = malloc(n + 1);
             memset(text, 'x', n); text[n] = 0;
-            script.answers[script.count++] = (struct answer){ ANSWER, text };
+            script.answers[script.count++] = (struct answer){ ANSWER, text, n };
+        }
+        else if (strcmp(argv[i], "--answer-hex") == 0 && i + 1 < argc && script.count < 64) {
+            const char *hex = argv[++i];
+            size_t n = strlen(hex) / 2;
+            char *bytes = calloc(n + 1, 1);
+            for (size_t k = 0; k < n; k++) { unsigned v = 0; sscanf(hex + 2 * k, "%2x", &v); bytes[k] = (char)v; }
+            script.answers[script.count++] = (struct answer){ ANSWER, bytes, n };
         }
         else if (strcmp(argv[i], "--rhost") == 0 && i + 1 < argc) rhost = argv[++i];
         else if (strcmp(argv[i], "--tty") == 0 && i + 1 < argc) tty = argv[++i];

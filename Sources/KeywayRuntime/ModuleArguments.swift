@@ -1,29 +1,36 @@
-import KeywayCore
+public import KeywayCore
 
-/// The arguments after `pam_keyway.so` in a PAM stack, parsed; an unknown or malformed one is an error.
-struct ModuleArguments: Equatable {
+/// The arguments after `pam_keyway.so` in a PAM stack, parsed; an unknown, malformed or repeated one is an error.
+/// It lives here rather than in the module so the fuzzer (Tests/KeywayFuzz) drives the very parser the module uses.
+public struct ModuleArguments: Equatable, Sendable {
     /// The policy (`policy=`); built-in names until the policy language lands.
-    var policy = Policy.biometricsOrPasscode
+    public var policy = Policy.biometricsOrPasscode
     /// The store (`store=`).
-    var store = "/var/lib/keyway/keyway.db"
+    public var store = "/var/lib/keyway/keyway.db"
     /// The sensor control directory (`sensor=`).
-    var sensorDirectory = "/run/keyway"
+    public var sensorDirectory = "/run/keyway"
     /// Seconds to wait for a touch (`timeout=`).
-    var sensorTimeout = 30
+    public var sensorTimeout = 30
     /// What to do for a user with none of the policy's factors enrolled (`unenrolled=`).
-    var unenrolled = Unenrolled.fail
+    public var unenrolled = Unenrolled.fail
     /// Log every step (`debug`).
-    var debug = false
+    public var debug = false
 
     /// `unenrolled=fail|ignore`.
-    enum Unenrolled: String { case fail, ignore }
+    public enum Unenrolled: String, Sendable { case fail, ignore }
 
     /// Every argument the module knows, for messages.
-    static let known = ["policy=", "config=", "store=", "sensor=", "timeout=", "unenrolled=", "debug"]
+    public static let known = ["policy=", "config=", "store=", "sensor=", "timeout=", "unenrolled=", "debug"]
 
-    /// Parses the argument list; the error names the argument and the reason.
-    static func parse(_ arguments: [String]) -> Result<ModuleArguments, AuthenticationError> {
+    /// The defaults (what an empty argument list means).
+    public init() {}
+
+    /// Parses the argument list; the error names the argument and the reason. An argument given twice is refused
+    /// rather than letting the last one win: `policy=passcode policy=pattern` is a mistake whoever made it, and a
+    /// stack must mean exactly one thing.
+    public static func parse(_ arguments: [String]) -> Result<ModuleArguments, AuthenticationError> {
         var parsed = ModuleArguments()
+        var seen: [String: String] = [:]
         func bad(_ why: String) -> Result<ModuleArguments, AuthenticationError> {
             .failure(AuthenticationError(.invalidPolicy, why))
         }
@@ -31,6 +38,9 @@ struct ModuleArguments: Equatable {
             let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let key = String(parts[0])
             let value = parts.count == 2 ? String(parts[1]) : nil
+            if let earlier = seen[key] {
+                return bad("'\(argument)' repeats '\(earlier)'; give each argument once")
+            }
             switch (key, value) {
             case ("debug", nil):
                 parsed.debug = true
@@ -63,6 +73,7 @@ struct ModuleArguments: Equatable {
             default:
                 return bad("unknown argument '\(argument)'; known: \(known.joined(separator: " "))")
             }
+            seen[key] = argument
         }
         return .success(parsed)
     }
