@@ -1,24 +1,27 @@
 # Keyway — build, test and install. `make help` lists the targets.
 SWIFT ?= swift
 SHELL := /bin/bash
-APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev sqlite3 pamtester libpam-wrapper sudo passwd gcc make bc file binutils
+APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev sqlite3 pamtester libpam-wrapper sudo passwd gcc make bc file binutils \
+	valgrind
 
 PREFIX ?= /usr/local
 # Where Debian keeps PAM modules (/lib/x86_64-linux-gnu/security on amd64); gcc knows the multiarch name.
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null)
 PAM_DIR ?= $(if $(MULTIARCH),/lib/$(MULTIARCH)/security,/lib/security)
 
-.PHONY: help deps build module cli harness lint test demo install uninstall bench fuzz print-pam-dir clean
+.PHONY: help deps build module cli harness lint test harden check demo install uninstall bench fuzz print-pam-dir clean
 
 help:
 	@echo "make demo       install deps, build, enroll a throwaway user, authenticate through real PAM (no system file changed)"
-	@echo "make test       install deps, check the layout, build, and run every test"
+	@echo "make check      everything CI runs: make test, then make harden (~15 min from a fresh clone)"
+	@echo "make test       install deps, check the layout, build, and run the test suite (~4 min)"
+	@echo "make harden     ASan test suite, ASan+UBSan C host, valgrind over 1,000 module cycles, every fuzz target"
 	@echo "make lint       swift format lint (settings in .swift-format)"
 	@echo "make module     build/pam_keyway.so, the deployable PAM module (release, static Swift runtime)"
 	@echo "make cli        build/keyway, the command line"
 	@echo "make install    install the module, the CLI, man pages, /etc/keyway and /var/lib/keyway"
 	@echo "make uninstall  remove what make install installed (the store is kept)"
-	@echo "make bench      print the benchmark figures (PAM module, store, Argon2id)"
+	@echo "make bench      Benchmarks/run: every figure beside its reference, one table (root; ~4 min)"
 	@echo "make fuzz       fuzz the parsers of hostile input with libFuzzer + ASan (FUZZ_SECONDS=60)"
 
 # Installs only what is missing, so repeated runs stay fast and offline-friendly.
@@ -58,6 +61,14 @@ test: deps lint module cli harness
 	$(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-output.txt | grep -vE '^(◇|\[[0-9]+/[0-9]+\]|Test Case .* started)'; \
 	status=$${PIPESTATUS[0]}; exit $$status
 
+# Sanitizers, valgrind and the fuzz targets over the real module (scripts/harden.sh, docs/HARDENING.md).
+harden: deps module cli harness
+	$(SWIFT) build --build-tests
+	scripts/harden.sh
+
+# Everything CI runs (.ci/run): the suite, then the hardening.
+check: test harden
+
 # A real PAM authentication through pamtester under pam_wrapper, with a throwaway store: no system file changes.
 demo: deps module cli
 	@scripts/demo.sh
@@ -95,9 +106,7 @@ print-pam-dir:
 	@echo $(PAM_DIR)
 
 bench: deps module cli harness
-	scripts/bench-pam.sh
-	scripts/bench-store.sh
-	build/keyway bench
+	Benchmarks/run
 
 clean:
 	$(SWIFT) package clean

@@ -9,6 +9,11 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// `KEYWAY_MODULE_SYMBOLS=1` keeps the module's symbols, so valgrind and gdb can name the frames of a report
+/// (docs/HARDENING.md); the deployable module is always stripped at link time (a post-link strip costs 2.6 MB of RSS;
+/// docs/ARCHITECTURE.md §4).
+let moduleStripFlags = Context.environment["KEYWAY_MODULE_SYMBOLS"] == nil ? ["-Xlinker", "--strip-all"] : []
+
 let package = Package(
     name: "Keyway",
     products: [
@@ -51,7 +56,7 @@ let package = Package(
                                "KeywayBiometricSimulator"],
                 swiftSettings: strictSettings),
 
-        // pam_keyway.so, linked as DESIGN.md §4 measured: the Swift runtime static, no Foundation, -z nodelete
+        // pam_keyway.so, linked as docs/ARCHITECTURE.md §4 explains: the Swift runtime static, no Foundation, -z nodelete
         // (libpam dlcloses modules), -z defs, only pam_sm_* exported, stripped at link time.
         .systemLibrary(name: "CPAM", path: "pam/CPAM", providers: [.apt(["libpam0g-dev"])]),
         .target(name: "PAMKeyway",
@@ -61,8 +66,7 @@ let package = Package(
                 linkerSettings: [.unsafeFlags([
                     "-static-stdlib", "-Xlinker", "-z", "-Xlinker", "nodelete", "-Xlinker", "-z", "-Xlinker", "defs",
                     "-Xlinker", "--version-script=\(Context.packageDirectory)/pam/exports.map",
-                    "-Xlinker", "--strip-all",
-                ])]),
+                ] + moduleStripFlags)]),
 
         // The `keyway` command line.
         .executableTarget(name: "keyway",

@@ -1,5 +1,5 @@
 // The 3×3 unlock pattern: parsing what a person typed, normalizing it the way a finger draws it,
-// and enumerating the whole pattern space. See DESIGN.md §1 ("The 3×3 pattern lock").
+// and enumerating the whole pattern space. See docs/ARCHITECTURE.md §1 ("The 3×3 pattern lock").
 //
 // Grid, in reading order:
 //

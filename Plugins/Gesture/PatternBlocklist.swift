@@ -1,4 +1,4 @@
-// The built-in blocklist: the pattern shapes people choose most, refused at enrollment (DESIGN.md §1).
+// The built-in blocklist: the pattern shapes people choose most, refused at enrollment (docs/ARCHITECTURE.md §1).
 //
 // Where the shapes come from. Published studies of Android unlock patterns agree on what people draw:
 // - M. Løge, "Tell Me Who You Are and I Will Tell You Your Unlock Pattern" (NTNU master's thesis, 2015;

@@ -1,4 +1,4 @@
-// What a new pattern must satisfy at enrollment and change (DESIGN.md §1). Verification does not apply
+// What a new pattern must satisfy at enrollment and change (docs/ARCHITECTURE.md §1). Verification does not apply
 // these rules: a pattern enrolled under older, weaker rules must still unlock until it is changed.
 
 /// Rules applied at enrollment and change.
@@ -22,7 +22,7 @@ public struct PatternRules: Sendable, Equatable {
     /// Shapes refused regardless of length.
     public var blocklist: PatternBlocklist
 
-    /// At least 4 dots and the built-in blocklist, as DESIGN.md §1 prescribes.
+    /// At least 4 dots and the built-in blocklist, as docs/ARCHITECTURE.md §1 describes.
     public static let `default` = PatternRules()
 
     /// Builds rules; minimumDots is clamped to `minimumDotsRange` for the reasons given on the property.

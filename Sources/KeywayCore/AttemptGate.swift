@@ -1,5 +1,5 @@
 /// Reserves an attempt before a factor verifies anything, then settles it: the one mechanism that keeps
-/// parallel guesses from ever verifying more than the schedule allows (DESIGN.md §5).
+/// parallel guesses from ever verifying more than the schedule allows (docs/ARCHITECTURE.md §5).
 ///
 /// Reserve: in one store transaction, check the lockout and count the attempt as a failure. Verify outside the
 /// transaction (the slow hash, the sensor match). Settle: a success resets the factor (and the factors it clears);

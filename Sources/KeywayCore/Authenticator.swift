@@ -29,7 +29,7 @@ public struct UserContext: Sendable, Equatable {
     /// True for a remote session (PAM_RHOST set, or not on a local seat): the local sensor cannot be used.
     public var isRemote: Bool
     /// Hide whether a secret factor is enrolled: a user without one is asked like anyone else, costs the same slow
-    /// hash, and is told "not recognized" (DESIGN.md §5: no user enumeration). For logins, where anyone may type
+    /// hash, and is told "not recognized" (docs/ARCHITECTURE.md §5: no user enumeration). For logins, where anyone may type
     /// any user name; LocalAuthentication-style callers leave it off and get `.factorNotEnrolled` at once.
     public var concealsEnrollment: Bool
 

@@ -81,33 +81,41 @@ public struct Policy: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "\(name): \(rule)" }
 }
 
+// The built-ins are computed, not stored: a stored `static let` would be process-global state that outlives
+// `pam_end` in every host (docs/ARCHITECTURE.md §8), and its indirect-enum boxes,
+// reached only through spare-bit-tagged pointers, were the 64 bytes valgrind reported as "definitely lost".
 extension Policy {
     /// LocalAuthentication's `deviceOwnerAuthenticationWithBiometrics`: the sensor only. Not available,
     /// not enrolled and locked out fail at once with their own codes; the fallback returns `.userFallback`.
-    public static let biometricsOnly = Policy(name: "biometrics-only", rule: .factor(.biometric, attempts: 3))
+    public static var biometricsOnly: Policy {
+        Policy(name: "biometrics-only", rule: .factor(.biometric, attempts: 3))
+    }
 
     /// LocalAuthentication's `deviceOwnerAuthentication`: the sensor, or the passcode. An unusable sensor goes
     /// straight to the passcode, and a passcode success also clears the biometric lockout.
-    public static let biometricsOrPasscode = Policy(
-        name: "biometrics-or-passcode",
-        rule: .anyOf([.factor(.biometric, attempts: 3), .factor(.passcode, attempts: 3)]))
+    public static var biometricsOrPasscode: Policy {
+        Policy(
+            name: "biometrics-or-passcode",
+            rule: .anyOf([.factor(.biometric, attempts: 3), .factor(.passcode, attempts: 3)]))
+    }
 
     /// The pattern alone, 3 tries per evaluation: `sudo` with a pattern.
-    public static let pattern = Policy(name: "pattern", rule: .factor(.gesture, attempts: 3))
+    public static var pattern: Policy { Policy(name: "pattern", rule: .factor(.gesture, attempts: 3)) }
 
     /// The passcode alone, 3 tries per evaluation.
-    public static let passcode = Policy(name: "passcode", rule: .factor(.passcode, attempts: 3))
+    public static var passcode: Policy { Policy(name: "passcode", rule: .factor(.passcode, attempts: 3)) }
 
     /// The pattern, or the passcode when the pattern fails, is locked or is not set.
-    public static let patternOrPasscode = Policy(
-        name: "pattern-or-passcode",
-        rule: .anyOf([.factor(.gesture, attempts: 3), .factor(.passcode, attempts: 3)]))
+    public static var patternOrPasscode: Policy {
+        Policy(
+            name: "pattern-or-passcode",
+            rule: .anyOf([.factor(.gesture, attempts: 3), .factor(.passcode, attempts: 3)]))
+    }
 
     /// The policies every installation has.
-    public static let builtIns: [Policy] = [
-        .biometricsOnly, .biometricsOrPasscode, .pattern, .passcode,
-        .patternOrPasscode,
-    ]
+    public static var builtIns: [Policy] {
+        [.biometricsOnly, .biometricsOrPasscode, .pattern, .passcode, .patternOrPasscode]
+    }
 
     /// The built-in policy with this name, if any.
     public static func builtIn(named name: String) -> Policy? { builtIns.first { $0.name == name } }

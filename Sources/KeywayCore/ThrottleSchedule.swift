@@ -1,6 +1,6 @@
 /// How failures of one factor slow down and finally stop further attempts.
 ///
-/// Defaults follow the references in DESIGN.md §1; all are configurable.
+/// Defaults follow the references in docs/ARCHITECTURE.md §1; all are configurable.
 public struct ThrottleSchedule: Sendable, Equatable {
     /// After `failures` consecutive failures, the next attempt waits `delay` after the last failure.
     public struct Step: Sendable, Equatable {

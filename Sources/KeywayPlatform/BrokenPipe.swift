@@ -5,7 +5,7 @@ import Glibc
 /// parent stopped reading. Programs (the CLI, test processes, helpers) call `ignoreSignal()` once at start.
 ///
 /// The PAM module never calls it: it must not change its host's signal dispositions, so it sends with
-/// `MSG_NOSIGNAL` instead (see docs/ARCHITECTURE.md, "Signals and pipes").
+/// `MSG_NOSIGNAL` instead (docs/ARCHITECTURE.md §7).
 public enum BrokenPipe {
     /// `signal(SIGPIPE, SIG_IGN)`: from now on a write to a closed pipe fails with EPIPE.
     public static func ignoreSignal() {

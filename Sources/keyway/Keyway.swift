@@ -25,7 +25,7 @@ struct Keyway {
                  [--wait SECONDS]                          drive the simulated sensor
           policies                                         list the built-in policies
           audit [--user USER]                              who changed what, when
-          bench [--rounds N]                               time Argon2id at the default cost
+          bench [--rounds N]                               time Argon2id at the default cost, measure the sensor
 
         --stdin reads secrets from standard input, one per line (enroll: one line, used for both entries;
         change: the current one, then the new one). Exit status: 0 success, 1 failed, 2 locked out, 3 not enrolled or
@@ -363,6 +363,7 @@ struct Command {
             print(
                 "\(hasher.cost): one verification median \(ms(samples[samples.count / 2])), "
                     + "min \(ms(samples[0])), max \(ms(samples[samples.count - 1])) over \(rounds) rounds")
+            SimulatorBench.run(rounds: rounds)
         }
     }
 }

@@ -1,4 +1,4 @@
-// Tests of the 3×3 pattern model, its enrollment rules and the built-in blocklist (DESIGN.md §1).
+// Tests of the 3×3 pattern model, its enrollment rules and the built-in blocklist (docs/ARCHITECTURE.md §1).
 
 import Testing
 

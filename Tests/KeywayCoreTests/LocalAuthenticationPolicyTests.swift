@@ -2,7 +2,7 @@ import KeywayCore
 import KeywayTestSupport
 import Testing
 
-/// The LocalAuthentication rules of DESIGN.md §1, one test each.
+/// The LocalAuthentication rules of docs/ARCHITECTURE.md §1, one test each.
 @Suite("LocalAuthentication policy rules")
 struct LocalAuthenticationPolicyTests {
     @Test("biometrics-only succeeds on a match")

@@ -3,6 +3,7 @@
 //
 //   keyway-probe attempt STORE USER PASSCODE KDFLOG [BARRIER]   one passcode attempt; prints the outcome
 //   keyway-probe enroll STORE USER PASSCODE                     sets a passcode (no conversation rules)
+//   keyway-probe enroll-cost STORE USER PASSCODE OPSLIMIT MEMKIB   the same at a chosen Argon2id cost (benchmarks)
 //   keyway-probe churn STORE PREFIX COUNT                       enrollments + counter updates, printing each commit
 //   keyway-probe fill STORE PREFIX                              enrollments of 4 KiB until the store refuses
 //   keyway-probe bench STORE USERS ROUNDS                       store latency per authentication, in microseconds
@@ -87,9 +88,14 @@ case "attempt" where arguments.count >= 6:
         say("refused \(error.code.rawValue)")
     }
 
-case "enroll" where arguments.count >= 5:
+case "enroll" where arguments.count >= 5, "enroll-cost" where arguments.count >= 7:
     let store = openStore(arguments[2])
-    let plugin = PasscodeAuthenticator(store: store, clock: SystemClock(), hasher: try! Argon2idHasher())
+    var cost = Argon2idHasher.Cost.default
+    if arguments[1] == "enroll-cost" {
+        guard let passes = UInt64(arguments[5]), let kib = Int(arguments[6]) else { fail("bad OPSLIMIT or MEMKIB") }
+        cost = Argon2idHasher.Cost(opsLimit: passes, memLimit: kib << 10)
+    }
+    let plugin = PasscodeAuthenticator(store: store, clock: SystemClock(), hasher: try! Argon2idHasher(cost: cost))
     do {
         try store.save(
             plugin.knowledge.enrollment(
@@ -165,10 +171,12 @@ case "bench" where arguments.count >= 5:
         phases[4].append((marks[4] - marks[0]) * 1e6)
     }
     func median(_ values: [Double]) -> Int { Int(values.sorted()[values.count / 2]) }
-    let p95 = Int(phases[4].sorted()[phases[4].count * 95 / 100])
+    let totals = phases[4].sorted()
+    let p95 = Int(totals[totals.count * 95 / 100])
     say(
         "median \(median(phases[4])) µs (p95 \(p95) µs) = open \(median(phases[0])) + read \(median(phases[1]))"
-            + " + reserve \(median(phases[2])) + settle \(median(phases[3]))")
+            + " + reserve \(median(phases[2])) + settle \(median(phases[3])); min \(Int(totals[0])) µs,"
+            + " max \(Int(totals[totals.count - 1])) µs")
 
 default:
     fail("unknown or incomplete command \(arguments[1])")

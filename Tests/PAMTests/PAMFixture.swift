@@ -20,7 +20,9 @@ let packageRoot: String = {
 
 /// The deployable module and the helpers `make test` builds first (`make module cli harness`).
 let modulePath = packageRoot + "/build/pam_keyway.so"
-let harnessPath = packageRoot + "/build/pam-harness"
+/// `KEYWAY_HARNESS` names another build of the C host: `make harden` runs these suites with one built with ASan and
+/// UBSan.
+let harnessPath = ProcessInfo.processInfo.environment["KEYWAY_HARNESS"] ?? packageRoot + "/build/pam-harness"
 let cliPath = packageRoot + "/build/keyway"
 
 /// A throwaway root-owned directory with a store, a sensor directory and a PAM service directory.

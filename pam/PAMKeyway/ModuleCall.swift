@@ -81,7 +81,7 @@ struct ModuleCall {
             return .failure(error)
         }
         let service = handle.item(PAM_SERVICE) ?? "unknown"
-        // unenrolled=fail hides who has enrolled a pattern or passcode (DESIGN.md §5); ignore must tell, to ignore.
+        // unenrolled=fail hides who has enrolled a pattern or passcode (docs/ARCHITECTURE.md §5); ignore must tell, to ignore.
         let remote = handle.item(PAM_RHOST) != nil || RemoteSession.isRemote(tty: handle.item(PAM_TTY))
         let context = UserContext(
             name: user, service: service, isRemote: remote,

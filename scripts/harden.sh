@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# make harden: what runs on every change because Keyway runs inside setuid programs and decides who becomes root.
+#   1. the Swift test suite built with AddressSanitizer (any report fails the run), and the PAM suites again with the
+#      C host built with AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2. valgrind over 1,000 start/authenticate/end cycles of the real module for five kinds of answer;
+#   3. every fuzz target for a fixed number of executions;
+# and prints a summary. Needs `make module cli harness` (the Makefile's dependencies). Changes no system file.
+# docs/HARDENING.md says what each step checks, and why its settings are what they are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SWIFT=${SWIFT:-swift}
+CYCLES=${CYCLES:-1000}
+FUZZ_RUNS=${FUZZ_RUNS:-200000}
+out=build/harden
+rm -rf "$out" && mkdir -p "$out/asan"
+work=$(mktemp -d /tmp/keyway-harden.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+chmod 700 "$work"
+summary=()
+say() { printf '%s\n' "$*"; summary+=("$*"); }
+started=$(date +%s)
+
+# 1. AddressSanitizer over the whole Swift suite. Only the test products are built: the PAM module cannot link
+#    with -sanitize=address (its -z defs refuses the runtime's symbols, which only an executable carries); the
+#    module is checked by valgrind below instead. Leak detection is off here: the Swift runtime's one-time
+#    metadata caches show as leaks at exit; leaks in the module are valgrind's job (step 2).
+echo "== AddressSanitizer: the Swift test suite"
+$SWIFT build --sanitize=address --scratch-path .build/asan --product KeywayPackageTests 2>&1 | grep -E "error|Compiling|Build of" | grep -v "^\[" || true
+$SWIFT build --sanitize=address --scratch-path .build/asan --product keyway-probe >/dev/null
+asan_options="log_path=$PWD/$out/asan/report:detect_leaks=0:halt_on_error=1:abort_on_error=1"
+if ! ASAN_OPTIONS=$asan_options $SWIFT test --skip-build --sanitize=address --scratch-path .build/asan --parallel \
+    >"$out/asan-tests.txt" 2>&1; then
+    grep -E "✘|ERROR" "$out/asan-tests.txt" | head -40
+    echo "harden: the suite failed under AddressSanitizer ($out/asan-tests.txt)" >&2
+    exit 1
+fi
+if compgen -G "$out/asan/report*" >/dev/null; then
+    cat "$out"/asan/report* | head -60
+    echo "harden: AddressSanitizer reported errors ($out/asan/)" >&2
+    exit 1
+fi
+say "AddressSanitizer: $(grep -oE 'Test run with [0-9]+ tests in [0-9]+ suites passed' "$out/asan-tests.txt"), 0 reports"
+
+# Swift has no UndefinedBehaviorSanitizer on Linux (swiftc: "unsupported option '-sanitize=undefined'"), so UBSan
+# covers the C host: the PAM suites run again with build/pam-harness built with ASan + UBSan, which also puts every
+# malloc and free of the module (uninstrumented) under ASan's allocator: a double or invalid free would abort.
+# The one test left out here is the RSS-growth check over 1,000 cycles: ASan's quarantine keeps freed memory on
+# purpose, so RSS grows by design in this host; that test runs in the plain suite, and valgrind checks leaks below.
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer: the C host over the real module"
+${CC:-gcc} -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wextra \
+    -o "$out/pam-harness-sanitized" pam/tests/harness.c -lpam -ldl
+if ! KEYWAY_HARNESS=$PWD/$out/pam-harness-sanitized ASAN_OPTIONS=$asan_options \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$PWD/$out/asan/ubsan \
+    $SWIFT test --skip-build --filter 'PAMTests' --skip 'thousandCycles' >"$out/sanitized-host.txt" 2>&1; then
+    grep -E "✘|ERROR|runtime error" "$out/sanitized-host.txt" | head -40
+    echo "harden: the PAM suites failed with the sanitized C host ($out/sanitized-host.txt)" >&2
+    exit 1
+fi
+if compgen -G "$out/asan/*" >/dev/null; then
+    cat "$out"/asan/* | head -60
+    echo "harden: a sanitizer reported errors in the C host ($out/asan/)" >&2
+    exit 1
+fi
+say "ASan+UBSan C host: $(grep -oE 'Test run with [0-9]+ tests in [0-9]+ suites passed' "$out/sanitized-host.txt"), 0 reports"
+
+# 2. valgrind: CYCLES start/authenticate/end cycles in one process for each kind of answer. The store is hashed at
+#    libsodium's least cost (t=1, 8 KiB: keyway-probe enroll-cost): valgrind runs Argon2id ~30× slower, and the hash cost
+#    says nothing about memory errors. "definitely lost" must be 0; "possibly lost" (the Swift runtime's caches,
+#    reached through interior pointers) must be the same after 1 cycle as after CYCLES: nothing grows per call.
+echo "== valgrind: $CYCLES cycles of the real module per scenario"
+$SWIFT build -c release --product keyway-probe >/dev/null
+probe=.build/release/keyway-probe
+mkdir "$work/pam.d"
+"$probe" enroll-cost "$work/keyway.db" alice 739155 1 8 >/dev/null
+"$probe" enroll-cost "$work/keyway.db" carol 739155 1 8 >/dev/null
+# carol is throttled for an hour (9 consecutive failures), so she stays throttled however long valgrind takes.
+now_ms=$(($(date +%s) * 1000))
+sqlite3 "$work/keyway.db" "INSERT INTO attempts VALUES ('carol', 'passcode', 9, $now_ms, x'')"
+echo "auth required $PWD/build/pam_keyway.so policy=passcode store=$work/keyway.db sensor=$work/run" \
+    >"$work/pam.d/kw"
+scenario() {  # name user harness-answers…
+    local name=$1 user=$2
+    shift 2
+    local args=("$@" "$work/pam.d" kw "$user")
+    for cycles in 1 "$CYCLES"; do
+        if ! valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 \
+            --show-leak-kinds=definite,possible --log-file="$out/valgrind-$name-$cycles.txt" \
+            build/pam-harness --cycles "$cycles" "${args[@]}" >"$out/harness-$name-$cycles.txt" 2>&1; then
+            echo "harden: valgrind found errors in scenario $name ($out/valgrind-$name-$cycles.txt)" >&2
+            return 1
+        fi
+    done
+}
+leak() {  # file kind → bytes
+    awk -v kind="$2 lost:" '$0 ~ kind { gsub(",", "", $4); print $4; found = 1 } END { if (!found) print 0 }' "$1"
+}
+pids=()
+scenario right alice --answer 739155 & pids+=($!)
+scenario wrong alice --answer 482915 --answer 482915 --answer 482915 & pids+=($!)
+wait "${pids[@]}"; pids=()
+scenario throttled carol --answer 739155 & pids+=($!)
+scenario malformed alice --answer "" --answer "" --answer "" & pids+=($!)
+wait "${pids[@]}"
+scenario null-reply alice --null-answer
+for name in right wrong throttled malformed null-reply; do
+    first=$out/valgrind-$name-1.txt last=$out/valgrind-$name-$CYCLES.txt
+    errors=$(awk '/ERROR SUMMARY/ { print $4 }' "$last")
+    definite=$(leak "$last" definitely) possible_first=$(leak "$first" possibly) possible=$(leak "$last" possibly)
+    result=$(awk '/^result:/ { print $2 }' "$out/harness-$name-$CYCLES.txt")
+    [ "$errors" = 0 ] && [ "$definite" = 0 ] || { echo "harden: $name: $errors errors, $definite B definitely lost" >&2; exit 1; }
+    [ "$possible" = "$possible_first" ] || {
+        echo "harden: $name: 'possibly lost' grew from $possible_first B (1 cycle) to $possible B ($CYCLES)" >&2
+        exit 1
+    }
+    case $name in right) [ "$result" = PAM_SUCCESS ] ;; *) [ "$result" != PAM_SUCCESS ] ;; esac ||
+        { echo "harden: $name ended with $result" >&2; exit 1; }
+    say "valgrind $name: $CYCLES cycles → $result; 0 errors, 0 B definitely lost, $possible B possibly lost (same after 1 cycle)"
+done
+
+# 3. Every fuzz target, FUZZ_RUNS executions each, libFuzzer + ASan, from a seed corpus of its own.
+echo "== libFuzzer: $FUZZ_RUNS executions per target"
+$SWIFT build --scratch-path .build/fuzz --product keyway-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING \
+    2>&1 | grep -E "error|Build of" || true
+seeds() {  # target → seed inputs, one per line
+    case $1 in
+        pattern) printf '1-2-3-6-9\n2493\n1-3\n' ;;
+        passcode) printf '739155\npassword\n\n' ;;
+        user-name) printf 'alice\nDOMAIN\\john smith\n..\n' ;;
+        module-arguments) printf 'policy=pattern store=/var/lib/keyway/keyway.db debug\ntimeout=30 unenrolled=ignore\n' ;;
+        sensor-command) printf 'present alice right-index\nretry Try again.\nunplug\n' ;;
+        *) printf 'x\n' ;;
+    esac
+}
+for target in $(sed -n 's/^    FuzzTarget(name: "\([a-z0-9-]*\)").*/\1/p' Tests/KeywayFuzz/KeywayFuzz.swift); do
+    corpus=$work/corpus-$target
+    mkdir -p "$corpus"
+    n=0
+    while IFS= read -r line; do printf '%s' "$line" >"$corpus/seed-$n"; n=$((n + 1)); done < <(seeds "$target")
+    if ! KEYWAY_FUZZ_TARGET=$target .build/fuzz/debug/keyway-fuzz -runs="$FUZZ_RUNS" -max_len=4096 -seed=1 \
+        -artifact_prefix="$out/fuzz-$target-" "$corpus" >"$out/fuzz-$target.txt" 2>&1; then
+        tail -30 "$out/fuzz-$target.txt"
+        echo "harden: fuzz target $target found a crash ($out/fuzz-$target-*)" >&2
+        exit 1
+    fi
+    done_line=$(grep -E '^Done [0-9]+ runs' "$out/fuzz-$target.txt" || echo "Done ? runs")
+    say "fuzz $target: ${done_line#Done }, $(grep -oE 'cov: [0-9]+' "$out/fuzz-$target.txt" | tail -1)"
+done
+
+echo
+echo "== harden summary ($(($(date +%s) - started)) s)"
+printf '  %s\n' "${summary[@]}"
