@@ -9,11 +9,12 @@ PREFIX ?= /usr/local
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null)
 PAM_DIR ?= $(if $(MULTIARCH),/lib/$(MULTIARCH)/security,/lib/security)
 
-.PHONY: help deps build module cli harness lint test harden check demo install uninstall bench fuzz print-pam-dir clean
+.PHONY: help deps build module cli harness lint test test-kill harden check demo install uninstall bench fuzz print-pam-dir clean
 
 help:
 	@echo "make demo       install deps, build, enroll a throwaway user, authenticate through real PAM (no system file changed)"
-	@echo "make check      everything CI runs: make test, then make harden (~15 min from a fresh clone)"
+	@echo "make check      everything CI runs: make test, make test-kill, make harden (~15 min from a fresh clone)"
+	@echo "make test-kill  SIGKILL/SIGINT the system-touching tests at random points; the system stays as found"
 	@echo "make test       install deps, check the layout, build, and run the test suite (~4 min)"
 	@echo "make harden     ASan test suite, ASan+UBSan C host, valgrind over 1,000 module cycles, every fuzz target"
 	@echo "make lint       swift format lint (settings in .swift-format)"
@@ -55,19 +56,27 @@ harness: pam/tests/harness.c
 lint:
 	$(SWIFT) format lint --strict -r Sources Plugins pam Tests
 
+# The suite runs in a private mount namespace where /etc, /tmp, /run, /dev and the login records are copies
+# (scripts/test-isolated.sh): a run killed midway cannot leave a user or a sudoers entry behind. It ends by checking
+# that the real files are as it found them.
 test: deps lint module cli harness
 	$(SWIFT) build --build-tests
-	scripts/test-install.sh
-	$(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-output.txt | grep -vE '^(◇|\[[0-9]+/[0-9]+\]|Test Case .* started)'; \
-	status=$${PIPESTATUS[0]}; exit $$status
+	scripts/test-isolated.sh bash -c 'scripts/test-install.sh && \
+		$(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-output.txt | \
+		grep -vE "^(◇|\[[0-9]+/[0-9]+\]|Test Case .* started)"; exit $${PIPESTATUS[0]}'
+
+# Kills the system-touching tests at random points, then shows the system unchanged (scripts/test-kill.sh).
+test-kill: deps module cli harness
+	$(SWIFT) build --build-tests
+	scripts/test-kill.sh
 
 # Sanitizers, valgrind and the fuzz targets over the real module (scripts/harden.sh, docs/HARDENING.md).
 harden: deps module cli harness
 	$(SWIFT) build --build-tests
-	scripts/harden.sh
+	scripts/test-isolated.sh scripts/harden.sh
 
 # Everything CI runs (.ci/run): the suite, then the hardening.
-check: test harden
+check: test test-kill harden
 
 # A real PAM authentication through pamtester under pam_wrapper, with a throwaway store: no system file changes.
 demo: deps module cli
@@ -110,3 +119,4 @@ bench: deps module cli harness
 
 clean:
 	$(SWIFT) package clean
+	rm -rf build

@@ -25,6 +25,20 @@ let modulePath = packageRoot + "/build/pam_keyway.so"
 let harnessPath = ProcessInfo.processInfo.environment["KEYWAY_HARNESS"] ?? packageRoot + "/build/pam-harness"
 let cliPath = packageRoot + "/build/keyway"
 
+/// Tests that add users or write `/etc`, utmp or `/dev/log` run only inside `scripts/test-isolated.sh` (which
+/// `make test` uses): there those are copies in a private mount namespace, so a test killed midway can leave nothing
+/// in the real system. Run directly on a real system, such a test fails with this explanation instead of writing.
+struct NotIsolated: Error, CustomStringConvertible {
+    let description =
+        "this test adds users and writes /etc, utmp or /dev/log; run it through `make test` or "
+        + "`scripts/test-isolated.sh swift test …`, where those are private copies"
+}
+
+/// Throws `NotIsolated` unless this process runs inside `scripts/test-isolated.sh`'s namespace.
+func requireIsolation() throws {
+    guard ProcessInfo.processInfo.environment["KEYWAY_TEST_ROOT"] != nil else { throw NotIsolated() }
+}
+
 /// A throwaway root-owned directory with a store, a sensor directory and a PAM service directory.
 struct PAMFixture {
     let directory: String

@@ -116,6 +116,7 @@ struct ReturnCodeTests {
     @Test("a terminal that utmp says is logged in from another host is remote, as sudo inside SSH; a local one is not")
     func remoteByUtmp() throws {
         defer { fixture.remove() }
+        try requireIsolation()  // writes utmp
         let utmp = "/var/run/utmp"
         let created = !FileManager.default.fileExists(atPath: utmp)
         if created {

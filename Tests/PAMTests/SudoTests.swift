@@ -1,8 +1,9 @@
 import Foundation
 import Testing
 
-/// Real `sudo`, as a throwaway user whose sudoers drop-in selects a throwaway PAM service. Everything it creates in
-/// /etc is removed afterwards, even when a test fails.
+/// Real `sudo`, as a throwaway user whose sudoers drop-in selects a throwaway PAM service. It runs only inside
+/// `scripts/test-isolated.sh`, where `/etc` is a private copy: the user, the drop-in and the service never reach the
+/// real system, even if the test is killed. They are still removed afterwards, so tests do not see each other's.
 @Suite("real sudo", .serialized)
 struct SudoTests {
     let fixture = PAMFixture()
@@ -13,6 +14,7 @@ struct SudoTests {
 
     /// Creates the user, the sudoers drop-in (checked by visudo first) and the PAM service.
     func install(policy: String) throws {
+        try requireIsolation()
         #expect(try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", user]).status == 0)
         let rules = "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
         let draft = fixture.directory + "/sudoers"

@@ -12,6 +12,7 @@ final class SyslogCapture: @unchecked Sendable {
     private let ownsDevLog: Bool
 
     init(directory: String) throws {
+        try requireIsolation()  // may create /dev/log
         ownsDevLog = !FileManager.default.fileExists(atPath: "/dev/log")
         socketPath = ownsDevLog ? "/dev/log" : directory + "/log.sock"
         descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs a command (the test suite) where it cannot change the real system, even if it is killed midway.
+#
+#   scripts/test-isolated.sh COMMAND [ARG...]    run COMMAND isolated, then check the system was left as found
+#   scripts/test-isolated.sh --cleanup           only remove what killed runs left (also done before every run)
+#   scripts/test-isolated.sh --snapshot          print the snapshot the check compares
+#
+# COMMAND runs in a private mount namespace (unshare --mount, private propagation) in which
+#   /etc       is a copy (users, groups, shadow, pam.d, sudoers.d: useradd, visudo and sudo see the test's files),
+#   /tmp       is this run's own directory (every temporary directory of the run lives under one root),
+#   /run       is a fresh directory holding a copy of utmp if the system has one (utmp, sudo's timestamps),
+#   /var/log/{lastlog,faillog,wtmp,btmp}   are copies (useradd and login write them),
+#   /dev       is a tmpfs mirroring the real devices, so a test may bind its own /dev/log socket.
+# Nothing the command writes there reaches the real files, and when its last process ends the mounts vanish with
+# the namespace. The copies live in build/test-runs/run.*; a run killed with SIGKILL leaves only that directory,
+# which the next run removes. docs/ARCHITECTURE.md §6 explains why the tests need real system files at all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=$PWD/build/test-runs
+
+# What "the system as found" means: the files a test could change, and the names a leak would leave.
+snapshot() {
+    sha256sum /etc/passwd /etc/group /etc/shadow /etc/gshadow 2>/dev/null
+    find /etc/pam.d /etc/sudoers.d -type f -exec sha256sum {} + 2>/dev/null | sort
+    for path in /dev/log /run/utmp; do [ -e "$path" ] && echo "exists $path"; done
+    getent passwd | awk -F: '/^kwtest/ { print "user " $1 }'
+    find /tmp -maxdepth 1 -name 'keyway-*' -printf 'temporary %p\n' 2>/dev/null | sort
+    return 0
+}
+
+# Removes the directories of runs whose runner is gone (killed, or the machine rebooted). A live run's is kept.
+cleanup() {
+    [ -d "$runs" ] || return 0
+    local dir pid
+    for dir in "$runs"/run.*; do
+        [ -d "$dir" ] || continue
+        pid=$(cat "$dir/pid" 2>/dev/null || echo 0)
+        if [ "$pid" -gt 0 ] && kill -0 "$pid" 2>/dev/null && [ "$pid" != $$ ]; then continue; fi
+        rm -rf "$dir"
+        echo "test-isolated: removed $dir, left by a run that did not finish"
+    done
+}
+
+case ${1:-} in
+    --cleanup) cleanup; exit 0 ;;
+    --snapshot) snapshot; exit 0 ;;
+    "") echo "usage: scripts/test-isolated.sh COMMAND [ARG...] | --cleanup | --snapshot" >&2; exit 64 ;;
+esac
+[ "$(id -u)" = 0 ] || { echo "test-isolated: run as root (it mounts in a private namespace)" >&2; exit 1; }
+
+cleanup
+mkdir -p -m 700 "$runs"
+root=$(mktemp -d "$runs/run.XXXXXX")
+echo $$ >"$root/pid"
+before=$(snapshot)
+finish() {
+    local status=$?
+    trap - EXIT INT TERM
+    rm -rf "$root"
+    local after
+    after=$(snapshot)
+    if [ "$before" = "$after" ]; then
+        echo "test-isolated: the system was left as found (/etc/passwd, group, shadow, gshadow, pam.d, sudoers.d;" \
+            "no kwtest user, /dev/log, /run/utmp or /tmp/keyway-* added)"
+    else
+        echo "test-isolated: THE SYSTEM CHANGED during the run:" >&2
+        diff <(echo "$before") <(echo "$after") >&2 || true
+        [ "$status" != 0 ] || status=1
+    fi
+    exit "$status"
+}
+trap finish EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+cp -a /etc "$root/etc"
+mkdir -m 1777 "$root/tmp"
+mkdir -m 755 "$root/run" "$root/log" "$root/realdev"
+[ -e /run/utmp ] && cp -a /run/utmp "$root/run/utmp"
+for f in lastlog faillog wtmp btmp; do [ -f "/var/log/$f" ] && cp -a "/var/log/$f" "$root/log/$f"; done
+
+# Inside the namespace. "$@" is the command; ROOT the run directory.
+inside='
+set -e
+mount --make-rprivate /
+mount --rbind /dev "$ROOT/realdev"
+mount -t tmpfs -o mode=755,size=1m keyway-test-dev /dev
+for entry in "$ROOT"/realdev/* "$ROOT"/realdev/.[!.]*; do
+    [ -e "$entry" ] || [ -L "$entry" ] || continue
+    name=${entry##*/}
+    [ "$name" = log ] && continue
+    if [ -L "$entry" ]; then cp -P "$entry" "/dev/$name"
+    elif [ -d "$entry" ]; then mkdir "/dev/$name"; mount --rbind "$entry" "/dev/$name"
+    else touch "/dev/$name"; mount --bind "$entry" "/dev/$name"
+    fi
+done
+mount --bind "$ROOT/etc" /etc
+# A checkout under /tmp (a CI clone) must stay visible at its own path once /tmp is the run'"'"'s: bind it in first.
+case $PWD in /tmp/*) mkdir -p "$ROOT/tmp/${PWD#/tmp/}"; mount --bind "$PWD" "$ROOT/tmp/${PWD#/tmp/}" ;; esac
+mount --rbind "$ROOT/tmp" /tmp
+mount --bind "$ROOT/run" /run
+for f in lastlog faillog wtmp btmp; do
+    if [ -f "$ROOT/log/$f" ]; then mount --bind "$ROOT/log/$f" "/var/log/$f"; fi
+done
+exec "$@"
+'
+status=0
+# KEYWAY_TEST_ROOT tells the tests that write system files that they are isolated (Tests/PAMTests/PAMFixture.swift).
+ROOT=$root KEYWAY_TEST_ROOT=$root unshare --mount --propagation private -- bash -c "$inside" test-isolated "$@" || status=$?
+exit "$status"

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# make test-kill: the system-touching tests (real sudo with a throwaway user and sudoers entry, utmp, syslog) are
+# started through scripts/test-isolated.sh and killed at a random point, ROUNDS times with SIGKILL (nothing can
+# clean up: the runner, swift test and every child die at once) and INTERRUPTS times with SIGINT (as Ctrl-C sends
+# to the terminal's process group). After each, the real system must match the snapshot taken first; at the end the
+# next run's cleanup must leave no run directory behind. Needs `make module cli harness` and built tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SWIFT=${SWIFT:-swift}
+ROUNDS=${ROUNDS:-10}
+INTERRUPTS=${INTERRUPTS:-3}
+suites='SudoTests|SyslogTests|ReturnCodeTests|BrokenPipeTests'
+log=build/test-kill
+rm -rf "$log" && mkdir -p "$log"
+scripts/test-isolated.sh --cleanup >/dev/null
+before=$(scripts/test-isolated.sh --snapshot)
+
+check() {  # what → fails unless the system matches the first snapshot
+    local now
+    now=$(scripts/test-isolated.sh --snapshot)
+    if [ "$now" != "$before" ]; then
+        echo "test-kill: the system changed after $1:" >&2
+        diff <(echo "$before") <(echo "$now") >&2 || true
+        exit 1
+    fi
+}
+
+# Job control: each run gets its own process group, and SIGINT is not ignored in it (bash ignores SIGINT in the
+# background jobs of a script without job control, which would make the Ctrl-C rounds meaningless).
+set -m
+
+one() {  # signal round → starts the suites in their own process group, signals the whole group at a random moment
+    local signal=$1 round=$2
+    scripts/test-isolated.sh "$SWIFT" test --skip-build --filter "$suites" >"$log/$signal-$round.txt" 2>&1 &
+    local leader=$!
+    # 0–9 s: from inside the namespace's setup to the last of the sudo tests (the suites take ~10–25 s).
+    local tenths=$((RANDOM % 91))
+    sleep "$((tenths / 10)).$((tenths % 10))"
+    local alive=yes
+    kill -0 "$leader" 2>/dev/null || alive="no (it had finished)"
+    kill -s "$signal" -- "-$leader" 2>/dev/null || true
+    wait "$leader" 2>/dev/null || true
+    # Survivors of a SIGKILL (a sudo in its own process group, say) still see only the copies; let them end.
+    for _ in $(seq 1 50); do pgrep -g "$leader" >/dev/null || break; sleep 0.2; done
+    pkill -KILL -g "$leader" 2>/dev/null || true
+    check "$signal at $((tenths / 10)).$((tenths % 10)) s (round $round)"
+    local doing
+    doing=$({ grep -oE '◇ Test "[^"]{0,60}' "$log/$signal-$round.txt" || true; } | tail -1 | sed 's/◇ Test "//')
+    echo "test-kill: $signal after $((tenths / 10)).$((tenths % 10)) s (running: $alive; last test started:" \
+        "${doing:-none yet}) → system as found"
+}
+
+for round in $(seq 1 "$ROUNDS"); do one KILL "$round"; done
+for round in $(seq 1 "$INTERRUPTS"); do one INT "$round"; done
+scripts/test-isolated.sh --cleanup >"$log/final-cleanup.txt"
+# Each run's own start-up cleanup removed the directory the run before it left; count them all.
+left=$(cat "$log"/*.txt | grep -c "left by a run that did not finish" || true)
+remaining=$(find build/test-runs -mindepth 1 -maxdepth 1 -name 'run.*' 2>/dev/null | wc -l)
+[ "$remaining" = 0 ] || { echo "test-kill: $remaining run directories remain after cleanup" >&2; exit 1; }
+check "the cleanup"
+echo "test-kill: $ROUNDS × SIGKILL and $INTERRUPTS × SIGINT at random points; killed runs left $left run" \
+    "directories (SIGINT runs remove their own), which the next run's cleanup removed; /etc/passwd, group, shadow, gshadow, pam.d and sudoers.d" \
+    "unchanged; no kwtest user, /dev/log, /run/utmp or /tmp/keyway-* left"
