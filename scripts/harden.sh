@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 CYCLES=${CYCLES:-1000}
-FUZZ_RUNS=${FUZZ_RUNS:-200000}
+FUZZ_RUNS=${FUZZ_RUNS:-100000}
 out=build/harden
 rm -rf "$out" && mkdir -p "$out/asan"
 work=$(mktemp -d /tmp/keyway-harden.XXXXXX)
