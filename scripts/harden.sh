@@ -25,8 +25,17 @@ started=$(date +%s)
 #    module is checked by valgrind below instead. Leak detection is off here: the Swift runtime's one-time
 #    metadata caches show as leaks at exit; leaks in the module are valgrind's job (step 2).
 echo "== AddressSanitizer: the Swift test suite"
-$SWIFT build --sanitize=address --scratch-path .build/asan --product KeywayPackageTests 2>&1 | grep -E "error|Compiling|Build of" | grep -v "^\[" || true
-$SWIFT build --sanitize=address --scratch-path .build/asan --product keyway-probe >/dev/null
+build() {  # log-name swift-build-arguments… → fails the run, showing the errors, when the build fails
+    local name=$1
+    shift
+    if ! $SWIFT build "$@" >"$out/build-$name.txt" 2>&1; then
+        grep -E "error" "$out/build-$name.txt" | head -40
+        echo "harden: the $name build failed ($out/build-$name.txt)" >&2
+        exit 1
+    fi
+}
+build asan --sanitize=address --scratch-path .build/asan --product KeywayPackageTests
+build asan-probe --sanitize=address --scratch-path .build/asan --product keyway-probe
 asan_options="log_path=$PWD/$out/asan/report:detect_leaks=0:halt_on_error=1:abort_on_error=1"
 if ! ASAN_OPTIONS=$asan_options $SWIFT test --skip-build --sanitize=address --scratch-path .build/asan --parallel \
     >"$out/asan-tests.txt" 2>&1; then
@@ -68,11 +77,11 @@ say "ASan+UBSan C host: $(grep -oE 'Test run with [0-9]+ tests in [0-9]+ suites 
 #    says nothing about memory errors. "definitely lost" must be 0; "possibly lost" (the Swift runtime's caches,
 #    reached through interior pointers) must be the same after 1 cycle as after CYCLES: nothing grows per call.
 echo "== valgrind: $CYCLES cycles of the real module per scenario"
-$SWIFT build -c release --product keyway-probe >/dev/null
+build probe -c release --product keyway-probe
 probe=.build/release/keyway-probe
 mkdir "$work/pam.d"
-"$probe" enroll-cost "$work/keyway.db" alice 739155 1 8 >/dev/null
-"$probe" enroll-cost "$work/keyway.db" carol 739155 1 8 >/dev/null
+# One user per scenario, so scenarios running side by side never share counters.
+for user in alice bob carol dave erin; do "$probe" enroll-cost "$work/keyway.db" "$user" 739155 1 8 >/dev/null; done
 # carol is throttled for an hour (9 consecutive failures), so she stays throttled however long valgrind takes.
 now_ms=$(($(date +%s) * 1000))
 sqlite3 "$work/keyway.db" "INSERT INTO attempts VALUES ('carol', 'passcode', 9, $now_ms, x'')"
@@ -94,14 +103,22 @@ scenario() {  # name user harness-answers…
 leak() {  # file kind → bytes
     awk -v kind="$2 lost:" '$0 ~ kind { gsub(",", "", $4); print $4; found = 1 } END { if (!found) print 0 }' "$1"
 }
+# "wrong" repeats one wrong passcode: the first is a counted failure, the repeats are verified through the whole
+# hash and refunded (a repeat never counts twice), so every cycle runs the full wrong-answer path without the
+# user becoming throttled — which has a scenario of its own.
 pids=()
 scenario right alice --answer 739155 & pids+=($!)
-scenario wrong alice --answer 482915 --answer 482915 --answer 482915 & pids+=($!)
-wait "${pids[@]}"; pids=()
+scenario wrong bob --answer 482915 --answer 482915 --answer 482915 & pids+=($!)
 scenario throttled carol --answer 739155 & pids+=($!)
-scenario malformed alice --answer "" --answer "" --answer "" & pids+=($!)
-wait "${pids[@]}"
-scenario null-reply alice --null-answer
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+pids=()
+scenario malformed dave --answer "" --answer "" --answer "" & pids+=($!)
+scenario null-reply erin --null-answer & pids+=($!)
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+[ "$failed" = 0 ] || exit 1
+declare -A expected=([right]=PAM_SUCCESS [wrong]=PAM_AUTH_ERR [throttled]=PAM_MAXTRIES [malformed]=PAM_AUTH_ERR
+    [null-reply]=PAM_CONV_ERR)
 for name in right wrong throttled malformed null-reply; do
     first=$out/valgrind-$name-1.txt last=$out/valgrind-$name-$CYCLES.txt
     errors=$(awk '/ERROR SUMMARY/ { print $4 }' "$last")
@@ -112,15 +129,15 @@ for name in right wrong throttled malformed null-reply; do
         echo "harden: $name: 'possibly lost' grew from $possible_first B (1 cycle) to $possible B ($CYCLES)" >&2
         exit 1
     }
-    case $name in right) [ "$result" = PAM_SUCCESS ] ;; *) [ "$result" != PAM_SUCCESS ] ;; esac ||
-        { echo "harden: $name ended with $result" >&2; exit 1; }
+    [ "$result" = "${expected[$name]}" ] || { echo "harden: $name ended with $result, not ${expected[$name]}" >&2; exit 1; }
     say "valgrind $name: $CYCLES cycles → $result; 0 errors, 0 B definitely lost, $possible B possibly lost (same after 1 cycle)"
 done
 
 # 3. Every fuzz target, FUZZ_RUNS executions each, libFuzzer + ASan, from a seed corpus of its own.
 echo "== libFuzzer: $FUZZ_RUNS executions per target"
-$SWIFT build --scratch-path .build/fuzz --product keyway-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING \
-    2>&1 | grep -E "error|Build of" || true
+build fuzz --scratch-path .build/fuzz --product keyway-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING
+targets=$(KEYWAY_FUZZ_TARGET=list .build/fuzz/debug/keyway-fuzz)
+[ "$(echo "$targets" | wc -w)" -ge 8 ] || { echo "harden: keyway-fuzz lists too few targets: $targets" >&2; exit 1; }
 seeds() {  # target → seed inputs, one per line
     case $1 in
         pattern) printf '1-2-3-6-9\n2493\n1-3\n' ;;
@@ -131,7 +148,7 @@ seeds() {  # target → seed inputs, one per line
         *) printf 'x\n' ;;
     esac
 }
-for target in $(sed -n 's/^    FuzzTarget(name: "\([a-z0-9-]*\)").*/\1/p' Tests/KeywayFuzz/KeywayFuzz.swift); do
+for target in $targets; do
     corpus=$work/corpus-$target
     mkdir -p "$corpus"
     n=0

@@ -12,11 +12,12 @@
 #   /var/log/{lastlog,faillog,wtmp,btmp}   are copies (useradd and login write them),
 #   /dev       is a tmpfs mirroring the real devices, so a test may bind its own /dev/log socket.
 # Nothing the command writes there reaches the real files, and when its last process ends the mounts vanish with
-# the namespace. The copies live in build/test-runs/run.*; a run killed with SIGKILL leaves only that directory,
+# the namespace. The copies live in /var/tmp/keyway-test-runs/run.* (root only, on local disk, never in the checkout;
+# SSH host keys and /etc/ssl/private are left out of the copy); a run killed with SIGKILL leaves only that directory,
 # which the next run removes. docs/ARCHITECTURE.md §6 explains why the tests need real system files at all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-runs=$PWD/build/test-runs
+runs=/var/tmp/keyway-test-runs
 
 # What "the system as found" means: the files a test could change, and the names a leak would leave.
 snapshot() {
@@ -24,9 +25,14 @@ snapshot() {
     find /etc/pam.d /etc/sudoers.d -type f -exec sha256sum {} + 2>/dev/null | sort
     for path in /dev/log /run/utmp; do [ -e "$path" ] && echo "exists $path"; done
     getent passwd | awk -F: '/^kwtest/ { print "user " $1 }'
-    find /tmp -maxdepth 1 -name 'keyway-*' -printf 'temporary %p\n' 2>/dev/null | sort
+    # The test suites' own temporary directories (demos and benchmarks use other names).
+    find /tmp -maxdepth 1 \( -name 'keyway-pam-test.*' -o -name 'keyway-store-test.*' -o -name 'keyway-install.*' \
+        -o -name 'keyway-harden.*' \) -printf 'temporary %p\n' 2>/dev/null | sort
     return 0
 }
+
+# A process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or nothing if it is gone.
+started() { awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$1/stat" 2>/dev/null || true; }
 
 # Removes the directories of runs whose runner is gone (killed, or the machine rebooted). A live run's is kept.
 cleanup() {
@@ -34,8 +40,9 @@ cleanup() {
     local dir pid
     for dir in "$runs"/run.*; do
         [ -d "$dir" ] || continue
-        pid=$(cat "$dir/pid" 2>/dev/null || echo 0)
-        if [ "$pid" -gt 0 ] && kill -0 "$pid" 2>/dev/null && [ "$pid" != $$ ]; then continue; fi
+        # The runner's pid and start time: a pid reused by another process does not keep a dead run's directory.
+        pid=$(cut -d' ' -f1 "$dir/pid" 2>/dev/null || true)
+        if [[ $pid =~ ^[0-9]+$ ]] && [ "$(cut -d' ' -f2 "$dir/pid")" = "$(started "$pid")" ]; then continue; fi
         rm -rf "$dir"
         echo "test-isolated: removed $dir, left by a run that did not finish"
     done
@@ -51,7 +58,7 @@ esac
 cleanup
 mkdir -p -m 700 "$runs"
 root=$(mktemp -d "$runs/run.XXXXXX")
-echo $$ >"$root/pid"
+echo "$$ $(started $$)" >"$root/pid"
 before=$(snapshot)
 finish() {
     local status=$?
@@ -61,8 +68,10 @@ finish() {
     after=$(snapshot)
     if [ "$before" = "$after" ]; then
         echo "test-isolated: the system was left as found (/etc/passwd, group, shadow, gshadow, pam.d, sudoers.d;" \
-            "no kwtest user, /dev/log, /run/utmp or /tmp/keyway-* added)"
+            "no kwtest user, /dev/log, /run/utmp or test directory in /tmp added)"
     else
+        # Another process changing these files meanwhile (apt, an administrator) shows here too: the check cannot
+        # tell who did it, so it reports rather than guesses.
         echo "test-isolated: THE SYSTEM CHANGED during the run:" >&2
         diff <(echo "$before") <(echo "$after") >&2 || true
         [ "$status" != 0 ] || status=1
@@ -74,6 +83,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 cp -a /etc "$root/etc"
+rm -rf "$root"/etc/ssh/ssh_host_*_key "$root/etc/ssl/private"   # secrets the tests never need
 mkdir -m 1777 "$root/tmp"
 mkdir -m 755 "$root/run" "$root/log" "$root/realdev"
 [ -e /run/utmp ] && cp -a /run/utmp "$root/run/utmp"

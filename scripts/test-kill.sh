@@ -30,11 +30,18 @@ check() {  # what → fails unless the system matches the first snapshot
 set -m
 
 one() {  # signal round → starts the suites in their own process group, signals the whole group at a random moment
-    local signal=$1 round=$2
-    scripts/test-isolated.sh "$SWIFT" test --skip-build --filter "$suites" >"$log/$signal-$round.txt" 2>&1 &
+    local signal=$1 round=$2 file=$log/$1-$2.txt
+    scripts/test-isolated.sh "$SWIFT" test --skip-build --filter "$suites" >"$file" 2>&1 &
     local leader=$!
-    # 0–9 s: from inside the namespace's setup to the last of the sudo tests (the suites take ~10–25 s).
-    local tenths=$((RANDOM % 91))
+    local tenths
+    if [ $((round % 2)) = 1 ]; then
+        # Odd rounds strike inside the real-sudo tests, whatever the machine's speed: 0–3 s after they start.
+        for _ in $(seq 1 600); do grep -q 'Suite "real sudo" started' "$file" && break; sleep 0.1; done
+        tenths=$((RANDOM % 31))
+    else
+        # Even rounds strike anywhere in the first 9 s: the namespace's setup, the build check, the first tests.
+        tenths=$((RANDOM % 91))
+    fi
     sleep "$((tenths / 10)).$((tenths % 10))"
     local alive=yes
     kill -0 "$leader" 2>/dev/null || alive="no (it had finished)"
@@ -43,21 +50,28 @@ one() {  # signal round → starts the suites in their own process group, signal
     # Survivors of a SIGKILL (a sudo in its own process group, say) still see only the copies; let them end.
     for _ in $(seq 1 50); do pgrep -g "$leader" >/dev/null || break; sleep 0.2; done
     pkill -KILL -g "$leader" 2>/dev/null || true
-    check "$signal at $((tenths / 10)).$((tenths % 10)) s (round $round)"
+    local when="$((tenths / 10)).$((tenths % 10)) s"
+    [ $((round % 2)) = 1 ] && when="$when into the real-sudo tests"
+    check "$signal at $when (round $round)"
     local doing
     doing=$({ grep -oE '◇ Test "[^"]{0,60}' "$log/$signal-$round.txt" || true; } | tail -1 | sed 's/◇ Test "//')
-    echo "test-kill: $signal after $((tenths / 10)).$((tenths % 10)) s (running: $alive; last test started:" \
+    grep -q 'Suite "real sudo" started' "$file" && sudo_hits=$((sudo_hits + 1))
+    echo "test-kill: $signal after $when (running: $alive; last test started:" \
         "${doing:-none yet}) → system as found"
 }
 
+sudo_hits=0
 for round in $(seq 1 "$ROUNDS"); do one KILL "$round"; done
 for round in $(seq 1 "$INTERRUPTS"); do one INT "$round"; done
 scripts/test-isolated.sh --cleanup >"$log/final-cleanup.txt"
 # Each run's own start-up cleanup removed the directory the run before it left; count them all.
 left=$(cat "$log"/*.txt | grep -c "left by a run that did not finish" || true)
-remaining=$(find build/test-runs -mindepth 1 -maxdepth 1 -name 'run.*' 2>/dev/null | wc -l)
+remaining=$(find /var/tmp/keyway-test-runs -mindepth 1 -maxdepth 1 -name 'run.*' 2>/dev/null | wc -l)
 [ "$remaining" = 0 ] || { echo "test-kill: $remaining run directories remain after cleanup" >&2; exit 1; }
 check "the cleanup"
-echo "test-kill: $ROUNDS × SIGKILL and $INTERRUPTS × SIGINT at random points; killed runs left $left run" \
+# At least half the rounds must strike once the sudo tests run (their user, sudoers entry and service exist).
+[ "$sudo_hits" -ge $(((ROUNDS + INTERRUPTS) / 2)) ] ||
+    { echo "test-kill: only $sudo_hits rounds struck after the real-sudo tests had started" >&2; exit 1; }
+echo "test-kill: $ROUNDS × SIGKILL and $INTERRUPTS × SIGINT at random points ($sudo_hits after the real-sudo tests had started); killed runs left $left run" \
     "directories (SIGINT runs remove their own), which the next run's cleanup removed; /etc/passwd, group, shadow, gshadow, pam.d and sudoers.d" \
     "unchanged; no kwtest user, /dev/log, /run/utmp or /tmp/keyway-* left"

@@ -73,6 +73,14 @@ let fuzzTargets: [FuzzTarget] = [
     },
 ]
 
+/// `KEYWAY_FUZZ_TARGET=list` prints every target's name, one a line, and exits: `make harden` fuzzes each one it
+/// lists, so a target added to the table is fuzzed without touching the script.
+func listTargetsIfAsked() {
+    guard getenv("KEYWAY_FUZZ_TARGET").map({ String(cString: $0) }) == "list" else { return }
+    for target in fuzzTargets { print(target.name) }
+    exit(0)
+}
+
 /// The target `KEYWAY_FUZZ_TARGET` names, read once; nil means "the first byte chooses".
 let selectedTarget: FuzzTarget? = {
     guard let name = getenv("KEYWAY_FUZZ_TARGET").map({ String(cString: $0) }) else { return nil }
@@ -110,6 +118,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     @main
     struct Fuzz {
         static func main() {
+            listTargetsIfAsked()
             _ = selectedTarget  // an unknown name fails before fuzzing starts
             var argc = CommandLine.argc
             var argv = Optional(CommandLine.unsafeArgv)
@@ -121,6 +130,7 @@ public func fuzzOne(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     @main
     struct Replay {
         static func main() {
+            listTargetsIfAsked()
             for path in CommandLine.arguments.dropFirst() {
                 guard let file = fopen(path, "rb") else { continue }
                 var bytes: [UInt8] = []

@@ -55,6 +55,10 @@ struct HostileInputTests {
         ("dot-dot", "..", "PAM_USER_UNKNOWN"),
         ("an escape sequence", "eve\u{1B}[2J", "PAM_USER_UNKNOWN"),
         ("a colon", "root:x:0:0", "PAM_USER_UNKNOWN"),
+        ("empty", "", "PAM_USER_UNKNOWN"),
+        // Invalid UTF-8 (a Latin-1 "josé"): never decoded into U+FFFD, where "jos\xe9" and "jos\xe8" would meet.
+        ("invalid UTF-8", "hex:6a6f73e9", "PAM_USER_UNKNOWN"),
+        ("a lone continuation byte", "hex:80", "PAM_USER_UNKNOWN"),
         // Names an account could have: concealed like any unenrolled user (asked, hashed, refused).
         ("format directives", "%n%n%s%x", "PAM_AUTH_ERR"),
         ("quotes", "a'b\"c", "PAM_AUTH_ERR"),
@@ -70,7 +74,11 @@ struct HostileInputTests {
         defer { fixture.remove() }
         try fixture.enrollPattern("alice", "2-4-9-3")
         fixture.service("kw", "policy=pattern")
-        let run = try harness(fixture, "kw", user, ["--acct"] + answers("6-1-8-3", "4-3-8-1-6", "7-5-3-6"))
+        // "hex:…" names bytes that a Swift string (and so argv here) cannot carry; the C host passes them on.
+        let bytes = user.hasPrefix("hex:") ? ["--user-hex", String(user.dropFirst(4))] : []
+        let run = try harness(
+            fixture, "kw", bytes.isEmpty ? user : "unused",
+            bytes + ["--acct"] + answers("6-1-8-3", "4-3-8-1-6", "7-5-3-6"))
         #expect(run.status == 0, "the host crashed: \(run.text)")
         let authentication = run.output.first { $0.hasPrefix("authenticate: ") }
         #expect(authentication?.hasPrefix("authenticate: \(expected)") == true, "\(name): \(run.text)")

@@ -34,9 +34,14 @@ struct NotIsolated: Error, CustomStringConvertible {
         + "`scripts/test-isolated.sh swift test …`, where those are private copies"
 }
 
-/// Throws `NotIsolated` unless this process runs inside `scripts/test-isolated.sh`'s namespace.
+/// Throws `NotIsolated` unless this process runs inside `scripts/test-isolated.sh`'s namespace: `KEYWAY_TEST_ROOT` is
+/// set *and* `/etc` is that run's copy (same device and inode), so a stray variable cannot let a test write the real
+/// `/etc`.
 func requireIsolation() throws {
-    guard ProcessInfo.processInfo.environment["KEYWAY_TEST_ROOT"] != nil else { throw NotIsolated() }
+    guard let root = ProcessInfo.processInfo.environment["KEYWAY_TEST_ROOT"] else { throw NotIsolated() }
+    var etc = stat(), copy = stat()
+    guard stat("/etc", &etc) == 0, stat(root + "/etc", &copy) == 0, etc.st_dev == copy.st_dev, etc.st_ino == copy.st_ino
+    else { throw NotIsolated() }
 }
 
 /// A throwaway root-owned directory with a store, a sensor directory and a PAM service directory.

@@ -58,14 +58,18 @@ struct ModuleCall {
             log(LOG_ERR, "configuration error, failing closed: \(error.reason)")
             return .failure(error)
         }
-        guard let user = handle.user() else {
-            log(LOG_ERR, "no user name; failing closed")
-            return .failure(AuthenticationError(.conversationFailure, "no user name"))
+        let user: String
+        switch handle.user() {
+        case .success(let name): user = name
+        case .failure(let error):
+            log(LOG_ERR, "\(error.reason); failing closed")
+            return .failure(error)
         }
         if let problem = UserContext.nameProblem(user) {
             // No account has such a name, so refusing it at once reveals nothing about enrollment. The log shows
-            // at most 64 characters of it, escaped.
-            log(LOG_NOTICE, "user=\(user.count > 64 ? user.prefix(64) + "…" : user) refused: \(problem)")
+            // at most 64 Unicode scalars of it (a single character can carry thousands), escaped.
+            let shown = user.unicodeScalars.count > 64 ? String(user.unicodeScalars.prefix(64)) + "…" : user
+            log(LOG_NOTICE, "user=\(shown) refused: \(problem)")
             return .failure(AuthenticationError(.invalidUserName, problem))
         }
         let policy = parsed.policy

@@ -8,12 +8,18 @@ struct PAMHandle {
     /// PAM_SILENT: show no informational or error messages.
     let silent: Bool
 
-    /// `pam_get_user`: the user being authenticated (asks for it through the conversation if unknown).
-    func user() -> String? {
+    /// `pam_get_user`: the user being authenticated (asks for it through the conversation if unknown). Fails when
+    /// libpam has no name, and when the name is not valid UTF-8: decoding would replace the bad bytes with U+FFFD,
+    /// and two different legacy names (`jos\xe9`, `jos\xe8`) would then share one enrollment.
+    func user() -> Result<String, AuthenticationError> {
         var name: UnsafePointer<CChar>?
-        guard pam_get_user(raw, &name, nil) == PAM_SUCCESS, let name else { return nil }
-        let user = String(cString: name)
-        return user.isEmpty ? nil : user
+        guard pam_get_user(raw, &name, nil) == PAM_SUCCESS, let name else {
+            return .failure(AuthenticationError(.conversationFailure, "no user name"))
+        }
+        guard let user = String(validatingCString: name) else {
+            return .failure(AuthenticationError(.invalidUserName, "the user name is not valid UTF-8"))
+        }
+        return .success(user)
     }
 
     /// `pam_get_item` for a string item (PAM_SERVICE, PAM_RHOST, PAM_TTY).

@@ -10,6 +10,7 @@
  *                        sees a C string, so it ends at the first NUL)
  *     --rhost HOST       set PAM_RHOST (a remote session)
  *     --tty TTY          set PAM_TTY (as sudo does: /dev/pts/N)
+ *     --user-hex HEX     authenticate the user with these bytes instead of USER (invalid UTF-8, say)
  *     --silent           pass PAM_SILENT
  *     --acct             also call pam_acct_mgmt after pam_authenticate
  *     --acct-only        call only pam_acct_mgmt
@@ -24,7 +25,6 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <signal.h>
 #include <security/pam_appl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,11 +166,12 @@ int main(int argc, char **argv) {
     const char *rhost = NULL;
     int flags = 0, acct = 0, acct_only = 0, cycles = 1, bench = 0;
     int i = 1;
-    signal(SIGPIPE, SIG_IGN);  /* a reader that went away is an EPIPE, never our death (the module never sets this) */
+    /* SIGPIPE keeps its default here, as in login or su: this host models a real one, so a module that wrote to a
+       closed socket without MSG_NOSIGNAL would kill it and fail the test. Its own output is read to the end. */
     if (argc == 4 && strcmp(argv[1], "--dlopen") == 0) return dlopen_bench(argv[2], atoi(argv[3]));
     if (argc == 4 && strcmp(argv[1], "--utmp-add") == 0) return utmp_change(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "--utmp-remove") == 0) return utmp_change(argv[2], NULL);
-    const char *tty = NULL;
+    const char *tty = NULL, *user_override = NULL;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--answer") == 0 && i + 1 < argc && script.count < 64)
             script.answers[script.count++] = (struct answer){ ANSWER, argv[++i], 0 };
@@ -191,6 +192,13 @@ int main(int argc, char **argv) {
             for (size_t k = 0; k < n; k++) { unsigned v = 0; sscanf(hex + 2 * k, "%2x", &v); bytes[k] = (char)v; }
             script.answers[script.count++] = (struct answer){ ANSWER, bytes, n };
         }
+        else if (strcmp(argv[i], "--user-hex") == 0 && i + 1 < argc) {
+            const char *hex = argv[++i];
+            size_t n = strlen(hex) / 2;
+            char *bytes = calloc(n + 1, 1);
+            for (size_t k = 0; k < n; k++) { unsigned v = 0; sscanf(hex + 2 * k, "%2x", &v); bytes[k] = (char)v; }
+            user_override = bytes;
+        }
         else if (strcmp(argv[i], "--rhost") == 0 && i + 1 < argc) rhost = argv[++i];
         else if (strcmp(argv[i], "--tty") == 0 && i + 1 < argc) tty = argv[++i];
         else if (strcmp(argv[i], "--silent") == 0) flags |= PAM_SILENT;
@@ -201,7 +209,7 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 64; }
     }
     if (argc - i != 3) { fprintf(stderr, "usage: harness [options] CONFDIR SERVICE USER\n"); return 64; }
-    const char *confdir = argv[i], *service = argv[i + 1], *user = argv[i + 2];
+    const char *confdir = argv[i], *service = argv[i + 1], *user = user_override ? user_override : argv[i + 2];
     if (cycles > 1) script.quiet = 1;
     long rss_before = rss_kb(), rss_first = 0;
     long anon_before = status_kb("RssAnon"), file_before = status_kb("RssFile"), anon_first = 0, file_first = 0;
