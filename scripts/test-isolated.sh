@@ -3,6 +3,7 @@
 #
 #   scripts/test-isolated.sh COMMAND [ARG...]    run COMMAND isolated, then check the system was left as found
 #   scripts/test-isolated.sh --cleanup           only remove what killed runs left (also done before every run)
+#   scripts/test-isolated.sh --list-stale        print those directories without removing them
 #   scripts/test-isolated.sh --snapshot          print the snapshot the check compares
 #
 # COMMAND runs in a private mount namespace (unshare --mount, private propagation) in which
@@ -16,33 +17,47 @@
 # SSH host keys and /etc/ssl/private are left out of the copy); a run killed with SIGKILL leaves only that directory,
 # which the next run removes. docs/ARCHITECTURE.md §6 explains why the tests need real system files at all.
 set -euo pipefail
+trap 'echo "test-isolated: failed at line $LINENO" >&2' ERR
 cd "$(dirname "$0")/.."
 runs=/var/tmp/keyway-test-runs
 
 # What "the system as found" means: the files a test could change, and the names a leak would leave.
+# Each part tolerates a file vanishing while it is read (find and sha256sum then exit 1): another process's
+# temporary files come and go in /tmp, and under `set -e` that must not end the check without a word.
 snapshot() {
-    sha256sum /etc/passwd /etc/group /etc/shadow /etc/gshadow 2>/dev/null
-    find /etc/pam.d /etc/sudoers.d -type f -exec sha256sum {} + 2>/dev/null | sort
-    for path in /dev/log /run/utmp; do [ -e "$path" ] && echo "exists $path"; done
-    getent passwd | awk -F: '/^kwtest/ { print "user " $1 }'
+    { sha256sum /etc/passwd /etc/group /etc/shadow /etc/gshadow 2>/dev/null || true; }
+    { find /etc/pam.d /etc/sudoers.d -type f -exec sha256sum {} + 2>/dev/null || true; } | sort
+    for path in /dev/log /run/utmp; do if [ -e "$path" ]; then echo "exists $path"; fi; done
+    { getent passwd || true; } | awk -F: '/^kwtest/ { print "user " $1 }'
     # The test suites' own temporary directories (demos and benchmarks use other names).
-    find /tmp -maxdepth 1 \( -name 'keyway-pam-test.*' -o -name 'keyway-store-test.*' -o -name 'keyway-install.*' \
-        -o -name 'keyway-harden.*' \) -printf 'temporary %p\n' 2>/dev/null | sort
-    return 0
+    { find /tmp -maxdepth 1 \( -name 'keyway-pam-test.*' -o -name 'keyway-store-test.*' -o -name 'keyway-install.*' \
+        -o -name 'keyway-harden.*' \) -printf 'temporary %p\n' 2>/dev/null || true; } | sort
 }
 
 # A process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or nothing if it is gone.
 started() { awk '{ sub(/.*\) /, ""); print $20 }' "/proc/$1/stat" 2>/dev/null || true; }
 
-# Removes the directories of runs whose runner is gone (killed, or the machine rebooted). A live run's is kept.
+# True when DIR belongs to a run whose runner is gone (killed, or the machine rebooted); a live run's is kept.
+stale() {
+    local dir=$1 pid
+    # A directory without its pid file yet may be a run starting this very moment: leave it a minute.
+    if [ ! -f "$dir/pid" ] && [ -n "$(find "$dir" -maxdepth 0 -mmin -1 2>/dev/null)" ]; then return 1; fi
+    # The runner's pid and start time: a pid reused by another process does not keep a dead run's directory.
+    pid=$(cut -d' ' -f1 "$dir/pid" 2>/dev/null || true)
+    if [[ $pid =~ ^[0-9]+$ ]] && [ "$(cut -d' ' -f2 "$dir/pid" 2>/dev/null || true)" = "$(started "$pid")" ]; then
+        return 1
+    fi
+    return 0
+}
+
+# Removes the directories of runs whose runner is gone; `list` only prints them.
 cleanup() {
     [ -d "$runs" ] || return 0
-    local dir pid
+    local dir
     for dir in "$runs"/run.*; do
         [ -d "$dir" ] || continue
-        # The runner's pid and start time: a pid reused by another process does not keep a dead run's directory.
-        pid=$(cut -d' ' -f1 "$dir/pid" 2>/dev/null || true)
-        if [[ $pid =~ ^[0-9]+$ ]] && [ "$(cut -d' ' -f2 "$dir/pid")" = "$(started "$pid")" ]; then continue; fi
+        stale "$dir" || continue
+        if [ "${1:-}" = list ]; then echo "$dir"; continue; fi
         rm -rf "$dir"
         echo "test-isolated: removed $dir, left by a run that did not finish"
     done
@@ -50,6 +65,7 @@ cleanup() {
 
 case ${1:-} in
     --cleanup) cleanup; exit 0 ;;
+    --list-stale) cleanup list; exit 0 ;;
     --snapshot) snapshot; exit 0 ;;
     "") echo "usage: scripts/test-isolated.sh COMMAND [ARG...] | --cleanup | --snapshot" >&2; exit 64 ;;
 esac

@@ -5,6 +5,7 @@
 # to the terminal's process group). After each, the real system must match the snapshot taken first; at the end the
 # next run's cleanup must leave no run directory behind. Needs `make module cli harness` and built tests.
 set -euo pipefail
+trap 'echo "test-kill: failed at line $LINENO" >&2' ERR
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
 ROUNDS=${ROUNDS:-10}
@@ -13,11 +14,11 @@ suites='SudoTests|SyslogTests|ReturnCodeTests|BrokenPipeTests'
 log=build/test-kill
 rm -rf "$log" && mkdir -p "$log"
 scripts/test-isolated.sh --cleanup >/dev/null
-before=$(scripts/test-isolated.sh --snapshot)
+before=$(scripts/test-isolated.sh --snapshot) || { echo "test-kill: could not take the snapshot" >&2; exit 1; }
 
 check() {  # what → fails unless the system matches the first snapshot
     local now
-    now=$(scripts/test-isolated.sh --snapshot)
+    now=$(scripts/test-isolated.sh --snapshot) || { echo "test-kill: could not take the snapshot after $1" >&2; exit 1; }
     if [ "$now" != "$before" ]; then
         echo "test-kill: the system changed after $1:" >&2
         diff <(echo "$before") <(echo "$now") >&2 || true
@@ -66,8 +67,9 @@ for round in $(seq 1 "$INTERRUPTS"); do one INT "$round"; done
 scripts/test-isolated.sh --cleanup >"$log/final-cleanup.txt"
 # Each run's own start-up cleanup removed the directory the run before it left; count them all.
 left=$(cat "$log"/*.txt | grep -c "left by a run that did not finish" || true)
-remaining=$(find /var/tmp/keyway-test-runs -mindepth 1 -maxdepth 1 -name 'run.*' 2>/dev/null | wc -l)
-[ "$remaining" = 0 ] || { echo "test-kill: $remaining run directories remain after cleanup" >&2; exit 1; }
+# Only directories of dead runs count: another run alive on the machine (a second checkout) keeps its own.
+remaining=$(scripts/test-isolated.sh --list-stale | wc -l)
+[ "$remaining" = 0 ] || { echo "test-kill: $remaining stale run directories remain after cleanup" >&2; exit 1; }
 check "the cleanup"
 # At least half the rounds must strike once the sudo tests run (their user, sudoers entry and service exist).
 [ "$sudo_hits" -ge $(((ROUNDS + INTERRUPTS) / 2)) ] ||
