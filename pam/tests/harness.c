@@ -97,6 +97,16 @@ static int converse(int count, const struct pam_message **messages, struct pam_r
     return PAM_SUCCESS;
 }
 
+/* The bytes a hex string spells, NUL-terminated after *length bytes (which may themselves hold a NUL). */
+static char *from_hex(const char *hex, size_t *length) {
+    size_t n = strlen(hex) / 2;
+    char *bytes = calloc(n + 1, 1);
+    if (!bytes) { perror("calloc"); exit(1); }
+    for (size_t k = 0; k < n; k++) { unsigned v = 0; sscanf(hex + 2 * k, "%2x", &v); bytes[k] = (char)v; }
+    *length = n;
+    return bytes;
+}
+
 static const char *code_name(int code) {
     switch (code) {
     case PAM_SUCCESS: return "PAM_SUCCESS";
@@ -186,18 +196,13 @@ int main(int argc, char **argv) {
             script.answers[script.count++] = (struct answer){ ANSWER, text, n };
         }
         else if (strcmp(argv[i], "--answer-hex") == 0 && i + 1 < argc && script.count < 64) {
-            const char *hex = argv[++i];
-            size_t n = strlen(hex) / 2;
-            char *bytes = calloc(n + 1, 1);
-            for (size_t k = 0; k < n; k++) { unsigned v = 0; sscanf(hex + 2 * k, "%2x", &v); bytes[k] = (char)v; }
+            size_t n;
+            char *bytes = from_hex(argv[++i], &n);
             script.answers[script.count++] = (struct answer){ ANSWER, bytes, n };
         }
         else if (strcmp(argv[i], "--user-hex") == 0 && i + 1 < argc) {
-            const char *hex = argv[++i];
-            size_t n = strlen(hex) / 2;
-            char *bytes = calloc(n + 1, 1);
-            for (size_t k = 0; k < n; k++) { unsigned v = 0; sscanf(hex + 2 * k, "%2x", &v); bytes[k] = (char)v; }
-            user_override = bytes;
+            size_t n;
+            user_override = from_hex(argv[++i], &n);
         }
         else if (strcmp(argv[i], "--rhost") == 0 && i + 1 < argc) rhost = argv[++i];
         else if (strcmp(argv[i], "--tty") == 0 && i + 1 < argc) tty = argv[++i];
