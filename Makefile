@@ -9,7 +9,7 @@ PREFIX ?= /usr/local
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null)
 PAM_DIR ?= $(if $(MULTIARCH),/lib/$(MULTIARCH)/security,/lib/security)
 
-.PHONY: help deps build module cli harness lint test test-kill harden check demo install uninstall bench fuzz print-pam-dir clean
+.PHONY: help deps build module cli daemon harness lint test test-kill harden check demo install uninstall bench fuzz print-pam-dir clean
 
 help:
 	@echo "make demo       install deps, build, enroll a throwaway user, authenticate through real PAM (no system file changed)"
@@ -20,6 +20,7 @@ help:
 	@echo "make lint       swift format lint (settings in .swift-format)"
 	@echo "make module     build/pam_keyway.so, the deployable PAM module (release, static Swift runtime)"
 	@echo "make cli        build/keyway, the command line"
+	@echo "make daemon     build/keywayd, the daemon that owns the store"
 	@echo "make install    install the module, the CLI, man pages, /etc/keyway and /var/lib/keyway"
 	@echo "make uninstall  remove what make install installed (the store is kept)"
 	@echo "make bench      Benchmarks/run: every figure beside its reference, one table (root; ~4 min)"
@@ -47,6 +48,11 @@ cli: deps
 	@mkdir -p build
 	cp .build/release/keyway build/keyway
 
+daemon: deps
+	$(SWIFT) build -c release --product keywayd --disable-local-rpath --static-swift-stdlib
+	@mkdir -p build
+	cp .build/release/keywayd build/keywayd
+
 # A C host over the real libpam, for the PAM tests and the benchmark.
 harness: pam/tests/harness.c
 	@mkdir -p build
@@ -59,19 +65,19 @@ lint:
 # The suite runs in a private mount namespace where /etc, /tmp, /run, /dev and the login records are copies
 # (scripts/test-isolated.sh): a run killed midway cannot leave a user or a sudoers entry behind. It ends by checking
 # that the real files are as it found them.
-test: deps lint module cli harness
+test: deps lint module cli daemon harness
 	$(SWIFT) build --build-tests
 	scripts/test-isolated.sh bash -c 'scripts/test-install.sh && \
 		$(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-output.txt | \
 		grep -vE "^(◇|\[[0-9]+/[0-9]+\]|Test Case .* started)"; exit $${PIPESTATUS[0]}'
 
 # Kills the system-touching tests at random points, then shows the system unchanged (scripts/test-kill.sh).
-test-kill: deps module cli harness
+test-kill: deps module cli daemon harness
 	$(SWIFT) build --build-tests
 	scripts/test-kill.sh
 
 # Sanitizers, valgrind and the fuzz targets over the real module (scripts/harden.sh, docs/HARDENING.md).
-harden: deps module cli harness
+harden: deps module cli daemon harness
 	$(SWIFT) build --build-tests
 	scripts/test-isolated.sh scripts/harden.sh
 
@@ -79,7 +85,7 @@ harden: deps module cli harness
 check: test test-kill harden
 
 # A real PAM authentication through pamtester under pam_wrapper, with a throwaway store: no system file changes.
-demo: deps module cli
+demo: deps module cli daemon
 	@scripts/demo.sh
 
 install: module cli
@@ -114,7 +120,7 @@ fuzz: deps
 print-pam-dir:
 	@echo $(PAM_DIR)
 
-bench: deps module cli harness
+bench: deps module cli daemon harness
 	Benchmarks/run
 
 clean:

@@ -25,6 +25,7 @@ let package = Package(
         .library(name: "KeywayPasscode", targets: ["KeywayPasscode"]),
         .library(name: "KeywayTestSupport", targets: ["KeywayTestSupport"]),
         .library(name: "KeywayStore", targets: ["KeywayStore"]),
+        .executable(name: "keywayd", targets: ["keywayd"]),
         // The PAM module. SwiftPM names the file libpam_keyway.so; `make module` installs it as pam_keyway.so.
         .library(name: "pam_keyway", type: .dynamic, targets: ["PAMKeyway"]),
     ],
@@ -32,11 +33,13 @@ let package = Package(
         // The core: protocols, secrets, errors, throttling, the policy engine. No C, no Foundation.
         .target(name: "KeywayCore", swiftSettings: strictSettings),
 
-        // libsodium, wrapped once: Argon2id hashing, constant-time helpers, the wall clock.
+        // The operating system through Glibc: the wall clock, SIGPIPE, Unix sockets. No C library beyond libc.
+        .target(name: "KeywayPlatform", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
+
+        // libsodium, wrapped once: Argon2id hashing and constant-time helpers. Only keywayd's side links it.
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium",
                        providers: [.apt(["libsodium-dev"])]),
-        .target(name: "KeywayPlatform", dependencies: ["KeywayCore", "CSodium"],
-                swiftSettings: strictSettings),
+        .target(name: "KeywayCrypto", dependencies: ["KeywayCore", "CSodium"], swiftSettings: strictSettings),
 
         // The SQLite store: durable enrollments, counters and lockouts.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -50,17 +53,31 @@ let package = Package(
         .target(name: "KeywayPasscode", dependencies: ["KeywayCore"], path: "Plugins/Passcode",
                 swiftSettings: strictSettings),
 
-        // The composition both the PAM module and the CLI use: store, clock, hasher, plugins.
+        // keywayd's protocol: the frames, the requests and answers, and who may ask what. Pure Swift.
+        .target(name: "KeywayWire", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
+
+        // The clients' composition (the PAM module, the CLI): the factors' person side over keywayd's socket.
         .target(name: "KeywayRuntime",
-                dependencies: ["KeywayCore", "KeywayPlatform", "KeywayStore", "KeywayGesture", "KeywayPasscode",
+                dependencies: ["KeywayCore", "KeywayPlatform", "KeywayWire", "KeywayGesture", "KeywayPasscode",
                                "KeywayBiometricSimulator"],
                 swiftSettings: strictSettings),
+
+        // The state's composition (keywayd, `keyway --store`, tests): the SQLite store, Argon2id, the keepers.
+        .target(name: "KeywayVault",
+                dependencies: ["KeywayCore", "KeywayCrypto", "KeywayStore", "KeywayGesture", "KeywayPasscode",
+                               "KeywayBiometricSimulator", "KeywayWire", "KeywayPlatform"],
+                swiftSettings: strictSettings),
+
+        // keywayd: the one process that opens the store and runs the KDF (docs/ARCHITECTURE.md §10).
+        .executableTarget(name: "keywayd",
+                          dependencies: ["KeywayCore", "KeywayVault", "KeywayWire", "KeywayPlatform"],
+                          swiftSettings: strictSettings),
 
         // pam_keyway.so, linked as docs/ARCHITECTURE.md §4 explains: the Swift runtime static, no Foundation, -z nodelete
         // (libpam dlcloses modules), -z defs, only pam_sm_* exported, stripped at link time.
         .systemLibrary(name: "CPAM", path: "pam/CPAM", providers: [.apt(["libpam0g-dev"])]),
         .target(name: "PAMKeyway",
-                dependencies: ["CPAM", "KeywayCore", "KeywayPlatform", "KeywayRuntime", "KeywayStore"],
+                dependencies: ["CPAM", "KeywayCore", "KeywayPlatform", "KeywayRuntime"],
                 path: "pam/PAMKeyway",
                 swiftSettings: strictSettings + [.unsafeFlags(["-static-stdlib"])],
                 linkerSettings: [.unsafeFlags([
@@ -70,8 +87,9 @@ let package = Package(
 
         // The `keyway` command line.
         .executableTarget(name: "keyway",
-                          dependencies: ["KeywayCore", "KeywayRuntime", "KeywayStore", "KeywayPlatform",
-                                         "KeywayBiometricSimulator", "KeywayGesture", "KeywayPasscode"],
+                          dependencies: ["KeywayCore", "KeywayRuntime", "KeywayVault", "KeywayStore", "KeywayPlatform",
+                                         "KeywayCrypto", "KeywayBiometricSimulator", "KeywayGesture", "KeywayPasscode",
+                                         "KeywayWire"],
                           swiftSettings: strictSettings),
 
         // Test doubles shipped as a real library: scripted conversation, manual clock, conformance checks.
@@ -79,24 +97,25 @@ let package = Package(
 
         .testTarget(name: "KeywayCoreTests", dependencies: ["KeywayCore", "KeywayTestSupport", "KeywayPlatform"],
                     swiftSettings: strictSettings),
-        .testTarget(name: "KeywayPlatformTests", dependencies: ["KeywayPlatform", "KeywayCore"],
+        .testTarget(name: "KeywayPlatformTests", dependencies: ["KeywayPlatform", "KeywayCore", "KeywayCrypto"],
                     swiftSettings: strictSettings),
         .testTarget(name: "GestureTests",
-                    dependencies: ["KeywayGesture", "KeywayCore", "KeywayPlatform", "KeywayTestSupport"],
+                    dependencies: ["KeywayGesture", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "BiometricSimulatorTests",
                     dependencies: ["KeywayBiometricSimulator", "KeywayCore", "KeywayTestSupport", "KeywayPasscode",
-                                   "KeywayPlatform"],
+                                   "KeywayPlatform", "KeywayCrypto"],
                     swiftSettings: strictSettings),
         .testTarget(name: "PasscodeTests",
-                    dependencies: ["KeywayPasscode", "KeywayCore", "KeywayPlatform", "KeywayTestSupport"],
+                    dependencies: ["KeywayPasscode", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"],
                     swiftSettings: strictSettings),
         .testTarget(name: "KeywayStoreTests",
                     dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform", "KeywayTestSupport",
                                    "keyway-probe"],
                     swiftSettings: strictSettings),
         .testTarget(name: "PAMTests",
-                    dependencies: ["KeywayRuntime", "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture",
+                    dependencies: ["KeywayRuntime", "KeywayVault", "KeywayWire", "KeywayCrypto", "KeywayCore",
+                                   "KeywayStore", "KeywayPlatform", "KeywayGesture",
                                    "KeywayPasscode", "KeywayBiometricSimulator"],
                     swiftSettings: strictSettings),
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
@@ -104,12 +123,12 @@ let package = Package(
             name: "keyway-fuzz",
             dependencies: [
                 "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPlatform", "KeywayStore",
-                "KeywayPasscode", "KeywayRuntime",
+                "KeywayPasscode", "KeywayRuntime", "KeywayWire", "KeywayCrypto",
             ],
             path: "Tests/KeywayFuzz", swiftSettings: strictSettings),
         // A separate process that drives a real store, for the multi-process tests and the store benchmark.
         .executableTarget(name: "keyway-probe",
-                          dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform"],
+                          dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform", "KeywayCrypto"],
                           path: "Tests/KeywayProbe", swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]

@@ -5,19 +5,34 @@ public import KeywayCore
 public struct GestureAuthenticator: KnowledgeAuthenticator {
     /// The enrollment rules (minimum dots, blocklist).
     public let rules: PatternRules
-    /// The shared knowledge-factor machinery (prompt, reserve, Argon2id, settle).
+    /// The person's side of the shared knowledge-factor machinery (prompt, normalize, hand to the vault).
     public let knowledge: KnowledgeFactor
 
-    /// Creates the factor over a store, a clock and a hasher.
+    /// Creates the person's side of the factor over a vault (keywayd's, or a local one).
+    public init(vault: any Vault, rules: PatternRules = .default) {
+        self.rules = rules
+        knowledge = KnowledgeFactor(
+            factor: .gesture, promptText: "Pattern (dots 1-9): ", preamble: Self.grid, normalize: Self.normalize,
+            vault: vault)
+    }
+
+    /// Creates the factor over a local vault of its own: for tests and tools that own the store.
     public init(
         store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PatternRules = .default,
         schedule: ThrottleSchedule = .gesture
     ) {
-        self.rules = rules
-        let gate = AttemptGate(factor: .gesture, store: store, clock: clock, schedule: schedule)
-        knowledge = KnowledgeFactor(
-            factor: .gesture, promptText: "Pattern (dots 1-9): ", preamble: Self.grid,
-            normalize: Self.normalize, hasher: hasher, gate: gate,
+        let keeper = Self.keeper(store: store, clock: clock, hasher: hasher, rules: rules, schedule: schedule)
+        self.init(vault: LocalVault(store: store, clock: clock, keepers: [keeper]), rules: rules)
+    }
+
+    /// The vault's side: the rules, Argon2id and the attempt gate over `store`.
+    public static func keeper(
+        store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PatternRules = .default,
+        schedule: ThrottleSchedule = .gesture
+    ) -> KnowledgeKeeper {
+        KnowledgeKeeper(
+            normalize: normalize, rules: { violation(of: $0, rules: rules) }, hasher: hasher,
+            gate: AttemptGate(factor: .gesture, store: store, clock: clock, schedule: schedule),
             notEnrolledCode: .factorNotEnrolled)
     }
 
@@ -35,6 +50,10 @@ public struct GestureAuthenticator: KnowledgeAuthenticator {
 
     /// Applies the enrollment rules to a canonical pattern.
     public func violation(of canonical: Secret) -> KnowledgeFactor.NormalizationError? {
+        Self.violation(of: canonical, rules: rules)
+    }
+
+    static func violation(of canonical: Secret, rules: PatternRules) -> KnowledgeFactor.NormalizationError? {
         let pattern = canonical.withUnsafeBytes { Pattern.parse($0) }
         switch pattern {
         case .success(let pattern): return rules.violation(of: pattern).map { .init($0.description) }

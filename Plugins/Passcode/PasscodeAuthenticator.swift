@@ -4,19 +4,34 @@ public import KeywayCore
 public struct PasscodeAuthenticator: KnowledgeAuthenticator {
     /// The enrollment rules.
     public let rules: PasscodeRules
-    /// The shared knowledge-factor machinery (prompt, reserve, Argon2id, settle).
+    /// The person's side of the shared knowledge-factor machinery (prompt, normalize, hand to the vault).
     public let knowledge: KnowledgeFactor
 
-    /// Creates the factor over a store, a clock and a hasher.
+    /// Creates the person's side of the factor over a vault (keywayd's, or a local one).
+    public init(vault: any Vault, rules: PasscodeRules = .default) {
+        self.rules = rules
+        knowledge = KnowledgeFactor(factor: .passcode, promptText: "Passcode: ", normalize: Self.normalize, vault: vault)
+    }
+
+    /// Creates the factor over a local vault of its own: for tests and tools that own the store.
     public init(
         store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PasscodeRules = .default,
         schedule: ThrottleSchedule = .passcode
     ) {
-        self.rules = rules
-        let gate = AttemptGate(factor: .passcode, store: store, clock: clock, schedule: schedule, clears: [.biometric])
-        knowledge = KnowledgeFactor(
-            factor: .passcode, promptText: "Passcode: ", normalize: Self.normalize,
-            hasher: hasher, gate: gate, notEnrolledCode: .passcodeNotSet)
+        let keeper = Self.keeper(store: store, clock: clock, hasher: hasher, rules: rules, schedule: schedule)
+        self.init(vault: LocalVault(store: store, clock: clock, keepers: [keeper]), rules: rules)
+    }
+
+    /// The vault's side: the rules, Argon2id and the attempt gate over `store`; a success clears the biometric
+    /// lockout.
+    public static func keeper(
+        store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PasscodeRules = .default,
+        schedule: ThrottleSchedule = .passcode
+    ) -> KnowledgeKeeper {
+        KnowledgeKeeper(
+            normalize: normalize, rules: { rules.violation(of: $0) }, hasher: hasher,
+            gate: AttemptGate(factor: .passcode, store: store, clock: clock, schedule: schedule, clears: [.biometric]),
+            notEnrolledCode: .passcodeNotSet)
     }
 
     public static let wording = KnowledgeFactor.EnrollmentWording(

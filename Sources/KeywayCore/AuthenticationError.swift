@@ -66,6 +66,10 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
         /// The user name cannot be an account's (empty, too long, a control character, `/`); see
         /// `UserContext.nameProblem`.
         case invalidUserName
+        /// keywayd could not be reached, or was too busy to answer; nothing was counted.
+        case serviceUnavailable
+        /// The caller may not ask this (another user's factor, an administrator's command); nothing was counted.
+        case notPermitted
 
         /// A one-line explanation used when no reason is given.
         public var summary: String {
@@ -91,6 +95,8 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
             case .conversationFailure: "The conversation failed."
             case .internalFailure: "Internal failure."
             case .invalidUserName: "That is not a valid user name."
+            case .serviceUnavailable: "Keyway is not available right now."
+            case .notPermitted: "Not permitted."
             }
         }
 
@@ -99,7 +105,8 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
         public var stopsEvaluation: Bool {
             switch self {
             case .userCancel, .systemCancel, .appCancel, .invalidContext, .notInteractive,
-                .invalidPolicy, .storeFailure, .conversationFailure, .internalFailure, .invalidUserName:
+                .invalidPolicy, .storeFailure, .conversationFailure, .internalFailure, .invalidUserName,
+                .serviceUnavailable, .notPermitted:
                 true
             default:
                 false

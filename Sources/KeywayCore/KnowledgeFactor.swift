@@ -1,8 +1,10 @@
-/// The parts a "something you know" factor (the pattern, the passcode) shares: ask, check the form,
-/// reserve an attempt, verify with the slow hash, settle. Plugins supply only what differs.
+/// The person's side of a "something you know" factor (the pattern, the passcode): ask, check the form, hand the
+/// canonical secret to the vault. The vault's side, `KnowledgeKeeper`, reserves, hashes and settles.
 public struct KnowledgeFactor: Sendable {
     /// How a plugin turns what was typed into the bytes that are hashed, or says why it is malformed.
     public typealias Normalizer = @Sendable (Secret) -> Result<Secret, NormalizationError>
+    /// Why a canonical secret may not be enrolled, or nil.
+    public typealias Rules = @Sendable (Secret) -> NormalizationError?
 
     /// Why an entry is not well formed, in words safe to show and log (never containing the entry).
     public struct NormalizationError: Error, Sendable, Equatable {
@@ -18,42 +20,27 @@ public struct KnowledgeFactor: Sendable {
     public let promptText: String
     /// Turns raw input into canonical bytes.
     public let normalize: Normalizer
-    /// The slow hash.
-    public let hasher: any SecretHasher
-    /// Counts attempts.
-    public let gate: AttemptGate
-    /// The code for "not enrolled" (`.passcodeNotSet` for the passcode).
-    public let notEnrolledCode: AuthenticationError.Code
+    /// Where the secret is checked.
+    public let vault: any Vault
     /// Shown before the first prompt of an evaluation (the numbered grid for the pattern), or nil.
     public let preamble: String?
 
-    /// Creates the shared part of a knowledge factor.
+    /// Creates the person's side of a knowledge factor.
     public init(
         factor: FactorKind, promptText: String, preamble: String? = nil, normalize: @escaping Normalizer,
-        hasher: any SecretHasher, gate: AttemptGate, notEnrolledCode: AuthenticationError.Code
+        vault: any Vault
     ) {
         self.factor = factor
         self.promptText = promptText
         self.preamble = preamble
         self.normalize = normalize
-        self.hasher = hasher
-        self.gate = gate
-        self.notEnrolledCode = notEnrolledCode
+        self.vault = vault
     }
 
-    /// Availability from the enrollment and the counters; a concealing context sees every user as enrolled.
-    public func availability(for user: UserContext) -> Availability {
-        do {
-            guard try gate.store.enrollment(user: user.name, factor: factor) != nil else {
-                return user.concealsEnrollment ? .available : .notEnrolled
-            }
-        } catch {
-            return .failed(error)
-        }
-        return gate.availability(for: user.name, whenAllowed: .available)
-    }
+    /// What the vault says (a concealing context sees every user as enrolled).
+    public func availability(for user: UserContext) -> Availability { vault.availability(of: factor, for: user) }
 
-    /// One attempt: prompt, normalize, reserve, verify, settle.
+    /// One attempt: prompt, normalize, then the vault's reserve, verify, settle.
     public func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
         throws(AuthenticationError) -> Verdict
     {
@@ -64,12 +51,10 @@ public struct KnowledgeFactor: Sendable {
         case .fallback: throw AuthenticationError(.userFallback)
         case .cancel: throw AuthenticationError(.userCancel)
         }
-        let candidate: Secret
         switch normalize(entered) {
-        case .success(let normalized): candidate = normalized
+        case .success(let candidate): return try vault.verify(.secret(candidate), of: factor, for: request.user)
         case .failure(let problem): return .failure(.malformed(problem.message))
         }
-        return try verify(candidate, user: request.user.name, concealing: request.user.concealsEnrollment)
     }
 
     /// What the enrollment conversation says.
@@ -92,14 +77,37 @@ public struct KnowledgeFactor: Sendable {
         }
     }
 
-    /// Asks for a new secret twice until both entries agree and `check` accepts it, then saves its hash.
-    /// Refused or differing entries start over with the reason shown, up to `rounds` times; the old enrollment
-    /// stays in place until the new one is saved.
+    /// Asks for a new secret twice until both entries agree and `check` accepts it, then has the vault store it
+    /// (the vault applies the rules again: they are enforced where the state is). Refused or differing entries
+    /// start over with the reason shown, up to `rounds` times; the old enrollment stays until the new one is saved.
     public func enroll(
         user: String, by actor: String, wording: EnrollmentWording, rounds: Int = 3,
-        conversation: some Conversation,
-        check: (Secret) -> NormalizationError?
-    ) throws(AuthenticationError) -> Enrollment {
+        conversation: some Conversation, check: (Secret) -> NormalizationError?
+    ) throws(AuthenticationError) {
+        let new = try askNew(wording: wording, rounds: rounds, conversation: conversation, check: check)
+        try vault.enroll(.secret(new), of: factor, for: user, label: nil, by: actor)
+    }
+
+    /// Changes the secret: the current one first (a counted attempt, so a wrong one stops here), then the new one
+    /// twice; the vault verifies the current one again as it stores the new one, in one request.
+    public func change(
+        user: String, by actor: String, wording: EnrollmentWording, rounds: Int = 3,
+        conversation: some Conversation, check: (Secret) -> NormalizationError?
+    ) throws(AuthenticationError) {
+        guard let current = try askCanonical(wording.current, conversation: conversation) else {
+            throw AuthenticationError(.authenticationFailed, "the current \(factor) was not well formed")
+        }
+        guard try vault.verify(.secret(current), of: factor, for: UserContext(name: user)) == .success else {
+            throw AuthenticationError(.authenticationFailed, "the current \(factor) is wrong")
+        }
+        let new = try askNew(wording: wording, rounds: rounds, conversation: conversation, check: check)
+        try vault.change(current, to: new, of: factor, for: user, by: actor)
+    }
+
+    /// The new secret, asked twice until both agree and `check` accepts it.
+    private func askNew(
+        wording: EnrollmentWording, rounds: Int, conversation: some Conversation, check: (Secret) -> NormalizationError?
+    ) throws(AuthenticationError) -> Secret {
         if let preamble { conversation.tell(.info(preamble)) }
         for _ in 0..<max(rounds, 1) {
             guard let first = try askCanonical(wording.first, conversation: conversation) else { continue }
@@ -112,29 +120,10 @@ public struct KnowledgeFactor: Sendable {
                 conversation.tell(.error(wording.differ))
                 continue
             }
-            let record = try enrollment(of: first, user: user, by: actor)
-            try gate.store.save(record)
-            return record
+            return first
         }
         throw AuthenticationError(
             .authenticationFailed, "no acceptable \(factor) was entered in \(max(rounds, 1)) rounds")
-    }
-
-    /// Changes the secret: the current one first (counted like any attempt), then `enroll`.
-    public func change(
-        user: String, by actor: String, wording: EnrollmentWording, rounds: Int = 3,
-        conversation: some Conversation,
-        check: (Secret) -> NormalizationError?
-    ) throws(AuthenticationError) -> Enrollment {
-        guard let current = try askCanonical(wording.current, conversation: conversation) else {
-            throw AuthenticationError(.authenticationFailed, "the current \(factor) was not well formed")
-        }
-        guard try verify(current, user: user) == .success else {
-            throw AuthenticationError(.authenticationFailed, "the current \(factor) is wrong")
-        }
-        return try enroll(
-            user: user, by: actor, wording: wording, rounds: rounds, conversation: conversation,
-            check: check)
     }
 
     /// Asks once and normalizes; nil (after telling why) when malformed.
@@ -151,19 +140,81 @@ public struct KnowledgeFactor: Sendable {
             throw AuthenticationError(.userCancel)
         }
     }
+}
 
-    /// Hashes an already-validated secret into an enrollment record.
-    public func enrollment(of secret: Secret, user: String, by actor: String) throws(AuthenticationError)
-        -> Enrollment
+/// The vault's side of a knowledge factor: the enrollment rules, the slow hash and the attempt gate. Runs where
+/// the store is (keywayd), so a client can neither skip the rules nor hold a lock.
+public struct KnowledgeKeeper: FactorKeeper {
+    /// The factor.
+    public var factor: FactorKind { gate.factor }
+    /// Canonicalizes what a client sent (a canonical secret is its own normal form).
+    public let normalize: KnowledgeFactor.Normalizer
+    /// The enrollment rules.
+    public let rules: KnowledgeFactor.Rules
+    /// The slow hash.
+    public let hasher: any SecretHasher
+    /// Counts attempts.
+    public let gate: AttemptGate
+    /// The code for "not enrolled" (`.passcodeNotSet` for the passcode).
+    public let notEnrolledCode: AuthenticationError.Code
+
+    /// Creates the keeper.
+    public init(
+        normalize: @escaping KnowledgeFactor.Normalizer, rules: @escaping KnowledgeFactor.Rules,
+        hasher: any SecretHasher, gate: AttemptGate, notEnrolledCode: AuthenticationError.Code
+    ) {
+        self.normalize = normalize
+        self.rules = rules
+        self.hasher = hasher
+        self.gate = gate
+        self.notEnrolledCode = notEnrolledCode
+    }
+
+    /// Availability from the enrollment and the counters; a concealing context sees every user as enrolled.
+    public func availability(for user: UserContext) -> Availability {
+        do {
+            guard try gate.store.enrollment(user: user.name, factor: factor) != nil else {
+                return user.concealsEnrollment ? .available : .notEnrolled
+            }
+        } catch {
+            return .failed(error)
+        }
+        return gate.availability(for: user.name, whenAllowed: .available)
+    }
+
+    public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        switch try canonical(evidence) {
+        case .success(let candidate): return try verify(candidate, user: user.name, concealing: user.concealsEnrollment)
+        case .failure(let problem): return .failure(.malformed(problem.message))
+        }
+    }
+
+    public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Enrollment
     {
+        guard label == nil else { throw AuthenticationError(.invalidPolicy, "a \(factor) has no named parts") }
+        let secret: Secret
+        switch try canonical(evidence) {
+        case .success(let canonical): secret = canonical
+        case .failure(let problem): throw AuthenticationError(.invalidPolicy, problem.message)
+        }
+        if let problem = rules(secret) { throw AuthenticationError(.invalidPolicy, problem.message) }
         let encoded = try hasher.hash(secret)
         return Enrollment(
             user: user, factor: factor, payload: Array(encoded.utf8), changedAt: gate.clock.now(),
             changedBy: actor)
     }
 
-    /// Checks a canonical secret against the user's enrollment: reserve, verify, settle. Used by `authenticate`
-    /// and before a change, so a change attempt counts like any other attempt.
+    private func canonical(_ evidence: Evidence) throws(AuthenticationError)
+        -> Result<Secret, KnowledgeFactor.NormalizationError>
+    {
+        guard case .secret(let secret) = evidence else {
+            throw AuthenticationError(.invalidPolicy, "a \(factor) is checked with a secret, not sensor samples")
+        }
+        return normalize(secret)
+    }
+
+    /// Checks a canonical secret against the user's enrollment: reserve, verify, settle.
     /// With `concealing`, a user with nothing enrolled gets `.notEnrolled` after the same slow-hash work.
     public func verify(_ candidate: Secret, user: String, concealing: Bool = false) throws(AuthenticationError)
         -> Verdict
@@ -216,18 +267,14 @@ extension KnowledgeAuthenticator {
     }
 
     /// Sets a new secret, asked twice.
-    public func enroll(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
-        -> Enrollment
-    {
+    public func enroll(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError) {
         try knowledge.enroll(
             user: user, by: actor, wording: Self.wording, conversation: conversation,
             check: violation(of:))
     }
 
     /// Changes the secret after verifying the current one.
-    public func change(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError)
-        -> Enrollment
-    {
+    public func change(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError) {
         try knowledge.change(
             user: user, by: actor, wording: Self.wording, conversation: conversation,
             check: violation(of:))

@@ -5,8 +5,8 @@ public import KeywayCore
 public struct ModuleArguments: Equatable, Sendable {
     /// The policy (`policy=`); built-in names until the policy language lands.
     public var policy = Policy.biometricsOrPasscode
-    /// The store (`store=`).
-    public var store = "/var/lib/keyway/keyway.db"
+    /// keywayd's socket (`socket=`).
+    public var socket = "/run/keyway/keywayd.sock"
     /// The sensor control directory (`sensor=`).
     public var sensorDirectory = "/run/keyway"
     /// Seconds to wait for a touch (`timeout=`).
@@ -20,7 +20,7 @@ public struct ModuleArguments: Equatable, Sendable {
     public enum Unenrolled: String, Sendable { case fail, ignore }
 
     /// Every argument the module knows, for messages.
-    public static let known = ["policy=", "config=", "store=", "sensor=", "timeout=", "unenrolled=", "debug"]
+    public static let known = ["policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "debug"]
 
     /// The defaults (what an empty argument list means).
     public init() {}
@@ -54,8 +54,12 @@ public struct ModuleArguments: Equatable, Sendable {
                 return bad(
                     "'\(argument)': configuration files need the policy language, which this version does "
                         + "not have yet; use a built-in policy= instead")
-            case ("store", let path?) where path.hasPrefix("/"):
-                parsed.store = path
+            case ("socket", let path?) where path.hasPrefix("/"):
+                parsed.socket = path
+            case ("store", _):
+                return bad(
+                    "'\(argument)': the module no longer opens the store; keywayd does (keywayd --store), and the "
+                        + "module reaches it with socket=")
             case ("sensor", let path?) where path.hasPrefix("/"):
                 parsed.sensorDirectory = path
             case ("timeout", let seconds?):
@@ -68,7 +72,7 @@ public struct ModuleArguments: Equatable, Sendable {
                     return bad("'\(argument)': unenrolled= takes fail or ignore")
                 }
                 parsed.unenrolled = choice
-            case ("store", _), ("sensor", _):
+            case ("socket", _), ("sensor", _):
                 return bad("'\(argument)': the path must be absolute")
             default:
                 return bad("unknown argument '\(argument)'; known: \(known.joined(separator: " "))")

@@ -3,40 +3,30 @@ public import KeywayBiometricSimulator
 public import KeywayCore
 public import KeywayGesture
 public import KeywayPasscode
-public import KeywayPlatform
-public import KeywayStore
 
-/// Everything one authentication or one CLI command needs, built from options: the store, the clock, the hasher
-/// and the three factor plugins. The PAM module and the CLI share it, so they cannot drift apart.
-/// Built per call: nothing here outlives a `pam_end`.
+/// The person's side of the three factors over one vault: keywayd's (`DaemonVault`, the PAM module and the CLI) or
+/// a local one (keywayd itself, tests, `keyway --store`). The module and the CLI share it, so they cannot drift
+/// apart. Built per call: nothing here outlives a `pam_end`.
 public struct Runtime: Sendable {
-    /// Where things are.
+    /// The sensor's settings.
     public struct Options: Sendable, Equatable {
-        /// The SQLite store.
-        public var storePath = SQLiteStore.Options.defaultPath
-        /// Accept a store owned by the current user instead of root: tests and the demo only.
-        public var storeOwnedByCurrentUser = false
-        /// Create the store if it is missing (enrollment does; authentication does not).
-        public var createStore = false
         /// The simulated sensor's control directory.
         public var sensorDirectory = SensorControl.defaultDirectory
+        /// Accept a sensor directory owned by the current user instead of root: tests and the demo only.
+        public var sensorOwnedByCurrentUser = false
         /// How long the sensor waits for a touch.
         public var sensorTimeout: Duration = .seconds(30)
         /// The simulated sensor's kind.
         public var biometry: BiometryType = .fingerprint
-        /// The Argon2id cost for new enrollments.
-        public var hashCost: Argon2idHasher.Cost = .default
 
-        /// Defaults: the system store and sensor.
+        /// Defaults: the system sensor.
         public init() {}
     }
 
     /// The options used.
     public let options: Options
-    /// The store.
-    public let store: SQLiteStore
-    /// The wall clock.
-    public let clock: SystemClock
+    /// Where state is kept and secrets checked.
+    public let vault: any Vault
     /// The pattern factor.
     public let gesture: GestureAuthenticator
     /// The passcode factor.
@@ -44,24 +34,16 @@ public struct Runtime: Sendable {
     /// The simulated biometric factor.
     public let biometric: BiometricAuthenticator
 
-    /// Opens the store and builds the plugins.
-    public init(_ options: Options) throws(AuthenticationError) {
+    /// Builds the factors over `vault`.
+    public init(vault: any Vault, options: Options = Options()) {
         self.options = options
-        var storeOptions =
-            options.storeOwnedByCurrentUser
-            ? SQLiteStore.Options.ownedByCurrentUser(path: options.storePath, create: options.createStore)
-            : SQLiteStore.Options(path: options.storePath, create: options.createStore)
-        storeOptions.create = options.createStore
-        store = try SQLiteStore(storeOptions)
-        clock = SystemClock()
-        let hasher = try Argon2idHasher(cost: options.hashCost)
-        gesture = GestureAuthenticator(store: store, clock: clock, hasher: hasher)
-        passcode = PasscodeAuthenticator(store: store, clock: clock, hasher: hasher)
+        self.vault = vault
+        gesture = GestureAuthenticator(vault: vault)
+        passcode = PasscodeAuthenticator(vault: vault)
         let events = SocketSensorEvents(
-            directory: options.sensorDirectory,
-            owner: options.storeOwnedByCurrentUser ? geteuid() : 0)
+            directory: options.sensorDirectory, owner: options.sensorOwnedByCurrentUser ? geteuid() : 0)
         let sensor = SimulatedSensor(.init(biometry: options.biometry, timeout: options.sensorTimeout), events: events)
-        biometric = BiometricAuthenticator(store: store, clock: clock, sensor: sensor)
+        biometric = BiometricAuthenticator(vault: vault, sensor: sensor)
     }
 
     /// The registry of the three factors.

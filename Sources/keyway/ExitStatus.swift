@@ -20,6 +20,8 @@ enum ExitStatus {
         case .storeFailure: return 74  // EX_IOERR
         case .internalFailure: return 70  // EX_SOFTWARE
         case .invalidUserName: return usage
+        case .serviceUnavailable: return 69  // EX_UNAVAILABLE
+        case .notPermitted: return 77  // EX_NOPERM
         }
     }
 }

@@ -1,17 +1,18 @@
 import Glibc
 import KeywayBiometricSimulator
 import KeywayCore
+import KeywayCrypto
 import KeywayGesture
 import KeywayPasscode
 import KeywayPlatform
 import KeywayRuntime
-import KeywayStore
+import KeywayVault
 
 /// The `keyway` command: enroll, change, remove, status, reset, unlock, sensor, policies, bench.
 @main
 struct Keyway {
     static let usage = """
-        usage: keyway [--store PATH] [--sensor DIR] COMMAND ...
+        usage: keyway [--socket PATH | --store PATH] [--sensor DIR] COMMAND ...
 
           enroll gesture|passcode --user USER [--stdin]     set a pattern or passcode (asked twice)
           enroll biometric --user USER [--finger NAME] [--simulate-touches]
@@ -27,13 +28,18 @@ struct Keyway {
           audit [--user USER]                              who changed what, when
           bench [--rounds N]                               time Argon2id at the default cost, measure the sensor
 
+        keyway asks keywayd (--socket, default /run/keyway/keywayd.sock); --store PATH works on a store file directly
+        instead (root, e.g. while keywayd is stopped). Users other than root may verify themselves (unlock), change
+        their own pattern or passcode, and see their own status.
         --stdin reads secrets from standard input, one per line (enroll: one line, used for both entries;
         change: the current one, then the new one). Exit status: 0 success, 1 failed, 2 locked out, 3 not enrolled or
-        unavailable, 4 cancelled, 64 usage, 70 internal, 74 store, 78 configuration.
+        unavailable, 4 cancelled, 64 usage, 69 keywayd unreachable or busy, 70 internal, 74 store, 77 not permitted,
+        78 configuration.
         """
 
     static let parser = CommandLineParser(options: [
-        .init(name: "--store", takesValue: true, help: "the store (default /var/lib/keyway/keyway.db)"),
+        .init(name: "--socket", takesValue: true, help: "keywayd's socket (default /run/keyway/keywayd.sock)"),
+        .init(name: "--store", takesValue: true, help: "work on this store directly instead of through keywayd"),
         .init(name: "--config", takesValue: true, help: "a policy file (not supported yet)"),
         .init(name: "--sensor", takesValue: true, help: "the sensor control directory (default /run/keyway)"),
         .init(name: "--user", takesValue: true, help: "the account"),
@@ -127,12 +133,19 @@ struct Command {
 
     // MARK: Helpers
 
+    /// The factors over keywayd's vault, or over the store named by `--store` (created when `creating`).
     func runtime(creating: Bool = false) -> Runtime {
         var options = Runtime.Options()
-        if let store = parsed.value("--store") { options.storePath = store }
         if let sensor = parsed.value("--sensor") { options.sensorDirectory = sensor }
-        options.createStore = creating
-        do { return try Runtime(options) } catch { Keyway.report(error) }
+        guard let store = parsed.value("--store") else {
+            let socket = parsed.value("--socket") ?? DaemonVault.defaultSocket
+            return Runtime(vault: DaemonVault(socketPath: socket, via: tool), options: options)
+        }
+        if parsed.value("--socket") != nil { Keyway.fail(usage: "Give --socket or --store, not both.") }
+        var vaultOptions = SystemVault.Options()
+        vaultOptions.storePath = store
+        vaultOptions.createStore = creating
+        do { return Runtime(vault: try SystemVault.open(vaultOptions), options: options) } catch { Keyway.report(error) }
     }
 
     func user() -> String {
@@ -153,10 +166,15 @@ struct Command {
         }
     }
 
+    /// This command, as the audit trail names the tool.
+    var tool: String { "keyway \(words[0])" }
+
+    /// Who makes the change: keywayd names the caller itself from the socket, so it is told only the tool.
     var actor: String {
+        guard parsed.value("--store") != nil else { return tool }
         let uid = getuid()
         let name = getpwuid(uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(uid)"
-        return "\(name) via keyway \(words[0])"
+        return "\(name) via \(tool)"
     }
 
     var conversation: TerminalConversation { TerminalConversation(fromStandardInput: parsed.has("--stdin")) }
@@ -180,10 +198,10 @@ struct Command {
         return attempt { () throws(AuthenticationError) in
             switch factor {
             case .gesture:
-                _ = try runtime.gesture.enroll(user: user, by: actor, conversation: repeatingConversation())
+                try runtime.gesture.enroll(user: user, by: actor, conversation: repeatingConversation())
                 print("Pattern set for \(user).")
             case .passcode:
-                _ = try runtime.passcode.enroll(user: user, by: actor, conversation: repeatingConversation())
+                try runtime.passcode.enroll(user: user, by: actor, conversation: repeatingConversation())
                 print("Passcode set for \(user).")
             default:
                 let finger = parsed.value("--finger") ?? "right-index"
@@ -191,15 +209,13 @@ struct Command {
                 if parsed.has("--simulate-touches") {
                     let touches = ScriptedSensorEvents(
                         Array(repeating: .present(user: user, finger: finger), count: 16))
-                    plugin = BiometricAuthenticator(
-                        store: runtime.store, clock: runtime.clock,
-                        sensor: SimulatedSensor(events: touches))
+                    plugin = BiometricAuthenticator(vault: runtime.vault, sensor: SimulatedSensor(events: touches))
                 } else {
                     plugin = runtime.biometric
                 }
-                _ = try plugin.enroll(user: user, finger: finger, by: actor, conversation: conversation)
+                try plugin.enroll(user: user, finger: finger, by: actor, conversation: conversation)
                 print("Enrolled \(finger) for \(user).")
-                if try runtime.store.enrollment(user: user, factor: .passcode) == nil {
+                if try runtime.vault.status(of: user).first?[.passcode]?.enrolled == nil {
                     print(
                         "Note: biometrics need a passcode to fall back on; set one with "
                             + "`keyway enroll passcode --user \(user)`.")
@@ -221,8 +237,8 @@ struct Command {
         return attempt { () throws(AuthenticationError) in
             let talk: any Conversation = parsed.has("--stdin") ? ChangeConversation() : conversation
             switch factor {
-            case .gesture: _ = try runtime.gesture.change(user: user, by: actor, conversation: talk)
-            case .passcode: _ = try runtime.passcode.change(user: user, by: actor, conversation: talk)
+            case .gesture: try runtime.gesture.change(user: user, by: actor, conversation: talk)
+            case .passcode: try runtime.passcode.change(user: user, by: actor, conversation: talk)
             default: throw AuthenticationError(.invalidPolicy, "a biometric is changed by enrolling it again")
             }
             print("Changed the \(factor) of \(user).")
@@ -234,14 +250,7 @@ struct Command {
         let user = user()
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
-            let removed: Bool
-            if factor == .biometric, let finger = parsed.value("--finger") {
-                removed = try runtime.biometric.remove(user: user, finger: finger, by: actor)
-            } else {
-                removed = try runtime.store.removeEnrollment(
-                    user: user, factor: factor,
-                    by: Attribution(actor, at: runtime.clock.now()))
-            }
+            let removed = try runtime.vault.remove(factor, of: user, label: parsed.value("--finger"), by: actor)
             guard removed else { throw AuthenticationError(.factorNotEnrolled, "\(user) has no \(factor) to remove") }
             print("Removed the \(factor) of \(user).")
         }
@@ -250,27 +259,19 @@ struct Command {
     func status() -> Int32 {
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
-            var users = [String]()
-            if let one = parsed.value("--user") { users = [one] } else { users = try runtime.store.users() }
+            let users = try runtime.vault.status(of: parsed.value("--user"))
             if users.isEmpty { print("No users are enrolled.") }
-            for user in users {
-                let context = UserContext(name: user)
-                print("\(user.escapingControlCharacters):")
-                let enrolled = try runtime.store.enrollments(user: user)
-                let book = try runtime.store.attempts(user: user)
-                for plugin in [runtime.gesture, runtime.biometric, runtime.passcode] as [any Authenticator] {
-                    let record = enrolled.first { $0.factor == plugin.factor }
-                    var line = "  \(plugin.factor): "
-                    line += record.map { "enrolled \($0.changedAt) by \($0.changedBy)" } ?? "not enrolled"
-                    if plugin.factor == .biometric, record != nil {
-                        line += " (fingers: \(try runtime.biometric.fingers(of: user).joined(separator: ", ")))"
-                    }
-                    let failures = book[plugin.factor].consecutiveFailures
-                    if failures > 0 { line += "; \(failures) consecutive failures" }
-                    switch plugin.availability(for: context) {
+            for status in users {
+                print("\(status.user.escapingControlCharacters):")
+                for factor in status.factors {
+                    var line = "  \(factor.factor): "
+                    line += factor.enrolled.map { "enrolled \($0.at) by \($0.by)" } ?? "not enrolled"
+                    if !factor.labels.isEmpty { line += " (fingers: \(factor.labels.joined(separator: ", ")))" }
+                    if factor.failures > 0 { line += "; \(factor.failures) consecutive failures" }
+                    switch factor.availability {
                     case .lockedOut(let until?, _): line += "; locked until \(until)"
                     case .lockedOut(nil, let reason): line += "; LOCKED (\(reason))"
-                    case .notAvailable(let reason) where record != nil: line += "; unavailable: \(reason)"
+                    case .notAvailable(let reason) where factor.enrolled != nil: line += "; unavailable: \(reason)"
                     case .failed(let error): line += "; ERROR: \(error.reason)"
                     default: break
                     }
@@ -285,7 +286,7 @@ struct Command {
         let factor = parsed.value("--factor").map { _ in self.factorOption() }
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
-            try runtime.store.resetAttempts(user: user, factor: factor, by: Attribution(actor, at: runtime.clock.now()))
+            try runtime.vault.reset(factor, of: user, by: actor)
             print("Reset the \(factor?.rawValue ?? "failure") counters of \(user).")
         }
     }
@@ -340,7 +341,7 @@ struct Command {
     func audit() -> Int32 {
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
-            for entry in try runtime.store.auditTrail(user: parsed.value("--user")) { print(entry.description) }
+            for entry in try runtime.vault.audit(of: parsed.value("--user")) { print(entry.description) }
         }
     }
 

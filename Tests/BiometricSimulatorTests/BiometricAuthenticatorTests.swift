@@ -1,5 +1,6 @@
 import KeywayCore
 import KeywayPasscode
+import KeywayCrypto
 import KeywayPlatform
 import KeywayTestSupport
 import Synchronization
@@ -329,7 +330,8 @@ struct BiometricAuthenticatorTests {
     func payloadRoundTrip() throws {
         let rig = try SensorRig()
         try rig.enrollAlice(passcode: false)
-        let stored = try #require(try rig.biometric.load("alice"))
+        let keeper = BiometricKeeper(store: rig.store, clock: rig.clock)
+        let stored = try #require(try keeper.load("alice"))
         #expect(try BiometricEnrollment(decoding: stored.encoded()) == stored)
     }
 }

@@ -12,7 +12,8 @@ import KeywayGesture
 import KeywayRuntime
 
 @testable import KeywayPasscode
-@testable import KeywayPlatform
+@testable import KeywayCrypto
+import KeywayPlatform
 @testable import KeywayStore
 
 /// One parser under test: a name for `KEYWAY_FUZZ_TARGET`, and a body that must never crash or trip a sanitizer,
@@ -48,7 +49,7 @@ let fuzzTargets: [FuzzTarget] = [
         let words = bytes.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 || $0 == 0 })
             .map { String(decoding: $0, as: UTF8.self) }
         if case .success(let parsed) = ModuleArguments.parse(words) {
-            precondition(parsed.store.hasPrefix("/") && parsed.sensorDirectory.hasPrefix("/"))
+            precondition(parsed.socket.hasPrefix("/") && parsed.sensorDirectory.hasPrefix("/"))
             precondition((1...600).contains(parsed.sensorTimeout))
             let keys = words.map { $0.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0] }
             precondition(Set(keys).count == keys.count)

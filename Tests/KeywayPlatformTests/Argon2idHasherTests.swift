@@ -1,7 +1,8 @@
 import KeywayCore
 import Testing
 
-@testable import KeywayPlatform
+@testable import KeywayCrypto
+import KeywayPlatform
 
 @Suite("Argon2id through libsodium")
 struct Argon2idHasherTests {

@@ -1,11 +1,13 @@
 import Foundation
 import KeywayBiometricSimulator
 import KeywayCore
+import KeywayCrypto
 import KeywayGesture
 import KeywayPasscode
 import KeywayPlatform
 import KeywayRuntime
 import KeywayStore
+import KeywayVault
 
 /// The package root, found from the test binary.
 let packageRoot: String = {
@@ -24,6 +26,7 @@ let modulePath = packageRoot + "/build/pam_keyway.so"
 /// UBSan.
 let harnessPath = ProcessInfo.processInfo.environment["KEYWAY_HARNESS"] ?? packageRoot + "/build/pam-harness"
 let cliPath = packageRoot + "/build/keyway"
+let daemonPath = packageRoot + "/build/keywayd"
 
 /// Tests that add users or write `/etc`, utmp or `/dev/log` run only inside `scripts/test-isolated.sh` (which
 /// `make test` uses): there those are copies in a private mount namespace, so a test killed midway can leave nothing
@@ -44,12 +47,19 @@ func requireIsolation() throws {
     else { throw NotIsolated() }
 }
 
-/// A throwaway root-owned directory with a store, a sensor directory and a PAM service directory.
+/// A throwaway root-owned directory with a store, a keywayd serving it, a sensor directory and a PAM service
+/// directory. The daemon starts with the first service written (or `startDaemon()`) and stops in `remove()`; if a
+/// test dies first, it exits by itself after two idle minutes.
 struct PAMFixture {
     let directory: String
     var store: String { directory + "/lib/keyway.db" }
     var sensor: String { directory + "/run" }
     var services: String { directory + "/pam.d" }
+    var socket: String { directory + "/keywayd.sock" }
+    private let daemon = DaemonBox()
+
+    /// The module arguments that point at this fixture: socket= and sensor=.
+    var moduleArguments: String { "socket=\(socket) sensor=\(sensor)" }
 
     init() {
         var template = Array("/tmp/keyway-pam-test.XXXXXX".utf8CString)
@@ -57,44 +67,94 @@ struct PAMFixture {
         mkdir(services, 0o755)
     }
 
-    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+    func remove() {
+        daemon.stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
 
-    /// Writes `service` with auth and account lines for pam_keyway.so and `arguments` (store= and sensor= added).
+    /// Starts keywayd on this fixture's store and socket (once), and waits until it accepts connections.
+    func startDaemon(_ extra: [String] = []) {
+        daemon.start(
+            [daemonPath, "--socket", socket, "--store", store, "--idle-exit", "120"] + extra, socket: socket)
+    }
+
+    /// Stops the daemon (SIGKILL, as a crash would).
+    func stopDaemon() { daemon.stop() }
+
+    /// The daemon's process, while it runs.
+    var daemonProcess: Process? { daemon.process }
+
+    /// Writes `service` with auth and account lines for pam_keyway.so and `arguments` (socket= and sensor= added),
+    /// and starts the daemon.
     func service(_ name: String, _ arguments: String, account: Bool = true) {
-        let line = "\(modulePath) store=\(store) sensor=\(sensor) \(arguments)"
+        let line = "\(modulePath) \(moduleArguments) \(arguments)"
         var text = "auth required \(line)\n"
         if account { text += "account required \(line)\n" }
         _ = FileManager.default.createFile(atPath: services + "/" + name, contents: Data(text.utf8))
+        startDaemon()
     }
 
-    /// Opens the store (creating it) with a cheap Argon2id cost so tests stay fast; the module reads the cost from
-    /// each hash, so it verifies these as it would any other.
-    func runtime() throws -> Runtime {
-        var options = Runtime.Options()
+    /// The store's vault in this process (creating the store) with a cheap Argon2id cost so tests stay fast; the
+    /// daemon reads the cost from each hash, so it verifies these as it would any other.
+    func vault() throws -> LocalVault {
+        var options = SystemVault.Options()
         options.storePath = store
         options.createStore = true
-        options.sensorDirectory = sensor
         options.hashCost = .minimum
-        return try Runtime(options)
+        return try SystemVault.open(options)
+    }
+
+    /// The factors over `vault()`.
+    func runtime() throws -> Runtime {
+        var options = Runtime.Options()
+        options.sensorDirectory = sensor
+        return Runtime(vault: try vault(), options: options)
     }
 
     func enrollPattern(_ user: String, _ pattern: String) throws {
         let text = Array(pattern.utf8)
-        _ = try runtime().gesture.enroll(user: user, by: "test", conversation: Answers([text, text]))
+        try runtime().gesture.enroll(user: user, by: "test", conversation: Answers([text, text]))
     }
 
     func enrollPasscode(_ user: String, _ passcode: String) throws {
         let text = Array(passcode.utf8)
-        _ = try runtime().passcode.enroll(user: user, by: "test", conversation: Answers([text, text]))
+        try runtime().passcode.enroll(user: user, by: "test", conversation: Answers([text, text]))
     }
 
     func enrollFinger(_ user: String, _ finger: String) throws {
-        let runtime = try runtime()
         let touches = ScriptedSensorEvents(Array(repeating: .present(user: user, finger: finger), count: 5))
-        let plugin = BiometricAuthenticator(
-            store: runtime.store, clock: runtime.clock,
-            sensor: SimulatedSensor(events: touches))
-        _ = try plugin.enroll(user: user, finger: finger, by: "test", conversation: Answers([]))
+        let plugin = BiometricAuthenticator(vault: try vault(), sensor: SimulatedSensor(events: touches))
+        try plugin.enroll(user: user, finger: finger, by: "test", conversation: Answers([]))
+    }
+}
+
+/// The fixture's keywayd process (a class, so the fixture struct can start it lazily).
+final class DaemonBox: @unchecked Sendable {  // used from one test at a time
+    private(set) var process: Process?
+
+    func start(_ command: [String], socket: String) {
+        guard process == nil else { return }
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: command[0])
+        daemon.arguments = Array(command.dropFirst())
+        daemon.standardOutput = FileHandle.nullDevice
+        daemon.standardError = FileHandle.nullDevice
+        guard (try? daemon.run()) != nil else { return }
+        process = daemon
+        for _ in 0..<500 where daemon.isRunning {  // up to 5 s for the socket to appear
+            if case .success(let fd) = UnixSocket.connect(to: socket) {
+                close(fd)
+                return
+            }
+            usleep(10_000)
+        }
+    }
+
+    func stop() {
+        guard let daemon = process, daemon.isRunning else { return }
+        kill(daemon.processIdentifier, SIGKILL)
+        daemon.waitUntilExit()
+        process = nil
     }
 }
 

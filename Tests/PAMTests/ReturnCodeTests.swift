@@ -20,7 +20,7 @@ struct ReturnCodeTests {
         fixture.service("ignore-alone", "policy=pattern unenrolled=ignore")
         // PAM_IGNORE is seen through the stack: the next module decides only when pam_keyway ignored the user.
         let ignoring =
-            "auth requisite \(modulePath) store=\(fixture.store) policy=pattern unenrolled=ignore\n"
+            "auth requisite \(modulePath) \(fixture.moduleArguments) policy=pattern unenrolled=ignore\n"
             + "auth required pam_permit.so\n"
         _ = FileManager.default.createFile(atPath: fixture.services + "/ignore", contents: Data(ignoring.utf8))
     }
@@ -77,7 +77,7 @@ struct ReturnCodeTests {
         let stranger = try harness(fixture, "pattern", "bob", answers("2-4-9-3"))
         let member = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
         #expect(stranger.result == "PAM_MAXTRIES" && member.result == "PAM_MAXTRIES", "\(stranger.text)")
-        #expect(try fixture.runtime().store.attempts(user: "bob")[.gesture].consecutiveFailures == 5)
+        #expect(try fixture.vault().store.attempts(user: "bob")[.gesture].consecutiveFailures == 5)
     }
 
     @Test("no finger enrolled → PAM_AUTHINFO_UNAVAIL at once, without waiting at the sensor")
@@ -168,14 +168,13 @@ struct ReturnCodeTests {
         "configuration errors fail closed → PAM_SERVICE_ERR",
         arguments: [
             "policy=pattern polcy=pattern", "policy=no-such-policy", "policy=pattern config=/etc/keyway/keyway.conf",
-            "policy=pattern timeout=0", "policy=pattern unenrolled=maybe", "policy=pattern store=relative/path",
-            // Given twice: refused, never "the last one wins".
+            "policy=pattern timeout=0", "policy=pattern unenrolled=maybe", "policy=pattern socket=relative/path",
+            // Given twice: refused, never "the last one wins". store= was replaced by socket= (keywayd opens it).
             "policy=passcode policy=pattern", "policy=pattern store=/tmp/elsewhere.db", "policy=pattern debug debug",
         ])
     func configurationErrors(arguments: String) throws {
         defer { fixture.remove() }
-        let text = "auth required \(modulePath) \(arguments) store=\(fixture.store)\n"
-            .replacingOccurrences(of: "store=relative/path store=\(fixture.store)", with: "store=relative/path")
+        let text = "auth required \(modulePath) \(arguments)\n"
         _ = FileManager.default.createFile(atPath: fixture.services + "/broken", contents: Data(text.utf8))
         let result = try harness(fixture, "broken", "alice", answers("2-4-9-3"))
         #expect(result.result == "PAM_SERVICE_ERR", "\(result.text)")
@@ -184,31 +183,39 @@ struct ReturnCodeTests {
     }
 
     @Test(
-        "store problems fail closed → PAM_SYSTEM_ERR, and the store is not changed",
+        "store problems: keywayd refuses to start, naming the file; the module fails closed → PAM_AUTHINFO_UNAVAIL",
         arguments: [
-            "group-readable", "missing", "symlink",
+            "group-readable", "symlink", "not-a-store",
         ])
     func storeErrors(problem: String) throws {
         defer { fixture.remove() }
+        fixture.stopDaemon()
         var store = fixture.store
+        var expected = "it is accessible to group or others"
         switch problem {
         case "group-readable": chmod(fixture.store, 0o640)
-        case "missing": store = fixture.directory + "/lib/absent.db"
-        case "emptied":
-            unlink(fixture.store + "-wal")
-            unlink(fixture.store + "-shm")
-            truncate(fixture.store, 0)
+        case "not-a-store":
+            store = fixture.directory + "/lib/other.db"
+            #expect(try run("/usr/bin/sqlite3", [store, "CREATE TABLE t(x)"]).status == 0)
+            chmod(store, 0o600)
+            expected = "it is not a Keyway store"
         default:
             symlink(fixture.store, fixture.directory + "/lib/link.db")
             store = fixture.directory + "/lib/link.db"
+            expected = "symbolic link"
         }
-        let text = "auth required \(modulePath) policy=pattern store=\(store)\n"
-        _ = FileManager.default.createFile(atPath: fixture.services + "/store", contents: Data(text.utf8))
         let before = FileManager.default.contents(atPath: fixture.store)
+        let daemon = try run(daemonPath, ["--socket", fixture.socket, "--store", store, "--idle-exit", "5"])
+        #expect(daemon.status == 74, "\(daemon.text)")
+        #expect(daemon.text.contains("keywayd: cannot open the store: Keyway store \(store)"), "\(daemon.text)")
+        #expect(daemon.text.contains(expected), "\(daemon.text)")
+        let text = "auth required \(modulePath) policy=pattern \(fixture.moduleArguments)\n"
+        _ = FileManager.default.createFile(atPath: fixture.services + "/store", contents: Data(text.utf8))
         let result = try harness(fixture, "store", "alice", answers("2-4-9-3"))
-        #expect(result.result == "PAM_SYSTEM_ERR", "\(result.text)")
+        #expect(result.result == "PAM_AUTHINFO_UNAVAIL", "\(result.text)")
+        #expect(result.text.contains("Keyway is not available (see the system log)."), "\(result.text)")
+        #expect(!result.text.contains("prompt:"))
         #expect(FileManager.default.contents(atPath: fixture.store) == before)
-        #expect(!FileManager.default.fileExists(atPath: fixture.directory + "/lib/absent.db"))
     }
 
     @Test("a store that fails while reading counters → PAM_SYSTEM_ERR from auth and account, with the reason logged")

@@ -25,12 +25,13 @@ struct SudoTests {
         guard check.status == 0 else { return }
         try FileManager.default.copyItem(atPath: draft, toPath: sudoers)
         let stack = """
-            auth     required \(modulePath) policy=\(policy) store=\(fixture.store) sensor=\(fixture.sensor) timeout=15
-            account  required \(modulePath) policy=\(policy) store=\(fixture.store) sensor=\(fixture.sensor)
+            auth     required \(modulePath) policy=\(policy) \(fixture.moduleArguments) timeout=15
+            account  required \(modulePath) policy=\(policy) \(fixture.moduleArguments)
             session  required pam_permit.so
 
             """
         _ = FileManager.default.createFile(atPath: pamFile, contents: Data(stack.utf8))
+        fixture.startDaemon()
     }
 
     /// Removes everything `install` made; runs even when the test failed.

@@ -80,9 +80,9 @@ struct SyslogTests {
         defer { fixture.remove() }
         try fixture.enrollPattern("alice", "2-4-9-3")
         fixture.service("kwlog", "policy=pattern")
-        let broken = "auth required \(modulePath) policy=pattern polcy=x store=\(fixture.store)\n"
+        let broken = "auth required \(modulePath) policy=pattern polcy=x \(fixture.moduleArguments)\n"
         _ = FileManager.default.createFile(atPath: fixture.services + "/kwbroken", contents: Data(broken.utf8))
-        let twice = "auth required \(modulePath) policy=passcode policy=pattern store=\(fixture.store)\n"
+        let twice = "auth required \(modulePath) policy=passcode policy=pattern \(fixture.moduleArguments)\n"
         _ = FileManager.default.createFile(atPath: fixture.services + "/kwtwice", contents: Data(twice.utf8))
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }

@@ -3,7 +3,6 @@ import Glibc
 import KeywayCore
 import KeywayPlatform
 import KeywayRuntime
-import KeywayStore
 
 /// One call into the module: parse the arguments, build the request, evaluate the policy, map the outcome.
 /// Everything is built per call and released before returning.
@@ -73,35 +72,29 @@ struct ModuleCall {
             return .failure(AuthenticationError(.invalidUserName, problem))
         }
         let policy = parsed.policy
+        let service = handle.item(PAM_SERVICE) ?? "unknown"
         var options = Runtime.Options()
-        options.storePath = parsed.store
         options.sensorDirectory = parsed.sensorDirectory
         options.sensorTimeout = .seconds(parsed.sensorTimeout)
-        let runtime: Runtime
-        do {
-            runtime = try Runtime(options)
-        } catch {
-            log(LOG_ERR, "user=\(user) policy=\(policy.name) store failure, failing closed: \(error.reason)")
-            return .failure(error)
-        }
-        let service = handle.item(PAM_SERVICE) ?? "unknown"
+        // keywayd owns the store and the slow hash; this process only talks (docs/ARCHITECTURE.md §10).
+        let runtime = Runtime(vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)"), options: options)
         // unenrolled=fail hides who has enrolled a pattern or passcode (docs/ARCHITECTURE.md §5); ignore must tell, to ignore.
         let remote = handle.item(PAM_RHOST) != nil || RemoteSession.isRemote(tty: handle.item(PAM_TTY))
         let context = UserContext(
             name: user, service: service, isRemote: remote,
             concealsEnrollment: parsed.unenrolled == .fail)
         if parsed.debug {
-            log(LOG_DEBUG, "user=\(user) service=\(service) policy=\(policy) store=\(parsed.store)")
+            log(LOG_DEBUG, "user=\(user) service=\(service) policy=\(policy) socket=\(parsed.socket)")
         }
         if parsed.unenrolled == .ignore && !hasAnyFactor(of: policy, runtime, context) { return .ignored }
         return body(runtime, policy, context)
     }
 
-    /// True when the user has at least one of the policy's factors enrolled (or the store cannot say: then the
-    /// evaluation reports the store failure instead of ignoring the user).
+    /// True when the user has at least one of the policy's factors enrolled (or keywayd cannot say: then the
+    /// evaluation reports that failure instead of ignoring the user).
     private func hasAnyFactor(of policy: Policy, _ runtime: Runtime, _ user: UserContext) -> Bool {
-        guard let enrolled = try? runtime.store.enrollments(user: user.name).map(\.factor),
-            Set(enrolled).isDisjoint(with: policy.rule.factors)
+        guard let status = try? runtime.vault.status(of: user.name).first,
+            Set(status.factors.filter { $0.enrolled != nil }.map(\.factor)).isDisjoint(with: policy.rule.factors)
         else { return true }
         log(LOG_INFO, "user=\(user.name) policy=\(policy.name) outcome=ignored (nothing enrolled, unenrolled=ignore)")
         return false
@@ -118,7 +111,7 @@ struct ModuleCall {
             return "Too many failed attempts; try again after \(until) (in \(wait.spokenDescription))."
         case .timeout, .biometryNotAvailable:
             return "\(error.code.summary) (\(error.reason))"
-        case .invalidPolicy, .storeFailure, .internalFailure:
+        case .invalidPolicy, .storeFailure, .internalFailure, .serviceUnavailable:
             return "Keyway is not available (see the system log)."
         default:
             return error.code.summary

@@ -28,7 +28,7 @@ enum PAMOutcome: Equatable {
             case .throttled, .lockedOut, .biometryLockout:
                 code = PAM_MAXTRIES
             case .passcodeNotSet, .biometryNotEnrolled, .factorNotEnrolled, .biometryNotAvailable,
-                .factorNotAvailable, .timeout:
+                .factorNotAvailable, .timeout, .serviceUnavailable:
                 code = PAM_AUTHINFO_UNAVAIL
             case .invalidPolicy:
                 code = PAM_SERVICE_ERR
@@ -36,6 +36,8 @@ enum PAMOutcome: Equatable {
                 code = PAM_SYSTEM_ERR
             case .invalidUserName:
                 code = PAM_USER_UNKNOWN
+            case .notPermitted:
+                code = PAM_PERM_DENIED
             }
         }
         return code

@@ -1,0 +1,130 @@
+public import KeywayCore
+
+/// The vault's side of the biometric factor: the enrolled templates, matching by score against the model's
+/// threshold, the attempt gate (5 consecutive failures lock until the passcode succeeds), and LocalAuthentication's
+/// rule that biometrics need a passcode to fall back on. Runs where the store is (keywayd).
+public struct BiometricKeeper: FactorKeeper {
+    public var factor: FactorKind { .biometric }
+
+    /// The kind of biometry reported as available.
+    public let biometry: BiometryType
+    /// The statistics of matching and enrollment.
+    public let model: NoiseModel
+    /// Counts attempts.
+    public let gate: AttemptGate
+    /// Makes a new domain-state value on each enrollment change.
+    private let newDomainState: @Sendable () -> [UInt8]
+
+    /// Creates the keeper; domain states come from the system's random generator unless given.
+    public init(
+        store: any Store, clock: any Clock, biometry: BiometryType = .fingerprint, model: NoiseModel = .default,
+        schedule: ThrottleSchedule = .biometric, newDomainState: (@Sendable () -> [UInt8])? = nil
+    ) {
+        self.biometry = biometry
+        self.model = model
+        gate = AttemptGate(factor: .biometric, store: store, clock: clock, schedule: schedule)
+        self.newDomainState =
+            newDomainState ?? {
+                var generator = SystemRandomNumberGenerator()
+                return (0..<BiometricEnrollment.domainStateLength).map { _ in
+                    UInt8.random(in: 0...255, using: &generator)
+                }
+            }
+    }
+
+    /// Why `finger` cannot name a finger, or nil.
+    public static func fingerNameProblem(_ finger: String) -> String? {
+        guard !finger.isEmpty, finger.utf8.count <= 64, finger.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" })
+        else { return "a finger name is 1–64 letters, digits or '-'" }
+        return nil
+    }
+
+    public func availability(for user: UserContext) -> Availability {
+        do {
+            guard let enrollment = try load(user.name), !enrollment.templates.isEmpty else { return .notEnrolled }
+            if let missing = try passcodeMissing(for: user.name) { return .failed(missing) }
+        } catch {
+            return .failed(error)
+        }
+        return gate.availability(for: user.name, whenAllowed: .available(biometry))
+    }
+
+    /// Reserves an attempt, then scores the one sample against every enrolled template.
+    public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        guard case .samples(let samples) = evidence, samples.count == 1 else {
+            throw AuthenticationError(.invalidPolicy, "a biometric match takes exactly one sensor sample")
+        }
+        guard let enrollment = try load(user.name), !enrollment.templates.isEmpty else {
+            throw AuthenticationError(.biometryNotEnrolled, "no biometric is enrolled for \(user.name)")
+        }
+        if let missing = try passcodeMissing(for: user.name) { throw missing }
+        let reservation = try gate.reserve(for: user.name)
+        let sample = FeatureVector(components: samples[0])
+        if enrollment.templates.contains(where: { model.matches(sample, against: $0.template) }) {
+            try gate.settleSuccess(reservation)
+            return .success
+        }
+        return .failure(try gate.settleFailure(reservation, fingerprint: nil))
+    }
+
+    /// Adds (or replaces) the finger `label` with a template built from the samples.
+    public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Enrollment
+    {
+        guard case .samples(let samples) = evidence, (1...64).contains(samples.count) else {
+            throw AuthenticationError(.invalidPolicy, "a biometric is enrolled from 1 to 64 sensor samples")
+        }
+        let finger = label ?? "right-index"
+        if let problem = Self.fingerNameProblem(finger) { throw AuthenticationError(.invalidPolicy, problem) }
+        var current = try load(user) ?? BiometricEnrollment(templates: [], domainState: [])
+        let replacing = current.templates.contains { $0.finger == finger }
+        guard replacing || current.templates.count < BiometricEnrollment.maximumFingers else {
+            throw AuthenticationError(
+                .invalidPolicy,
+                "\(user) already has \(BiometricEnrollment.maximumFingers) fingers enrolled; remove one first")
+        }
+        let template: Template
+        do { template = try model.enroll(samples.map(FeatureVector.init(components:))) } catch {
+            throw AuthenticationError(.invalidPolicy, "could not build a template: \(error)")
+        }
+        current.templates.removeAll { $0.finger == finger }
+        current.templates.append((finger, template))
+        current.domainState = newDomainState()
+        return record(current, user: user, by: actor)
+    }
+
+    public func enrollment(removing label: String, from record: Enrollment, by actor: String)
+        throws(AuthenticationError) -> Enrollment?
+    {
+        var current = try BiometricEnrollment(decoding: record.payload)
+        current.templates.removeAll { $0.finger == label }
+        guard !current.templates.isEmpty else { return nil }
+        current.domainState = newDomainState()
+        return self.record(current, user: record.user, by: actor)
+    }
+
+    public func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8]) {
+        let enrollment = try BiometricEnrollment(decoding: record.payload)
+        return (enrollment.templates.map(\.finger), enrollment.domainState)
+    }
+
+    /// The user's enrollment, or nil.
+    public func load(_ user: String) throws(AuthenticationError) -> BiometricEnrollment? {
+        try gate.store.enrollment(user: user, factor: .biometric).map { record throws(AuthenticationError) in
+            try BiometricEnrollment(decoding: record.payload)
+        }
+    }
+
+    /// As LocalAuthentication: biometrics are only usable with a passcode to fall back on, since only a passcode
+    /// success clears a biometric lockout. Nil when the user has one.
+    private func passcodeMissing(for user: String) throws(AuthenticationError) -> AuthenticationError? {
+        guard try gate.store.enrollment(user: user, factor: .passcode) == nil else { return nil }
+        return AuthenticationError(.passcodeNotSet, "biometrics need a passcode to fall back on; \(user) has none")
+    }
+
+    private func record(_ enrollment: BiometricEnrollment, user: String, by actor: String) -> Enrollment {
+        Enrollment(
+            user: user, factor: .biometric, payload: enrollment.encoded(), changedAt: gate.clock.now(),
+            changedBy: actor)
+    }
+}

@@ -1,0 +1,105 @@
+/// The vault in this process: a `Store` and one keeper per factor. keywayd serves one over its socket; tests and
+/// `keyway --store` use one directly. Built per use: nothing here is process-global.
+public final class LocalVault: Vault {
+    /// Where enrollments and counters live.
+    public let store: any Store
+    /// The time source for attributions.
+    public let clock: any Clock
+    /// The keepers, in the order `status` lists them.
+    public let keepers: [any FactorKeeper]
+
+    /// Creates a vault; a later keeper for the same factor replaces an earlier one.
+    public init(store: any Store, clock: any Clock, keepers: [any FactorKeeper]) {
+        self.store = store
+        self.clock = clock
+        var ordered: [any FactorKeeper] = []
+        for keeper in keepers {
+            ordered.removeAll { $0.factor == keeper.factor }
+            ordered.append(keeper)
+        }
+        self.keepers = ordered
+    }
+
+    /// The keeper of `factor`, or the error a request for an unknown factor gets.
+    public func keeper(_ factor: FactorKind) throws(AuthenticationError) -> any FactorKeeper {
+        guard let keeper = keepers.first(where: { $0.factor == factor }) else {
+            throw AuthenticationError(.factorNotAvailable, "this vault keeps no \(factor)")
+        }
+        return keeper
+    }
+
+    public func availability(of factor: FactorKind, for user: UserContext) -> Availability {
+        do { return try keeper(factor).availability(for: user) } catch { return .failed(error) }
+    }
+
+    public func verify(_ evidence: Evidence, of factor: FactorKind, for user: UserContext) throws(AuthenticationError)
+        -> Verdict
+    {
+        try keeper(factor).verify(evidence, for: user)
+    }
+
+    public func enroll(_ evidence: Evidence, of factor: FactorKind, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError)
+    {
+        try store.save(try keeper(factor).enrollment(of: evidence, for: user, label: label, by: actor))
+    }
+
+    public func change(_ current: Secret, to new: Secret, of factor: FactorKind, for user: String, by actor: String)
+        throws(AuthenticationError)
+    {
+        let keeper = try keeper(factor)
+        let record = try keeper.enrollment(of: .secret(new), for: user, label: nil, by: actor)  // rules first: free
+        guard try keeper.verify(.secret(current), for: UserContext(name: user)) == .success else {
+            throw AuthenticationError(.authenticationFailed, "the current \(factor) is wrong")
+        }
+        try store.save(record)
+    }
+
+    public func remove(_ factor: FactorKind, of user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Bool
+    {
+        let keeper = try keeper(factor)
+        let change = Attribution(actor, at: clock.now())
+        guard let label else { return try store.removeEnrollment(user: user, factor: factor, by: change) }
+        guard let record = try store.enrollment(user: user, factor: factor),
+            try keeper.details(of: record).labels.contains(label)
+        else { return false }
+        if let rest = try keeper.enrollment(removing: label, from: record, by: actor) {
+            try store.save(rest)
+        } else {
+            try store.removeEnrollment(user: user, factor: factor, by: change)
+        }
+        return true
+    }
+
+    public func status(of user: String?) throws(AuthenticationError) -> [UserStatus] {
+        let users: [String]
+        if let user { users = [user] } else { users = try store.users() }
+        var result: [UserStatus] = []
+        for name in users {
+            let records = try store.enrollments(user: name)
+            let book = try store.attempts(user: name)
+            var factors: [UserStatus.FactorStatus] = []
+            for keeper in keepers {
+                let record = records.first { $0.factor == keeper.factor }
+                let details = try record.map { record throws(AuthenticationError) in try keeper.details(of: record) }
+                factors.append(
+                    UserStatus.FactorStatus(
+                        factor: keeper.factor, enrolled: record.map { ($0.changedAt, $0.changedBy) },
+                        labels: details?.labels ?? [], failures: book[keeper.factor].consecutiveFailures,
+                        availability: keeper.availability(for: UserContext(name: name)),
+                        domainState: details?.domainState ?? []))
+            }
+            result.append(UserStatus(user: name, factors: factors))
+        }
+        return result
+    }
+
+    public func reset(_ factor: FactorKind?, of user: String, by actor: String) throws(AuthenticationError) {
+        try store.resetAttempts(user: user, factor: factor, by: Attribution(actor, at: clock.now()))
+    }
+
+    public func audit(of user: String?) throws(AuthenticationError) -> [AuditEntry] {
+        try store.auditTrail(user: user)
+    }
+}

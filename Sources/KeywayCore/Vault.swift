@@ -1,0 +1,128 @@
+/// Where Keyway's state is kept and its secrets checked: the questions the factors ask of the store and the slow
+/// hash, and the administration the command line needs (docs/ARCHITECTURE.md §10).
+///
+/// Two implementations, and the factors cannot tell them apart:
+/// - `LocalVault`: in this process, over a `Store` and the factors' keepers. keywayd serves one; tests and
+///   `keyway --store` use one directly.
+/// - `DaemonVault` (KeywayRuntime): keywayd over its socket. The PAM module and the command line use it, so no
+///   process a user can stop ever holds a store lock.
+///
+/// Implementation requirements:
+/// - `verify` reserves the attempt, verifies and settles in one call: nothing is left for the caller to settle.
+/// - Every failure is an `AuthenticationError`; a refusal (not allowed, busy, unreachable) costs the user nothing.
+/// - Class-bound, so factors can hold one as an existential in every build mode.
+public protocol Vault: AnyObject, Sendable {
+    /// Whether `factor`'s state lets it be used for `user` now: enrolled, not locked. Never prompts.
+    func availability(of factor: FactorKind, for user: UserContext) -> Availability
+    /// One counted attempt: reserve, verify the evidence, settle.
+    func verify(_ evidence: Evidence, of factor: FactorKind, for user: UserContext) throws(AuthenticationError)
+        -> Verdict
+    /// Checks the evidence against the factor's enrollment rules and stores it (a secret's hash, a finger's template
+    /// under `label`), replacing what was there.
+    func enroll(_ evidence: Evidence, of factor: FactorKind, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError)
+    /// Verifies `current` (a counted attempt), then enrolls `new`: what a user may do to their own factor.
+    func change(_ current: Secret, to new: Secret, of factor: FactorKind, for user: String, by actor: String)
+        throws(AuthenticationError)
+    /// Removes the enrollment (or only `label`, a finger); false when there was none.
+    func remove(_ factor: FactorKind, of user: String, label: String?, by actor: String) throws(AuthenticationError)
+        -> Bool
+    /// Enrollments, counters and availability of one user, or of every user when nil.
+    func status(of user: String?) throws(AuthenticationError) -> [UserStatus]
+    /// Clears the counters of one factor, or all (as `faillock --reset`).
+    func reset(_ factor: FactorKind?, of user: String, by actor: String) throws(AuthenticationError)
+    /// Who changed what, oldest first; for one user or all.
+    func audit(of user: String?) throws(AuthenticationError) -> [AuditEntry]
+}
+
+/// What a factor hands over to be checked or enrolled.
+public enum Evidence: Sendable, Equatable {
+    /// A secret in the factor's canonical form (the pattern's dots, the passcode's bytes).
+    case secret(Secret)
+    /// Sensor samples: one to match, several to enroll. Each is a point in the sensor's feature space.
+    case samples([[Double]])
+}
+
+/// One user's enrollments, counters and availability, as `keyway status` shows them.
+public struct UserStatus: Sendable, Equatable {
+    /// The account name.
+    public var user: String
+    /// One entry per factor the vault knows, in its order.
+    public var factors: [FactorStatus]
+
+    /// Creates a status.
+    public init(user: String, factors: [FactorStatus]) {
+        self.user = user
+        self.factors = factors
+    }
+
+    /// One factor of one user.
+    public struct FactorStatus: Sendable, Equatable {
+        /// The factor.
+        public var factor: FactorKind
+        /// When and by whom it was enrolled, or nil when it is not.
+        public var enrolled: (at: Timestamp, by: String)?
+        /// Named parts of the enrollment (fingers), in order.
+        public var labels: [String]
+        /// Consecutive failures counted now.
+        public var failures: Int
+        /// What the counters and the enrollment allow now.
+        public var availability: Availability
+        /// Changes with every enrollment change (LocalAuthentication's `evaluatedPolicyDomainState`); may be empty.
+        public var domainState: [UInt8]
+
+        /// Creates a factor status.
+        public init(
+            factor: FactorKind, enrolled: (at: Timestamp, by: String)?, labels: [String] = [], failures: Int = 0,
+            availability: Availability, domainState: [UInt8] = []
+        ) {
+            self.factor = factor
+            self.enrolled = enrolled
+            self.labels = labels
+            self.failures = failures
+            self.availability = availability
+            self.domainState = domainState
+        }
+
+        public static func == (lhs: FactorStatus, rhs: FactorStatus) -> Bool {
+            lhs.factor == rhs.factor && lhs.enrolled?.at == rhs.enrolled?.at && lhs.enrolled?.by == rhs.enrolled?.by
+                && lhs.labels == rhs.labels && lhs.failures == rhs.failures && lhs.availability == rhs.availability
+                && lhs.domainState == rhs.domainState
+        }
+    }
+
+    /// The status of `factor`, if the vault knows it.
+    public subscript(factor: FactorKind) -> FactorStatus? { factors.first { $0.factor == factor } }
+}
+
+/// The half of a factor plugin that runs where the state is (in keywayd): it checks evidence against enrollments
+/// with the attempt gate, and applies the enrollment rules. The other half, the `Authenticator`, talks to the
+/// person and hands evidence to a `Vault`.
+public protocol FactorKeeper: Sendable {
+    /// The factor kept.
+    var factor: FactorKind { get }
+    /// Enrolled and not locked.
+    func availability(for user: UserContext) -> Availability
+    /// Reserve, verify, settle.
+    func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict
+    /// Checks the rules and builds the enrollment record to save (not saving it).
+    func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Enrollment
+    /// The enrollment without `label`, or nil when removing it leaves nothing; throws when the factor has no labels.
+    func enrollment(removing label: String, from record: Enrollment, by actor: String) throws(AuthenticationError)
+        -> Enrollment?
+    /// The labels and domain state of a stored enrollment.
+    func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8])
+}
+
+extension FactorKeeper {
+    public func enrollment(removing label: String, from record: Enrollment, by actor: String)
+        throws(AuthenticationError) -> Enrollment?
+    {
+        throw AuthenticationError(.invalidPolicy, "the \(factor) has no named parts to remove")
+    }
+
+    public func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8]) {
+        ([], [])
+    }
+}

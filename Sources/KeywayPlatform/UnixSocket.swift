@@ -1,0 +1,176 @@
+public import Glibc
+
+/// Unix stream sockets for keywayd and its clients: connect, listen, whole frames with deadlines, and the peer's
+/// identity from the kernel (`SO_PEERCRED`). Every descriptor is close-on-exec; no call raises SIGPIPE.
+public enum UnixSocket {
+    /// A failed socket call, with the operation and the system's reason.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        /// What was being done ("connect to /run/keyway/keywayd.sock").
+        public var operation: String
+        /// errno, or 0 for a protocol problem (a frame too large, a deadline).
+        public var errno: Int32
+        /// The system's words for errno, or the protocol problem.
+        public var reason: String
+
+        init(_ operation: String, errno: Int32) {
+            self.operation = operation
+            self.errno = errno
+            reason = String(cString: strerror(errno))
+        }
+
+        init(_ operation: String, reason: String) {
+            self.operation = operation
+            errno = 0
+            self.reason = reason
+        }
+
+        public var description: String { "\(operation): \(reason)" }
+    }
+
+    /// Who is at the other end, as the kernel saw them when they connected.
+    public struct Peer: Sendable, Equatable {
+        /// The process.
+        public var pid: pid_t
+        /// The effective user.
+        public var uid: uid_t
+        /// The effective group.
+        public var gid: gid_t
+    }
+
+    private static func address(_ path: String) -> sockaddr_un? {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard !bytes.isEmpty, bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        return address
+    }
+
+    private static func withAddress<R>(_ address: inout sockaddr_un, _ body: (UnsafePointer<sockaddr>) -> R) -> R {
+        withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
+    }
+
+    /// Connects to the socket at `path`.
+    public static func connect(to path: String) -> Result<Int32, Failure> {
+        let operation = "connect to \(path)"
+        guard var address = address(path) else { return .failure(Failure(operation, reason: "the path is too long")) }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return .failure(Failure(operation, errno: errno)) }
+        let result = withAddress(&address) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        guard result == 0 else {
+            let error = errno
+            close(fd)
+            return .failure(Failure(operation, errno: error))
+        }
+        return .success(fd)
+    }
+
+    /// Binds and listens at `path` with `mode` (replacing a stale socket there, never any other kind of file).
+    public static func listen(at path: String, mode: mode_t, backlog: Int32 = 128) -> Result<Int32, Failure> {
+        let operation = "listen at \(path)"
+        guard var address = address(path) else { return .failure(Failure(operation, reason: "the path is too long")) }
+        var existing = stat()
+        if lstat(path, &existing) == 0 {
+            guard existing.st_mode & S_IFMT == S_IFSOCK else {
+                return .failure(Failure(operation, reason: "a file that is not a socket is in the way"))
+            }
+            unlink(path)
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return .failure(Failure(operation, errno: errno)) }
+        let bound = withAddress(&address) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        guard bound == 0, chmod(path, mode) == 0, Glibc.listen(fd, backlog) == 0 else {
+            let error = errno
+            close(fd)
+            return .failure(Failure(operation, errno: error))
+        }
+        return .success(fd)
+    }
+
+    /// The connected peer's process, user and group.
+    public static func peer(of fd: Int32) -> Peer? {
+        // struct ucred { pid_t pid; uid_t uid; gid_t gid; }: Glibc hides it behind _GNU_SOURCE, so its layout here.
+        var credentials: (pid: pid_t, uid: uid_t, gid: gid_t) = (0, 0, 0)
+        var length = socklen_t(MemoryLayout.size(ofValue: credentials))
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0, length == 12 else { return nil }
+        return Peer(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
+    }
+
+    /// Milliseconds on the monotonic clock.
+    public static func monotonicMilliseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+
+    /// Waits until `fd` is ready for `events` or the deadline (monotonic milliseconds) passes.
+    private static func wait(_ fd: Int32, _ events: Int16, until deadline: Int64) -> Bool {
+        while true {
+            let left = deadline - monotonicMilliseconds()
+            guard left > 0 else { return false }
+            var entry = pollfd(fd: fd, events: events, revents: 0)
+            let ready = poll(&entry, 1, Int32(clamping: left))
+            if ready > 0 { return true }
+            if ready < 0 && errno != EINTR { return false }
+        }
+    }
+
+    /// Writes all of `bytes` before the deadline.
+    public static func send(_ bytes: [UInt8], to fd: Int32, until deadline: Int64) -> Result<Void, Failure> {
+        var offset = 0
+        while offset < bytes.count {
+            guard wait(fd, Int16(POLLOUT), until: deadline) else {
+                return .failure(Failure("send", reason: "the other end did not read in time"))
+            }
+            let written = bytes.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            }
+            if written < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                return .failure(Failure("send", errno: errno))
+            }
+            offset += written
+        }
+        return .success(())
+    }
+
+    /// Reads exactly `count` bytes before the deadline.
+    private static func receive(_ count: Int, from fd: Int32, until deadline: Int64, what: String)
+        -> Result<[UInt8], Failure>
+    {
+        var bytes = [UInt8](repeating: 0, count: count)
+        var offset = 0
+        while offset < count {
+            guard wait(fd, Int16(POLLIN), until: deadline) else {
+                return .failure(Failure("receive", reason: "\(what) did not arrive in time"))
+            }
+            let got = bytes.withUnsafeMutableBytes {
+                recv(fd, $0.baseAddress! + offset, count - offset, Int32(MSG_DONTWAIT))
+            }
+            if got < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                return .failure(Failure("receive", errno: errno))
+            }
+            if got == 0 { return .failure(Failure("receive", reason: "the connection closed before \(what) ended")) }
+            offset += got
+        }
+        return .success(bytes)
+    }
+
+    /// Reads one frame (a 4-byte big-endian length, then the body) of at most `limit` bytes before the deadline.
+    public static func receiveFrame(from fd: Int32, limit: Int, until deadline: Int64) -> Result<[UInt8], Failure> {
+        let header: [UInt8]
+        switch receive(4, from: fd, until: deadline, what: "the message's length") {
+        case .success(let bytes): header = bytes
+        case .failure(let failure): return .failure(failure)
+        }
+        let length = header.reduce(0) { $0 << 8 | Int($1) }
+        guard length >= 2, length <= limit else {
+            return .failure(Failure("receive", reason: "a message of \(length) bytes is outside 2...\(limit)"))
+        }
+        return receive(length, from: fd, until: deadline, what: "the message")
+    }
+}

@@ -1,0 +1,120 @@
+import Glibc
+public import KeywayCore
+import KeywayPlatform
+public import KeywayWire
+
+/// The vault as keywayd keeps it: every call is one request on a fresh connection to its socket, so this process
+/// never holds a lock or a connection between calls, and stopping it stalls nobody (docs/ARCHITECTURE.md §10).
+/// An unreachable or busy daemon is `.serviceUnavailable`; nothing is counted then.
+public final class DaemonVault: Vault {
+    /// The default socket.
+    public static let defaultSocket = "/run/keyway/keywayd.sock"
+
+    /// Where keywayd listens.
+    public let socketPath: String
+    /// The tool named in the audit trail ("keyway enroll", "pam_keyway sudo").
+    public let via: String
+    /// How long one request may take, queueing for the slow hash included.
+    public let timeoutMilliseconds: Int64
+
+    /// Creates a client of the daemon at `socketPath`.
+    public init(socketPath: String = defaultSocket, via: String, timeoutMilliseconds: Int64 = 60_000) {
+        self.socketPath = socketPath
+        self.via = via
+        self.timeoutMilliseconds = timeoutMilliseconds
+    }
+
+    /// Sends one request and reads its answer; a failure answer is thrown.
+    public func ask(_ request: Request) throws(AuthenticationError) -> Response {
+        func unavailable(_ failure: UnixSocket.Failure) -> AuthenticationError {
+            AuthenticationError(.serviceUnavailable, "keywayd at \(socketPath): \(failure)")
+        }
+        let fd: Int32
+        switch UnixSocket.connect(to: socketPath) {
+        case .success(let connected): fd = connected
+        case .failure(let failure): throw unavailable(failure)
+        }
+        defer { close(fd) }
+        let deadline = UnixSocket.monotonicMilliseconds() + timeoutMilliseconds
+        var body = request.encoded
+        var frame = WireWriter.frame(body)
+        let sent = UnixSocket.send(frame, to: fd, until: deadline)
+        for index in body.indices { body[index] = 0 }
+        for index in frame.indices { frame[index] = 0 }
+        if case .failure(let failure) = sent { throw unavailable(failure) }
+        let answer: [UInt8]
+        switch UnixSocket.receiveFrame(from: fd, limit: Wire.maximumResponse, until: deadline) {
+        case .success(let bytes): answer = bytes
+        case .failure(let failure): throw unavailable(failure)
+        }
+        let response: Response
+        do { response = try Response(decoding: answer) } catch {
+            throw AuthenticationError(.serviceUnavailable, "keywayd at \(socketPath) answered badly: \(error)")
+        }
+        if case .failure(let error) = response { throw error }
+        return response
+    }
+
+    private func unexpected(_ response: Response, _ request: String) -> AuthenticationError {
+        AuthenticationError(.internalFailure, "keywayd answered \(request) with \(response)")
+    }
+
+    public func availability(of factor: FactorKind, for user: UserContext) -> Availability {
+        do {
+            let response = try ask(.availability(factor, user))
+            guard case .availability(let availability) = response else {
+                return .failed(unexpected(response, "availability"))
+            }
+            return availability
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    public func verify(_ evidence: Evidence, of factor: FactorKind, for user: UserContext) throws(AuthenticationError)
+        -> Verdict
+    {
+        let response = try ask(.verify(factor, user, evidence))
+        guard case .verdict(let verdict) = response else { throw unexpected(response, "verify") }
+        return verdict
+    }
+
+    public func enroll(_ evidence: Evidence, of factor: FactorKind, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError)
+    {
+        let response = try ask(.enroll(factor, user: user, label: label, evidence, via: actor))
+        guard response == .done else { throw unexpected(response, "enroll") }
+    }
+
+    public func change(_ current: Secret, to new: Secret, of factor: FactorKind, for user: String, by actor: String)
+        throws(AuthenticationError)
+    {
+        let response = try ask(.change(factor, user: user, current: current, new: new, via: actor))
+        guard response == .done else { throw unexpected(response, "change") }
+    }
+
+    public func remove(_ factor: FactorKind, of user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Bool
+    {
+        let response = try ask(.remove(factor, user: user, label: label, via: actor))
+        guard case .removed(let removed) = response else { throw unexpected(response, "remove") }
+        return removed
+    }
+
+    public func status(of user: String?) throws(AuthenticationError) -> [UserStatus] {
+        let response = try ask(.status(user: user))
+        guard case .status(let users) = response else { throw unexpected(response, "status") }
+        return users
+    }
+
+    public func reset(_ factor: FactorKind?, of user: String, by actor: String) throws(AuthenticationError) {
+        let response = try ask(.reset(factor, user: user, via: actor))
+        guard response == .done else { throw unexpected(response, "reset") }
+    }
+
+    public func audit(of user: String?) throws(AuthenticationError) -> [AuditEntry] {
+        let response = try ask(.audit(user: user))
+        guard case .audit(let entries) = response else { throw unexpected(response, "audit") }
+        return entries
+    }
+}

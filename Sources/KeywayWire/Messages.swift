@@ -1,0 +1,393 @@
+public import KeywayCore
+
+/// A question to keywayd: one `Vault` call. The caller's identity is never in it: keywayd takes it from the
+/// socket (`SO_PEERCRED`). Actors are the tool's words ("keyway change"); keywayd prefixes the caller's name.
+public enum Request: Sendable, Equatable {
+    case availability(FactorKind, UserContext)
+    case verify(FactorKind, UserContext, Evidence)
+    case enroll(FactorKind, user: String, label: String?, Evidence, via: String)
+    case change(FactorKind, user: String, current: Secret, new: Secret, via: String)
+    case remove(FactorKind, user: String, label: String?, via: String)
+    case status(user: String?)
+    case reset(FactorKind?, user: String, via: String)
+    case audit(user: String?)
+
+    /// The kind byte of each request.
+    enum Kind: UInt8 {
+        case availability = 1, verify, enroll, change, remove, status, reset, audit
+    }
+
+    /// The request's name, for logs.
+    public var name: String {
+        switch self {
+        case .availability: "availability"
+        case .verify: "verify"
+        case .enroll: "enroll"
+        case .change: "change"
+        case .remove: "remove"
+        case .status: "status"
+        case .reset: "reset"
+        case .audit: "audit"
+        }
+    }
+
+    /// The user the request is about, if one.
+    public var user: String? {
+        switch self {
+        case .availability(_, let context), .verify(_, let context, _): context.name
+        case .enroll(_, let user, _, _, _), .change(_, let user, _, _, _), .remove(_, let user, _, _),
+            .reset(_, let user, _):
+            user
+        case .status(let user), .audit(let user): user
+        }
+    }
+
+    /// The body, unframed. Holds secrets: wipe it after sending.
+    public var encoded: [UInt8] {
+        var out: WireWriter
+        switch self {
+        case .availability(let factor, let user):
+            out = WireWriter(kind: Kind.availability.rawValue)
+            out.string(factor.rawValue)
+            out.context(user)
+        case .verify(let factor, let user, let evidence):
+            out = WireWriter(kind: Kind.verify.rawValue)
+            out.string(factor.rawValue)
+            out.context(user)
+            out.evidence(evidence)
+        case .enroll(let factor, let user, let label, let evidence, let via):
+            out = WireWriter(kind: Kind.enroll.rawValue)
+            out.string(factor.rawValue)
+            out.string(user)
+            out.optional(label) { $0.string($1) }
+            out.evidence(evidence)
+            out.string(via)
+        case .change(let factor, let user, let current, let new, let via):
+            out = WireWriter(kind: Kind.change.rawValue)
+            out.string(factor.rawValue)
+            out.string(user)
+            out.secret(current)
+            out.secret(new)
+            out.string(via)
+        case .remove(let factor, let user, let label, let via):
+            out = WireWriter(kind: Kind.remove.rawValue)
+            out.string(factor.rawValue)
+            out.string(user)
+            out.optional(label) { $0.string($1) }
+            out.string(via)
+        case .status(let user):
+            out = WireWriter(kind: Kind.status.rawValue)
+            out.optional(user) { $0.string($1) }
+        case .reset(let factor, let user, let via):
+            out = WireWriter(kind: Kind.reset.rawValue)
+            out.optional(factor) { $0.string($1.rawValue) }
+            out.string(user)
+            out.string(via)
+        case .audit(let user):
+            out = WireWriter(kind: Kind.audit.rawValue)
+            out.optional(user) { $0.string($1) }
+        }
+        return out.bytes
+    }
+
+    /// Reads a request body, refusing anything that is not exactly one well-formed request.
+    public init(decoding bytes: [UInt8]) throws(WireError) {
+        guard bytes.count <= Wire.maximumRequest else {
+            throw WireError("a request of \(bytes.count) bytes is larger than the \(Wire.maximumRequest) accepted")
+        }
+        var input = try WireReader(bytes)
+        guard let kind = Kind(rawValue: input.kind) else { throw WireError("request kind \(input.kind) is unknown") }
+        switch kind {
+        case .availability:
+            self = .availability(try input.factor(), try input.context())
+        case .verify:
+            self = .verify(try input.factor(), try input.context(), try input.evidence())
+        case .enroll:
+            let factor = try input.factor()
+            let user = try input.string("the user", limit: UserContext.maximumNameLength)
+            let label = try input.optional("the label") { reader throws(WireError) in try reader.string("the label") }
+            self = .enroll(factor, user: user, label: label, try input.evidence(), via: try input.string("the tool"))
+        case .change:
+            let factor = try input.factor()
+            let user = try input.string("the user", limit: UserContext.maximumNameLength)
+            let current = try input.secret("the current secret")
+            self = .change(
+                factor, user: user, current: current, new: try input.secret("the new secret"),
+                via: try input.string("the tool"))
+        case .remove:
+            let factor = try input.factor()
+            let user = try input.string("the user", limit: UserContext.maximumNameLength)
+            let label = try input.optional("the label") { reader throws(WireError) in try reader.string("the label") }
+            self = .remove(factor, user: user, label: label, via: try input.string("the tool"))
+        case .status:
+            self = .status(user: try input.optionalUser())
+        case .reset:
+            let factor = try input.optional("the factor") { reader throws(WireError) in try reader.factor() }
+            self = .reset(
+                factor, user: try input.string("the user", limit: UserContext.maximumNameLength),
+                via: try input.string("the tool"))
+        case .audit:
+            self = .audit(user: try input.optionalUser())
+        }
+        try input.finish()
+    }
+}
+
+/// keywayd's answer to one request.
+public enum Response: Sendable, Equatable {
+    /// Done (enroll, change, reset).
+    case done
+    /// Whether something was removed.
+    case removed(Bool)
+    case availability(Availability)
+    case verdict(Verdict)
+    case status([UserStatus])
+    case audit([AuditEntry])
+    /// The request failed, was refused, or keywayd was busy: nothing was counted unless the error says so.
+    case failure(AuthenticationError)
+
+    enum Kind: UInt8 { case done = 1, removed, availability, verdict, status, audit, failure }
+
+    /// The body, unframed.
+    public var encoded: [UInt8] {
+        var out: WireWriter
+        switch self {
+        case .done:
+            out = WireWriter(kind: Kind.done.rawValue)
+        case .removed(let removed):
+            out = WireWriter(kind: Kind.removed.rawValue)
+            out.bool(removed)
+        case .availability(let availability):
+            out = WireWriter(kind: Kind.availability.rawValue)
+            out.availability(availability)
+        case .verdict(let verdict):
+            out = WireWriter(kind: Kind.verdict.rawValue)
+            switch verdict {
+            case .success: out.u8(0)
+            case .failure(.mismatch): out.u8(1)
+            case .failure(.repeatedMismatch): out.u8(2)
+            case .failure(.malformed(let why)):
+                out.u8(3)
+                out.string(why)
+            case .failure(.noSample(let why)):
+                out.u8(4)
+                out.string(why)
+            case .failure(.notEnrolled): out.u8(5)
+            }
+        case .status(let users):
+            out = WireWriter(kind: Kind.status.rawValue)
+            out.u32(users.count)
+            for user in users {
+                out.string(user.user)
+                out.u32(user.factors.count)
+                for factor in user.factors {
+                    out.string(factor.factor.rawValue)
+                    out.optional(factor.enrolled) { out, enrolled in
+                        out.i64(enrolled.at.milliseconds)
+                        out.string(enrolled.by)
+                    }
+                    out.u32(factor.labels.count)
+                    for label in factor.labels { out.string(label) }
+                    out.u32(factor.failures)
+                    out.availability(factor.availability)
+                    out.data(factor.domainState)
+                }
+            }
+        case .audit(let entries):
+            out = WireWriter(kind: Kind.audit.rawValue)
+            out.u32(entries.count)
+            for entry in entries {
+                out.i64(entry.at.milliseconds)
+                out.string(entry.actor)
+                out.string(entry.user)
+                out.string(entry.action.rawValue)
+                out.optional(entry.factor) { $0.string($1.rawValue) }
+            }
+        case .failure(let error):
+            out = WireWriter(kind: Kind.failure.rawValue)
+            out.error(error)
+        }
+        return out.bytes
+    }
+
+    /// Reads an answer body.
+    public init(decoding bytes: [UInt8]) throws(WireError) {
+        var input = try WireReader(bytes)
+        guard let kind = Kind(rawValue: input.kind) else { throw WireError("answer kind \(input.kind) is unknown") }
+        switch kind {
+        case .done:
+            self = .done
+        case .removed:
+            self = .removed(try input.bool("removed"))
+        case .availability:
+            self = .availability(try input.availability())
+        case .verdict:
+            switch try input.u8("the verdict") {
+            case 0: self = .verdict(.success)
+            case 1: self = .verdict(.failure(.mismatch))
+            case 2: self = .verdict(.failure(.repeatedMismatch))
+            case 3: self = .verdict(.failure(.malformed(try input.string("the reason"))))
+            case 4: self = .verdict(.failure(.noSample(try input.string("the reason"))))
+            case 5: self = .verdict(.failure(.notEnrolled))
+            case let other: throw WireError("verdict \(other) is unknown")
+            }
+        case .status:
+            var users: [UserStatus] = []
+            for _ in 0..<(try input.count("users", limit: 1_000_000)) {
+                let name = try input.string("the user")
+                var factors: [UserStatus.FactorStatus] = []
+                for _ in 0..<(try input.count("factors", limit: 64)) {
+                    let factor = try input.factor()
+                    let enrolled = try input.optional("enrolled") { reader throws(WireError) in
+                        (Timestamp(milliseconds: try reader.i64("the time")), try reader.string("the actor"))
+                    }
+                    var labels: [String] = []
+                    for _ in 0..<(try input.count("labels", limit: 64)) { labels.append(try input.string("a label")) }
+                    let failures = try input.u32("the failures")
+                    let availability = try input.availability()
+                    let domainState = Array(try input.data("the domain state", limit: 64))
+                    factors.append(
+                        UserStatus.FactorStatus(
+                            factor: factor, enrolled: enrolled, labels: labels, failures: failures,
+                            availability: availability, domainState: domainState))
+                }
+                users.append(UserStatus(user: name, factors: factors))
+            }
+            self = .status(users)
+        case .audit:
+            var entries: [AuditEntry] = []
+            for _ in 0..<(try input.count("entries", limit: 10_000_000)) {
+                let at = Timestamp(milliseconds: try input.i64("the time"))
+                let actor = try input.string("the actor")
+                let user = try input.string("the user")
+                guard let action = AuditEntry.Action(rawValue: try input.string("the action")) else {
+                    throw WireError("the audit action is unknown")
+                }
+                let factor = try input.optional("the factor") { reader throws(WireError) in try reader.factor() }
+                entries.append(AuditEntry(at: at, actor: actor, user: user, action: action, factor: factor))
+            }
+            self = .audit(entries)
+        case .failure:
+            self = .failure(try input.error())
+        }
+        try input.finish()
+    }
+}
+
+extension WireWriter {
+    mutating func context(_ user: UserContext) {
+        string(user.name)
+        string(user.service)
+        bool(user.isRemote)
+        bool(user.concealsEnrollment)
+    }
+
+    mutating func evidence(_ evidence: Evidence) {
+        switch evidence {
+        case .secret(let value):
+            u8(1)
+            secret(value)
+        case .samples(let samples):
+            u8(2)
+            u32(samples.count)
+            for sample in samples {
+                u32(sample.count)
+                for value in sample { double(value) }
+            }
+        }
+    }
+
+    mutating func error(_ error: AuthenticationError) {
+        string(error.code.rawValue)
+        string(error.reason)
+        optional(error.retryAt) { $0.i64($1.milliseconds) }
+    }
+
+    mutating func availability(_ availability: Availability) {
+        switch availability {
+        case .available(let biometry):
+            u8(0)
+            string(biometry.rawValue)
+        case .notEnrolled:
+            u8(1)
+        case .notAvailable(let reason):
+            u8(2)
+            string(reason)
+        case .lockedOut(let until, let reason):
+            u8(3)
+            optional(until) { $0.i64($1.milliseconds) }
+            string(reason)
+        case .failed(let failure):
+            u8(4)
+            error(failure)
+        }
+    }
+}
+
+extension WireReader {
+    mutating func factor() throws(WireError) -> FactorKind {
+        let name = try string("the factor", limit: 64)
+        guard !name.isEmpty else { throw WireError("the factor is empty") }
+        return FactorKind(rawValue: name)
+    }
+
+    mutating func optionalUser() throws(WireError) -> String? {
+        try optional("the user") { reader throws(WireError) in
+            try reader.string("the user", limit: UserContext.maximumNameLength)
+        }
+    }
+
+    mutating func context() throws(WireError) -> UserContext {
+        UserContext(
+            name: try string("the user", limit: UserContext.maximumNameLength), service: try string("the service"),
+            isRemote: try bool("remote"), concealsEnrollment: try bool("concealing"))
+    }
+
+    mutating func evidence() throws(WireError) -> Evidence {
+        switch try u8("the evidence") {
+        case 1:
+            return .secret(try secret("the secret"))
+        case 2:
+            var samples: [[Double]] = []
+            for _ in 0..<(try count("samples", limit: 64)) {
+                var sample: [Double] = []
+                for _ in 0..<(try count("sample values", limit: 256)) { sample.append(try double("a sample value")) }
+                samples.append(sample)
+            }
+            return .samples(samples)
+        case let other:
+            throw WireError("evidence kind \(other) is unknown")
+        }
+    }
+
+    mutating func error() throws(WireError) -> AuthenticationError {
+        let name = try string("the error code")
+        guard let code = AuthenticationError.Code(rawValue: name) else {
+            throw WireError("error code '\(name)' is unknown")
+        }
+        let reason = try string("the reason", limit: 64 * 1024)
+        let retry = try optional("the retry time") { reader throws(WireError) in
+            Timestamp(milliseconds: try reader.i64("the retry time"))
+        }
+        return AuthenticationError(code, reason, retryAt: retry)
+    }
+
+    mutating func availability() throws(WireError) -> Availability {
+        switch try u8("the availability") {
+        case 0:
+            guard let biometry = BiometryType(rawValue: try string("the biometry")) else {
+                throw WireError("the biometry is unknown")
+            }
+            return .available(biometry)
+        case 1: return .notEnrolled
+        case 2: return .notAvailable(try string("the reason", limit: 64 * 1024))
+        case 3:
+            let until = try optional("the lock's end") { reader throws(WireError) in
+                Timestamp(milliseconds: try reader.i64("the lock's end"))
+            }
+            return .lockedOut(until: until, reason: try string("the reason", limit: 64 * 1024))
+        case 4: return .failed(try error())
+        case let other: throw WireError("availability \(other) is unknown")
+        }
+    }
+}
