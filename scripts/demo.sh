@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# Keyway's main job on a throwaway default: enroll a demo user's pattern in a temporary store, then authenticate
-# through the real libpam with the real pamtester (under pam_wrapper, so /etc/pam.d is not touched).
+# Keyway's main job on a throwaway default: a throwaway keywayd on a temporary socket and store, a demo user's
+# pattern enrolled through it, then authentication through the real libpam with the real pamtester (under
+# pam_wrapper, so /etc/pam.d is not touched). The daemon is stopped and everything removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d /tmp/keyway-demo.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+daemon=""
+trap '[ -z "$daemon" ] || kill "$daemon" 2>/dev/null; rm -rf "$work"' EXIT
 chmod 700 "$work"
 mkdir "$work/pam.d"
 store="$work/keyway.db"
+socket="$work/keywayd.sock"
 pattern=2-4-9-3
 echo "== Keyway demo (temporary store $store; no system file is changed)"
-echo "$pattern" | build/keyway --store "$store" enroll gesture --user demo --stdin 2>/dev/null
+build/keywayd --socket "$socket" --store "$store" 2>"$work/keywayd.log" &
+daemon=$!
+for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
+echo "== Started keywayd (pid $daemon) on $socket: the one process that opens the store and hashes"
+echo "$pattern" | build/keyway --socket "$socket" enroll gesture --user demo --stdin 2>/dev/null
 echo "== Enrolled the pattern $pattern for the user 'demo':"
 echo "     1 2 3        2 → 4 → 9 → 3"
 echo "     4 5 6"
 echo "     7 8 9"
-echo "auth required $PWD/build/pam_keyway.so policy=pattern store=$store" > "$work/pam.d/keyway-demo"
-echo "account required $PWD/build/pam_keyway.so policy=pattern store=$store" >> "$work/pam.d/keyway-demo"
+echo "auth required $PWD/build/pam_keyway.so policy=pattern socket=$socket" > "$work/pam.d/keyway-demo"
+echo "account required $PWD/build/pam_keyway.so policy=pattern socket=$socket" >> "$work/pam.d/keyway-demo"
 # libpam wants an "other" service to fall back on; without one pam_wrapper complains on every run.
 security=$(make -s print-pam-dir)
 printf 'auth required %s/pam_deny.so\naccount required %s/pam_deny.so\n' "$security" "$security" > "$work/pam.d/other"
@@ -38,4 +45,5 @@ else
     else echo "   → wrong patterns refused"; fi
 fi
 echo "== Counters and lockouts now:"
-build/keyway --store "$store" status --user demo
+build/keyway --socket "$socket" status --user demo
+echo "== Stopping keywayd."

@@ -85,7 +85,12 @@ for user in alice bob carol dave erin; do "$probe" enroll-cost "$work/keyway.db"
 # carol is throttled for an hour (9 consecutive failures), so she stays throttled however long valgrind takes.
 now_ms=$(($(date +%s) * 1000))
 sqlite3 "$work/keyway.db" "INSERT INTO attempts VALUES ('carol', 'passcode', 9, $now_ms, x'')"
-echo "auth required $PWD/build/pam_keyway.so policy=passcode store=$work/keyway.db sensor=$work/run" \
+# The module is keywayd's client: one daemon serves every scenario (it is not under valgrind; the module is).
+build/keywayd --socket "$work/keywayd.sock" --store "$work/keyway.db" --idle-exit 900 2>"$out/keywayd.txt" &
+daemon=$!
+trap 'kill $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 100); do [ -S "$work/keywayd.sock" ] && break; sleep 0.05; done
+echo "auth required $PWD/build/pam_keyway.so policy=passcode socket=$work/keywayd.sock sensor=$work/run" \
     >"$work/pam.d/kw"
 scenario() {  # name user harness-answers…
     local name=$1 user=$2
@@ -143,7 +148,7 @@ seeds() {  # target → seed inputs, one per line
         pattern) printf '1-2-3-6-9\n2493\n1-3\n' ;;
         passcode) printf '739155\npassword\n\n' ;;
         user-name) printf 'alice\nDOMAIN\\john smith\n..\n' ;;
-        module-arguments) printf 'policy=pattern store=/var/lib/keyway/keyway.db debug\ntimeout=30 unenrolled=ignore\n' ;;
+        module-arguments) printf 'policy=pattern socket=/run/keyway/keywayd.sock debug\ntimeout=30 unenrolled=ignore\n' ;;
         sensor-command) printf 'present alice right-index\nretry Try again.\nunplug\n' ;;
         *) printf 'x\n' ;;
     esac
@@ -153,6 +158,13 @@ for target in $targets; do
     mkdir -p "$corpus"
     n=0
     while IFS= read -r line; do printf '%s' "$line" >"$corpus/seed-$n"; n=$((n + 1)); done < <(seeds "$target")
+    case $target in  # keywayd's messages are binary: a status request and a verify request, as a client sends them
+        keywayd-request)
+            printf '\001\006\001\000\000\000\005alice' >"$corpus/seed-status"
+            printf '\001\002\000\000\000\007gesture\000\000\000\005alice\000\000\000\004sudo\000\001\001\000\000\000\0052493' \
+                >"$corpus/seed-verify" ;;
+        keywayd-response) printf '\001\004\001' >"$corpus/seed-verdict" ;;
+    esac
     if ! KEYWAY_FUZZ_TARGET=$target .build/fuzz/debug/keyway-fuzz -runs="$FUZZ_RUNS" -max_len=4096 -seed=1 \
         -artifact_prefix="$out/fuzz-$target-" "$corpus" >"$out/fuzz-$target.txt" 2>&1; then
         tail -30 "$out/fuzz-$target.txt"

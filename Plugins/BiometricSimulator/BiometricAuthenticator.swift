@@ -98,7 +98,9 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         if let reason = unusableReason(for: UserContext(name: user)) {
             throw AuthenticationError(.biometryNotAvailable, reason)
         }
-        if let problem = BiometricKeeper.fingerNameProblem(finger) { throw AuthenticationError(.invalidPolicy, problem) }
+        if let problem = BiometricKeeper.fingerNameProblem(finger) {
+            throw AuthenticationError(.invalidPolicy, problem)
+        }
         let needed = sensor.configuration.model.enrollmentSamples
         var samples: [[Double]] = []
         var unusable = 0

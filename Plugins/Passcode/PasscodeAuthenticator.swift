@@ -10,7 +10,8 @@ public struct PasscodeAuthenticator: KnowledgeAuthenticator {
     /// Creates the person's side of the factor over a vault (keywayd's, or a local one).
     public init(vault: any Vault, rules: PasscodeRules = .default) {
         self.rules = rules
-        knowledge = KnowledgeFactor(factor: .passcode, promptText: "Passcode: ", normalize: Self.normalize, vault: vault)
+        knowledge = KnowledgeFactor(
+            factor: .passcode, promptText: "Passcode: ", normalize: Self.normalize, vault: vault)
     }
 
     /// Creates the factor over a local vault of its own: for tests and tools that own the store.

@@ -51,6 +51,19 @@ public final class InMemoryStore: Store {
         }
     }
 
+    @discardableResult
+    public func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int {
+        contents.withLock { contents in
+            let unenrolled = contents.attempts.filter { contents.enrollments[$0.key]?.isEmpty ?? true }
+            let latest = unenrolled.map { entry in
+                (entry.key, entry.value.states.values.compactMap(\.lastFailure).max() ?? Timestamp(milliseconds: 0))
+            }.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }
+            let doomed = latest.dropFirst(max(limit, 0)).map(\.0)
+            for name in doomed { contents.attempts[name] = nil }
+            return doomed.count
+        }
+    }
+
     public func users() throws(AuthenticationError) -> [String] {
         contents.withLock { Set($0.enrollments.keys).union($0.attempts.keys).sorted() }
     }

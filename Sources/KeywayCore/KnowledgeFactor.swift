@@ -170,11 +170,12 @@ public struct KnowledgeKeeper: FactorKeeper {
         self.notEnrolledCode = notEnrolledCode
     }
 
-    /// Availability from the enrollment and the counters; a concealing context sees every user as enrolled.
+    /// Availability from the enrollment and the counters. A concealing context sees every user as enrolled, with
+    /// the counters a user without an enrollment has too, so a lockout looks the same for both.
     public func availability(for user: UserContext) -> Availability {
         do {
-            guard try gate.store.enrollment(user: user.name, factor: factor) != nil else {
-                return user.concealsEnrollment ? .available : .notEnrolled
+            guard try gate.store.enrollment(user: user.name, factor: factor) != nil || user.concealsEnrollment else {
+                return .notEnrolled
             }
         } catch {
             return .failed(error)

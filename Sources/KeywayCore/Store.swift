@@ -25,6 +25,12 @@ public protocol Store: Sendable {
         -> T
     /// Clears the counters of one factor, or of all factors when `factor` is nil (as `faillock --reset`).
     func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError)
+    /// Keeps the counters of at most `limit` names that have no enrollment (those with the latest failures) and
+    /// deletes the rest; returns how many names lost their counters. Concealment counts attempts for any name typed
+    /// at a login prompt, so without this an attacker trying a million names would grow the store by a million
+    /// rows. Counters of names with an enrollment are never touched.
+    @discardableResult
+    func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int
     /// Every user with an enrollment or counters, sorted.
     func users() throws(AuthenticationError) -> [String]
     /// The record of changes (enrollments, removals, resets), oldest first; for one user, or all when nil.

@@ -300,6 +300,21 @@ public final class SQLiteStore: Store {
 
     // MARK: Administration
 
+    @discardableResult
+    public func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int {
+        try run("cannot prune attempt counters") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let doomed = try db.query(
+                    "SELECT user FROM attempts a WHERE NOT EXISTS (SELECT 1 FROM enrollments e WHERE e.user = a.user) "
+                        + "GROUP BY user ORDER BY max(coalesce(last_failure, 0)) DESC, user LIMIT -1 OFFSET ?",
+                    [.integer(Int64(max(limit, 0)))]
+                ).compactMap { $0.first?.text }
+                for user in doomed { try db.query("DELETE FROM attempts WHERE user = ?", [.text(user)]) }
+                return doomed.count
+            }
+        }
+    }
+
     public func users() throws(AuthenticationError) -> [String] {
         try run("cannot list users") { db throws(SQLiteError) in
             try db.query("SELECT user FROM enrollments UNION SELECT user FROM attempts ORDER BY 1")

@@ -71,6 +71,18 @@ public enum StoreConformance {
                     "root reset passcode", "root remove gesture",
                 ], "the audit trail records changes: \(trail)")
             expect(try store.auditTrail(user: other).map(\.action) == [.reset], "the audit trail is per user")
+
+            // Counters of names without an enrollment are capped, the latest kept; enrolled users' never go.
+            for (index, name) in ["ghost-1", "ghost-2", "ghost-3", user].enumerated() {
+                try store.updateAttempts(user: name) { book in
+                    book[.gesture].consecutiveFailures = 1
+                    book[.gesture].lastFailure = Timestamp(milliseconds: at.milliseconds + Int64(index))
+                }
+            }
+            expect(try store.pruneCounters(ofUnenrolledKeeping: 1) == 2, "pruning reports the names it cleared")
+            expect(try store.attempts(user: "ghost-3")[.gesture].consecutiveFailures == 1, "the latest name stays")
+            expect(try store.attempts(user: "ghost-1") == AttemptBook(), "older names are cleared")
+            expect(try store.attempts(user: user)[.gesture].consecutiveFailures == 1, "enrolled users are kept")
         } catch {
             problems.append("threw \(error)")
         }

@@ -26,7 +26,8 @@ struct Keyway {
                  [--wait SECONDS]                          drive the simulated sensor
           policies                                         list the built-in policies
           audit [--user USER]                              who changed what, when
-          bench [--rounds N]                               time Argon2id at the default cost, measure the sensor
+          bench [--rounds N]                               time Argon2id at the default cost, measure the sensor,
+                                                           and keywayd's round trip when --socket is given
 
         keyway asks keywayd (--socket, default /run/keyway/keywayd.sock); --store PATH works on a store file directly
         instead (root, e.g. while keywayd is stopped). Users other than root may verify themselves (unlock), change
@@ -145,7 +146,9 @@ struct Command {
         var vaultOptions = SystemVault.Options()
         vaultOptions.storePath = store
         vaultOptions.createStore = creating
-        do { return Runtime(vault: try SystemVault.open(vaultOptions), options: options) } catch { Keyway.report(error) }
+        do { return Runtime(vault: try SystemVault.open(vaultOptions), options: options) } catch {
+            Keyway.report(error)
+        }
     }
 
     func user() -> String {
@@ -364,8 +367,32 @@ struct Command {
             print(
                 "\(hasher.cost): one verification median \(ms(samples[samples.count / 2])), "
                     + "min \(ms(samples[0])), max \(ms(samples[samples.count - 1])) over \(rounds) rounds")
+            if let socket = parsed.value("--socket") { try roundTrips(socket, count: rounds * 10) }
             SimulatorBench.run(rounds: rounds)
         }
+    }
+}
+
+extension Command {
+    /// What keywayd adds to an authentication besides the slow hash: one request on a fresh connection and its
+    /// answer (an availability question, which reads the store and hashes nothing).
+    func roundTrips(_ socket: String, count: Int) throws(AuthenticationError) {
+        let vault = DaemonVault(socketPath: socket, via: tool)
+        let user = UserContext(name: "keyway-bench")
+        var samples: [Double] = []
+        for _ in 0..<max(count, 1) {
+            var start = timespec(), end = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &start)
+            let answer = vault.availability(of: .gesture, for: user)
+            clock_gettime(CLOCK_MONOTONIC, &end)
+            if case .failed(let error) = answer { throw error }
+            samples.append(Double(end.tv_sec - start.tv_sec) * 1e6 + Double(end.tv_nsec - start.tv_nsec) / 1e3)
+        }
+        samples.sort()
+        func us(_ value: Double) -> String { "\(Int(value.rounded())) µs" }
+        print(
+            "keywayd round trip (one request, no slow hash): median \(us(samples[samples.count / 2])), "
+                + "min \(us(samples[0])), max \(us(samples[samples.count - 1])) over \(samples.count) requests")
     }
 }
 

@@ -25,6 +25,9 @@ struct KeywayDaemon {
           --queue N             requests waiting for a worker before new ones are answered "busy" (default 32)
           --request-timeout MS  how long a client may take to send its request (default 2000)
           --idle-exit SECONDS   exit after this long without a connection (default 0: never)
+          --unenrolled-counters N
+                                names without an enrollment whose counters are kept (default 10000; the
+                                latest failures win; checked every minute)
         """
 
     static func main() {
@@ -54,6 +57,7 @@ struct KeywayDaemon {
             case "--queue": options.queueLimit = number(word, 0...4096)
             case "--request-timeout": options.requestTimeout = Int64(number(word, 10...600_000))
             case "--idle-exit": options.idleExit = Int64(number(word, 0...86_400)) * 1000
+            case "--unenrolled-counters": options.unenrolledCounterLimit = number(word, 0...100_000_000)
             case "--help":
                 print(usage)
                 exit(0)
@@ -84,7 +88,17 @@ struct KeywayDaemon {
         Server.log(
             "serving \(vaultOptions.storePath) on \(ownSocket ?? "the socket systemd passed") "
                 + "with \(options.workers) workers, queue \(options.queueLimit)")
-        Server(service: VaultService(vault: vault), options: options).run(listener)
+        let limit = options.unenrolledCounterLimit
+        let server = Server(service: VaultService(vault: vault), options: options) {
+            // Names without an enrollment keep counters (concealment); cap them (Store.pruneCounters).
+            do throws(AuthenticationError) {
+                let cleared = try vault.store.pruneCounters(ofUnenrolledKeeping: limit)
+                if cleared > 0 { Server.log("cleared the counters of \(cleared) names without an enrollment") }
+            } catch {
+                Server.log("cannot prune counters: \(error.reason)")
+            }
+        }
+        server.run(listener)
         if let ownSocket { unlink(ownSocket) }
         Server.log("idle for \(options.idleExit / 1000) s; exiting")
         exit(0)
@@ -125,18 +139,25 @@ final class Server: Sendable {
         var maximumConnections = 256
         /// Connections open at once for one user other than root.
         var maximumPerUser = 16
+        /// Names without an enrollment whose counters are kept.
+        var unenrolledCounterLimit = 10_000
+        /// Milliseconds between runs of the maintenance.
+        var maintenanceInterval: Int64 = 60_000
     }
 
     let service: VaultService
     let options: Options
+    /// Run at start and every `maintenanceInterval` from the accept loop.
+    let maintenance: @Sendable () -> Void
     /// Open connections per user id, and when the last one ended.
     private let connections = Mutex<(byUser: [UInt32: Int], total: Int, lastActivity: Int64)>(([:], 0, 0))
     private let pool: DispatchSemaphore
     private let waiting = Mutex(0)
 
-    init(service: VaultService, options: Options) {
+    init(service: VaultService, options: Options, maintenance: @escaping @Sendable () -> Void) {
         self.service = service
         self.options = options
+        self.maintenance = maintenance
         pool = DispatchSemaphore(value: options.workers)
     }
 
@@ -148,7 +169,13 @@ final class Server: Sendable {
     /// Accepts until idle for `options.idleExit` (never, when 0).
     func run(_ listener: Int32) {
         connections.withLock { $0.lastActivity = UnixSocket.monotonicMilliseconds() }
+        var maintained: Int64? = nil
         while true {
+            let now = UnixSocket.monotonicMilliseconds()
+            if maintained.map({ now - $0 >= options.maintenanceInterval }) ?? true {
+                maintenance()
+                maintained = now
+            }
             var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
             let ready = poll(&entry, 1, 1000)
             if ready <= 0 {
@@ -222,7 +249,9 @@ final class Server: Sendable {
         } catch {
             for index in body.indices { body[index] = 0 }
             Self.log("pid \(peer.pid) uid \(peer.uid): malformed request: \(error)")
-            reply(.failure(AuthenticationError(.internalFailure, "keywayd refused a malformed request: \(error)")), to: fd)
+            reply(
+                .failure(AuthenticationError(.internalFailure, "keywayd refused a malformed request: \(error)")), to: fd
+            )
             return
         }
         for index in body.indices { body[index] = 0 }

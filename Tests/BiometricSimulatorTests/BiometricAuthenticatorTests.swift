@@ -1,6 +1,6 @@
 import KeywayCore
-import KeywayPasscode
 import KeywayCrypto
+import KeywayPasscode
 import KeywayPlatform
 import KeywayTestSupport
 import Synchronization

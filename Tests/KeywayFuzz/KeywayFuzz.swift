@@ -1,6 +1,6 @@
 // keyway-fuzz: the libFuzzer entry point for every parser that reads hostile or damaged input (the table
 // `fuzzTargets`): what a person types as a pattern or a passcode, a user name, the module's arguments, what arrives
-// on the sensor socket, stored biometric payloads, Argon2id strings and wrong-secret fingerprints.
+// on the sensor socket, keywayd's requests and answers, stored biometric payloads, Argon2id strings and wrong-secret fingerprints.
 //
 // KEYWAY_FUZZ_TARGET=NAME fuzzes one parser (what `make harden` does, a fixed number of executions each); without
 // it the first byte of each input picks the parser (`make fuzz`). Built with -sanitize=fuzzer,address it is
@@ -9,11 +9,12 @@ import Glibc
 import KeywayBiometricSimulator
 import KeywayCore
 import KeywayGesture
-import KeywayRuntime
-
-@testable import KeywayPasscode
-@testable import KeywayCrypto
 import KeywayPlatform
+import KeywayRuntime
+import KeywayWire
+
+@testable import KeywayCrypto
+@testable import KeywayPasscode
 @testable import KeywayStore
 
 /// One parser under test: a name for `KEYWAY_FUZZ_TARGET`, and a body that must never crash or trip a sanitizer,
@@ -24,6 +25,19 @@ struct FuzzTarget: Sendable {
 }
 
 let fuzzTargets: [FuzzTarget] = [
+    FuzzTarget(name: "keywayd-request") { bytes in
+        // What any local user may send to keywayd's socket: refused or read exactly, and read back the same.
+        if let request = try? Request(decoding: bytes) {
+            precondition((try? Request(decoding: request.encoded)) == request)
+            if let user = request.user { precondition(user.utf8.count <= UserContext.maximumNameLength) }
+        }
+    },
+    FuzzTarget(name: "keywayd-response") { bytes in
+        // What a client reads back (from a daemon it trusts, but a damaged answer must still fail closed).
+        if let response = try? Response(decoding: bytes) {
+            precondition((try? Response(decoding: response.encoded)) == response)
+        }
+    },
     FuzzTarget(name: "pattern") { bytes in
         if case .success(let pattern) = Pattern.parse(bytes) {
             precondition((1...9).contains(pattern.dots.count) && Set(pattern.dots).count == pattern.dots.count)

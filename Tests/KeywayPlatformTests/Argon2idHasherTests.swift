@@ -1,8 +1,8 @@
 import KeywayCore
+import KeywayPlatform
 import Testing
 
 @testable import KeywayCrypto
-import KeywayPlatform
 
 @Suite("Argon2id through libsodium")
 struct Argon2idHasherTests {

@@ -9,8 +9,8 @@
 //   keyway-probe bench STORE USERS ROUNDS                       store latency per authentication, in microseconds
 import Glibc
 import KeywayCore
-import KeywayPasscode
 import KeywayCrypto
+import KeywayPasscode
 import KeywayPlatform
 import KeywayStore
 

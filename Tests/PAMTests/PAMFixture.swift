@@ -73,9 +73,10 @@ struct PAMFixture {
     }
 
     /// Starts keywayd on this fixture's store and socket (once), and waits until it accepts connections.
-    func startDaemon(_ extra: [String] = []) {
+    func startDaemon(_ extra: [String] = [], environment: [String: String] = [:]) {
         daemon.start(
-            [daemonPath, "--socket", socket, "--store", store, "--idle-exit", "120"] + extra, socket: socket)
+            [daemonPath, "--socket", socket, "--store", store, "--idle-exit", "120"] + extra, socket: socket,
+            environment: environment)
     }
 
     /// Stops the daemon (SIGKILL, as a crash would).
@@ -132,11 +133,14 @@ struct PAMFixture {
 final class DaemonBox: @unchecked Sendable {  // used from one test at a time
     private(set) var process: Process?
 
-    func start(_ command: [String], socket: String) {
+    func start(_ command: [String], socket: String, environment: [String: String]) {
         guard process == nil else { return }
         let daemon = Process()
         daemon.executableURL = URL(fileURLWithPath: command[0])
         daemon.arguments = Array(command.dropFirst())
+        if !environment.isEmpty {
+            daemon.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         daemon.standardOutput = FileHandle.nullDevice
         daemon.standardError = FileHandle.nullDevice
         guard (try? daemon.run()) != nil else { return }
@@ -151,8 +155,8 @@ final class DaemonBox: @unchecked Sendable {  // used from one test at a time
     }
 
     func stop() {
-        guard let daemon = process, daemon.isRunning else { return }
-        kill(daemon.processIdentifier, SIGKILL)
+        guard let daemon = process else { return }
+        if daemon.isRunning { kill(daemon.processIdentifier, SIGKILL) }
         daemon.waitUntilExit()
         process = nil
     }

@@ -77,7 +77,8 @@ struct ModuleCall {
         options.sensorDirectory = parsed.sensorDirectory
         options.sensorTimeout = .seconds(parsed.sensorTimeout)
         // keywayd owns the store and the slow hash; this process only talks (docs/ARCHITECTURE.md §10).
-        let runtime = Runtime(vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)"), options: options)
+        let runtime = Runtime(
+            vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)"), options: options)
         // unenrolled=fail hides who has enrolled a pattern or passcode (docs/ARCHITECTURE.md §5); ignore must tell, to ignore.
         let remote = handle.item(PAM_RHOST) != nil || RemoteSession.isRemote(tty: handle.item(PAM_TTY))
         let context = UserContext(

@@ -1,0 +1,447 @@
+import Foundation
+import KeywayCore
+import KeywayPlatform
+import KeywayRuntime
+import KeywayWire
+import Testing
+
+/// keywayd with real processes: the stopped-client attack, hostile requests, who may ask what, a non-root PAM
+/// host, a non-root `keyway change`, 64 parallel guesses, SIGKILL mid-traffic, and the enumeration table.
+@Suite("keywayd", .serialized)
+struct KeywaydTests {
+    let fixture = PAMFixture()
+
+    // MARK: Helpers
+
+    /// Opens a raw connection to the fixture's daemon.
+    func connect() throws -> Int32 {
+        switch UnixSocket.connect(to: fixture.socket) {
+        case .success(let fd): return fd
+        case .failure(let failure): throw failure
+        }
+    }
+
+    /// Writes bytes on a raw connection.
+    func write(_ fd: Int32, _ bytes: [UInt8]) {
+        _ = UnixSocket.send(bytes, to: fd, until: UnixSocket.monotonicMilliseconds() + 2000)
+    }
+
+    /// What the daemon does with a raw connection: its answer, or nil when it closed without one, and how long
+    /// that took.
+    func outcome(_ fd: Int32, waiting: Int64 = 5000) -> (response: Response?, milliseconds: Int64) {
+        let start = UnixSocket.monotonicMilliseconds()
+        let frame = UnixSocket.receiveFrame(from: fd, limit: Wire.maximumResponse, until: start + waiting)
+        let elapsed = UnixSocket.monotonicMilliseconds() - start
+        close(fd)
+        guard case .success(let bytes) = frame else { return (nil, elapsed) }
+        return (try? Response(decoding: bytes), elapsed)
+    }
+
+    /// A client of the fixture's daemon, as the module and the CLI use it.
+    var client: DaemonVault { DaemonVault(socketPath: fixture.socket, via: "keyway-tests") }
+
+    /// A throwaway account (removed by `removeUsers`), with its uid.
+    func addUser(_ name: String) throws -> (uid: String, gid: String) {
+        try requireIsolation()
+        #expect(try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", name]).status == 0)
+        let uid = try run("/usr/bin/id", ["-u", name]).output.first ?? ""
+        let gid = try run("/usr/bin/id", ["-g", name]).output.first ?? ""
+        return (uid, gid)
+    }
+
+    func removeUsers(_ names: String...) {
+        for name in names { _ = try? run("/usr/sbin/userdel", [name]) }
+    }
+
+    /// Runs a program as another user (setpriv: no setuid helper, no PAM of its own).
+    func runAs(_ user: (uid: String, gid: String), _ program: String, _ arguments: [String], input: String? = nil)
+        throws -> Run
+    {
+        try PAMTests.run(
+            "/usr/bin/setpriv",
+            ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", program] + arguments, input: input)
+    }
+
+    /// The milliseconds `body` took.
+    func timed(_ body: () throws -> Void) rethrows -> Int64 {
+        let start = UnixSocket.monotonicMilliseconds()
+        try body()
+        return UnixSocket.monotonicMilliseconds() - start
+    }
+
+    func median(_ values: [Int64]) -> Int64 { values.sorted()[values.count / 2] }
+
+    // MARK: Tests
+
+    @Test("malformed, oversized, truncated, trailing and slow requests: each refused, the daemon keeps serving")
+    func hostileRequests() throws {
+        defer { fixture.remove() }
+        fixture.startDaemon(["--request-timeout", "300"])
+        let serving = { #expect((try? client.status(of: "alice")) != nil, "the daemon stopped serving") }
+
+        // A version this daemon does not speak, an unknown kind: answered with the reason, connection closed.
+        for (body, reason) in [([UInt8]([9, 6]), "protocol version 9"), ([Wire.version, 99], "request kind 99")] {
+            let fd = try connect()
+            write(fd, WireWriter.frame(body))
+            let answer = outcome(fd).response
+            guard case .failure(let error)? = answer else {
+                Issue.record("\(body): expected a refusal, got \(String(describing: answer))")
+                continue
+            }
+            #expect(error.reason.contains(reason), "\(error.reason)")
+            serving()
+        }
+        // A field past the end, bytes after the last field, a sample count of four billion.
+        var truncatedUser = WireWriter(kind: 6)
+        truncatedUser.u8(1)
+        truncatedUser.u32(200)
+        var trailing = Request.status(user: "alice").encoded
+        trailing.append(0)
+        var hugeCount = WireWriter(kind: 2)
+        hugeCount.string("biometric")
+        hugeCount.string("alice")
+        hugeCount.string("t")
+        hugeCount.bool(false)
+        hugeCount.bool(false)
+        hugeCount.u8(2)
+        hugeCount.u32(Int(UInt32.max))
+        for (body, reason) in [
+            (truncatedUser.bytes, "runs past the end"), (trailing, "follow the last field"),
+            (hugeCount.bytes, "more than the 64 accepted"),
+        ] {
+            let fd = try connect()
+            write(fd, WireWriter.frame(body))
+            guard case .failure(let error)? = outcome(fd).response else {
+                Issue.record("expected a refusal mentioning \(reason)")
+                continue
+            }
+            #expect(error.reason.contains(reason), "\(error.reason)")
+            serving()
+        }
+        // Oversized: the length alone is refused; the daemon reads no further and closes at once.
+        let oversized = try connect()
+        write(oversized, [0x7F, 0xFF, 0xFF, 0xFF])
+        let big = outcome(oversized)
+        #expect(big.response == nil && big.milliseconds < 250, "\(big)")
+        serving()
+        // Truncated: half a request, then the client goes away.
+        let truncated = try connect()
+        write(truncated, WireWriter.frame(Request.status(user: "alice").encoded).prefix(7).map { $0 })
+        shutdown(truncated, Int32(SHUT_WR))
+        #expect(outcome(truncated).response == nil)
+        serving()
+        // Slow: half a request, then nothing. Others are served meanwhile; the stall is closed at the deadline.
+        let slow = try connect()
+        write(slow, [0, 0, 0, 40, Wire.version])
+        let during = timed { serving() }
+        let stalled = outcome(slow)
+        #expect(stalled.response == nil)
+        #expect(stalled.milliseconds >= 200 && stalled.milliseconds < 2000, "closed after \(stalled.milliseconds) ms")
+        #expect(during < 250, "a request beside a stalled one took \(during) ms")
+        serving()
+    }
+
+    @Test("stopped clients and stalled requests leave another user's right pattern unaffected")
+    func stoppedClients() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        try fixture.enrollPattern("mallory", "1-6-7-2-9")
+        fixture.service("pattern", "policy=pattern")
+        func alice() throws -> Int64 {
+            try timed {
+                let result = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
+                #expect(result.result == "PAM_SUCCESS", "\(result.text)")
+            }
+        }
+        let normal = median(try (0..<7).map { _ in try alice() })
+        // 20 clients stopped at random points of their request, 20 connections with half a request each.
+        var stopped: [Started] = []
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20 {
+            let client = try Started(
+                cliPath, ["--socket", fixture.socket, "unlock", "--user", "mallory", "--policy", "pattern", "--stdin"],
+                input: "3-4-9-2\n")
+            usleep(UInt32.random(in: 0...20_000, using: &generator))
+            kill(client.process.processIdentifier, SIGSTOP)
+            stopped.append(client)
+        }
+        var stalls: [Int32] = []
+        for _ in 0..<20 {
+            let fd = try connect()
+            write(
+                fd,
+                WireWriter.frame(Request.availability(.gesture, UserContext(name: "mallory")).encoded).prefix(9).map {
+                    $0
+                })
+            stalls.append(fd)
+        }
+        usleep(200_000)
+        let attacked = median(try (0..<7).map { _ in try alice() })
+        for client in stopped {
+            kill(client.process.processIdentifier, SIGKILL)
+            _ = client.finish()
+        }
+        for fd in stalls { close(fd) }
+        print(
+            "keywayd stopped-client attack: alice's right pattern took \(normal) ms (median of 7) before, \(attacked) ms during"
+        )
+        // Today's figures are in the issue note; on a loaded CI machine the bound is looser, but far below the
+        // 10 s a held SQLite lock used to cost.
+        #expect(attacked - normal < 1000, "alice took \(attacked) ms under attack, \(normal) ms without")
+    }
+
+    @Test("who may ask what: the table in keywayd(8), row by row, as a real non-root user; refusals count nothing")
+    func whoMayAskWhat() throws {
+        let me = "kwtest-kd1", other = "kwtest-kd2"
+        defer {
+            removeUsers(me, other)
+            fixture.remove()
+        }
+        let mine = try addUser(me)
+        _ = try addUser(other)
+        try fixture.enrollPattern(me, "2-4-9-3")
+        try fixture.enrollPattern(other, "2-4-9-3")
+        chmod(fixture.directory, 0o755)  // the socket is 0666; its directory must let users reach it
+        fixture.startDaemon()
+        let trailBefore = try fixture.vault().store.auditTrail(user: nil).count
+        func keyway(_ arguments: [String], input: String? = nil) throws -> Run {
+            try runAs(mine, cliPath, ["--socket", fixture.socket] + arguments, input: input)
+        }
+        let allowed: [([String], String?)] = [
+            (["unlock", "--user", me, "--policy", "pattern", "--stdin"], "2-4-9-3\n"),
+            (["status", "--user", me], nil),
+        ]
+        for (arguments, input) in allowed {
+            let result = try keyway(arguments, input: input)
+            #expect(result.status == 0, "\(arguments): \(result.text)")
+        }
+        let refused: [([String], String?, String)] = [
+            (["unlock", "--user", other, "--policy", "pattern", "--stdin"], "2-4-9-3\n", "their own account"),
+            (["status", "--user", other], nil, "their own account"),
+            (["status"], nil, "only root may list every user"),
+            (["change", "gesture", "--user", other, "--stdin"], "2-4-9-3\n1-6-7-2-9\n", "their own"),
+            (["change", "biometric", "--user", me], nil, "changed by enrolling it again"),
+            (["enroll", "gesture", "--user", me, "--stdin"], "1-6-7-2-9\n", "only root may enroll"),
+            (["remove", "gesture", "--user", me], nil, "only root may remove"),
+            (["reset", "--user", me], nil, "only root may reset"),
+            (["audit"], nil, "only root may audit"),
+        ]
+        for (arguments, input, reason) in refused {
+            let result = try keyway(arguments, input: input)
+            #expect(result.status == 77 || arguments[1] == "biometric", "\(arguments): \(result.text)")
+            #expect(result.text.contains(reason), "\(arguments): \(result.text)")
+        }
+        #expect(try fixture.vault().store.attempts(user: other) == AttemptBook(), "a refusal counted an attempt")
+        #expect(try fixture.vault().store.auditTrail(user: nil).count == trailBefore, "a refusal changed something")
+        // Root may do all of it.
+        let everyone = try run(cliPath, ["--socket", fixture.socket, "status"])
+        #expect(everyone.status == 0 && everyone.text.contains("\(other):"), "\(everyone.text)")
+    }
+
+    @Test(
+        "a non-root PAM host (a screen locker's case): pamtester as the user authenticates them; another user is refused"
+    )
+    func nonRootPamHost() throws {
+        let me = "kwtest-kd3", other = "kwtest-kd4"
+        let service = "/etc/pam.d/kwtest-screen"
+        defer {
+            unlink(service)
+            removeUsers(me, other)
+            fixture.remove()
+        }
+        let mine = try addUser(me)
+        _ = try addUser(other)
+        try fixture.enrollPattern(me, "2-4-9-3")
+        try fixture.enrollPattern(other, "2-4-9-3")
+        chmod(fixture.directory, 0o755)
+        fixture.startDaemon()
+        let line = "\(modulePath) policy=pattern \(fixture.moduleArguments)"
+        _ = FileManager.default.createFile(
+            atPath: service, contents: Data("auth required \(line)\naccount required \(line)\n".utf8))
+        let ok = try runAs(
+            mine, "/usr/bin/pamtester", ["-v", "kwtest-screen", me, "authenticate", "acct_mgmt"], input: "2-4-9-3\n")
+        #expect(ok.status == 0, "\(ok.text)")
+        #expect(ok.text.contains("successfully authenticated"), "\(ok.text)")
+        let refused = try runAs(
+            mine, "/usr/bin/pamtester", ["-v", "kwtest-screen", other, "authenticate"], input: "2-4-9-3\n")
+        #expect(refused.status != 0, "\(refused.text)")
+        #expect(refused.text.contains("Permission denied"), "\(refused.text)")
+        #expect(!refused.text.contains("Pattern"), "a refused user must not be prompted: \(refused.text)")
+        #expect(try fixture.vault().store.attempts(user: other) == AttemptBook())
+    }
+
+    @Test("`keyway change gesture` as a non-root user: the current pattern first, then the new one")
+    func nonRootChange() throws {
+        let me = "kwtest-kd5"
+        defer {
+            removeUsers(me)
+            fixture.remove()
+        }
+        let mine = try addUser(me)
+        try fixture.enrollPattern(me, "2-4-9-3")
+        chmod(fixture.directory, 0o755)
+        fixture.startDaemon()
+        let change = ["--socket", fixture.socket, "change", "gesture", "--user", me, "--stdin"]
+        let wrong = try runAs(mine, cliPath, change, input: "3-4-9-2\n1-6-7-2-9\n")
+        #expect(wrong.status == 1, "\(wrong.text)")
+        let changed = try runAs(mine, cliPath, change, input: "2-4-9-3\n1-6-7-2-9\n")
+        #expect(changed.status == 0, "\(changed.text)")
+        #expect(changed.text.contains("Changed the gesture of \(me)."), "\(changed.text)")
+        let unlock = ["--socket", fixture.socket, "unlock", "--user", me, "--policy", "pattern", "--stdin"]
+        #expect(try runAs(mine, cliPath, unlock, input: "1-6-7-2-9\n").status == 0)
+        #expect(try runAs(mine, cliPath, unlock, input: "2-4-9-3\n").status != 0)
+        let trail = try fixture.vault().store.auditTrail(user: me).map(\.actor)
+        #expect(trail.last == "\(me) via keyway change", "\(trail)")
+    }
+
+    @Test(
+        "64 parallel wrong guesses through pamtester: at most 5 reach the slow hash; the daemon's memory stays bounded")
+    func parallelGuesses() throws {
+        let service = "/etc/pam.d/kwtest-guess"
+        defer {
+            unlink(service)
+            fixture.remove()
+        }
+        try requireIsolation()
+        let counter = fixture.directory + "/count-hash.so"
+        let built = try run(
+            "/usr/bin/gcc",
+            [
+                "-O2", "-shared", "-fPIC", "-o", counter, packageRoot + "/Benchmarks/count-hash.c", "-ldl",
+            ])
+        #expect(built.status == 0, "\(built.text)")
+        let log = fixture.directory + "/hashes.log"
+        fixture.startDaemon([], environment: ["LD_PRELOAD": counter, "COUNT_HASH_LOG": log])
+        // Enrolled through the daemon, so at the default cost (Argon2id, 64 MiB).
+        let enroll = try run(
+            cliPath, ["--socket", fixture.socket, "enroll", "passcode", "--user", "victim", "--stdin"],
+            input: "correct horse 739155\n")
+        #expect(enroll.status == 0, "\(enroll.text)")
+        unlink(log)
+        _ = FileManager.default.createFile(
+            atPath: service,
+            contents: Data("auth required \(modulePath) policy=passcode \(fixture.moduleArguments)\n".utf8))
+        let guesses = try (0..<64).map { index in
+            try Started(
+                "/usr/bin/pamtester", ["kwtest-guess", "victim", "authenticate"], input: "wrong guess \(index)\n")
+        }
+        let results = guesses.map { $0.finish() }
+        #expect(results.allSatisfy { $0.status != 0 })
+        let hashed = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").count ?? 0
+        let counted = try fixture.vault().store.attempts(user: "victim")[.passcode].consecutiveFailures
+        let status = try String(
+            contentsOfFile: "/proc/\(fixture.daemonProcess!.processIdentifier)/status", encoding: .utf8)
+        let peak =
+            status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map {
+                Int($0.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
+            } ?? 0
+        let workers = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        let bound = (workers * 64 + 32) * 1024
+        print(
+            "keywayd 64 parallel guesses: \(hashed) slow hashes, \(counted) counted, peak RSS \(peak / 1024) MiB (bound \(bound / 1024) MiB)"
+        )
+        #expect(hashed <= 5 && hashed >= 1, "\(hashed) guesses reached the slow hash")
+        #expect(counted == 5, "the store counted \(counted)")
+        #expect(peak > 0 && peak <= bound, "peak RSS \(peak) KiB, bound \(bound) KiB")
+    }
+
+    @Test(
+        "SIGKILL of the daemon during 200 mixed requests: integrity ok, every acknowledged enrollment kept, clients told at once"
+    )
+    func killedMidway() throws {
+        defer { fixture.remove() }
+        fixture.startDaemon()
+        let vault = client
+        final class Tally: @unchecked Sendable {
+            let lock = NSLock()
+            var acknowledged: [String] = []
+            var failures: [(String, Int64)] = []
+            var done = 0
+        }
+        let tally = Tally()
+        let killer = Thread {
+            while tally.lock.withLock({ tally.done }) < 100 { usleep(1000) }
+            fixture.stopDaemon()
+        }
+        killer.start()
+        DispatchQueue.concurrentPerform(iterations: 4) { lane in
+            for step in 0..<50 {
+                let index = lane * 50 + step
+                let user = "user-\(index / 4)"
+                let start = UnixSocket.monotonicMilliseconds()
+                var failure: AuthenticationError?
+                do throws(AuthenticationError) {
+                    switch index % 4 {
+                    case 0:
+                        let secret = Secret(copying: Array("kw \(index) passcode x".utf8))
+                        try vault.enroll(.secret(secret), of: .passcode, for: user, label: nil, by: "test")
+                        tally.lock.withLock { tally.acknowledged.append(user) }
+                    case 1:
+                        let guess = Secret(copying: Array("wrong \(index)".utf8))
+                        _ = try vault.verify(.secret(guess), of: .passcode, for: UserContext(name: user))
+                    case 2: _ = try vault.status(of: user)
+                    default: try vault.reset(nil, of: user, by: "test")
+                    }
+                } catch {
+                    failure = error
+                }
+                let elapsed = UnixSocket.monotonicMilliseconds() - start
+                tally.lock.withLock {
+                    tally.done += 1
+                    if let failure { tally.failures.append((failure.code.rawValue, elapsed)) }
+                }
+            }
+        }
+        while !killer.isFinished { usleep(1000) }
+        let integrity = try run("/usr/bin/sqlite3", [fixture.store, "PRAGMA integrity_check"])
+        #expect(integrity.output == ["ok"], "\(integrity.text)")
+        let store = try fixture.vault().store
+        for user in tally.acknowledged {
+            #expect(
+                try store.enrollment(user: user, factor: .passcode) != nil, "\(user)'s acknowledged enrollment was lost"
+            )
+        }
+        #expect(!tally.failures.isEmpty, "no request ran after the kill")
+        for (code, milliseconds) in tally.failures {
+            // Requests that met the dead daemon: told so at once. Requests queued behind a verification may also
+            // have been refused as not enrolled (the kill beat their enrollment); nothing else.
+            #expect(["serviceUnavailable", "passcodeNotSet"].contains(code), "\(code)")
+            if code == "serviceUnavailable" { #expect(milliseconds < 2000, "a client waited \(milliseconds) ms") }
+        }
+        print(
+            "keywayd SIGKILL mid-traffic: \(tally.acknowledged.count) acknowledged enrollments kept, \(tally.failures.count) requests refused after the kill"
+        )
+        fixture.startDaemon()
+        #expect((try? client.status(of: tally.acknowledged.first ?? "user-0")) != nil, "the next daemon does not serve")
+    }
+
+    @Test(
+        "enumeration: an enrolled user, an unenrolled account and a name that does not exist look the same, before and after a lockout"
+    )
+    func enumeration() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        fixture.service("pattern", "policy=pattern")
+        let people = ["alice", "daemon", "no-such-user-kw"]  // "daemon" is an account on every Debian system
+        func normalized(_ run: Run) -> String {
+            run.text.replacingOccurrences(of: "[0-9]", with: "#", options: .regularExpression)
+        }
+        for person in people {
+            let account = try harness(fixture, "pattern", person, ["--acct-only"])
+            #expect(account.result == "PAM_SUCCESS", "\(person): \(account.text)")
+        }
+        for round in [answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6"), answers("7-5-3-6", "9-5-1-4")] {
+            let seen = try people.map { try harness(fixture, "pattern", $0, round) }
+            #expect(Set(seen.map(normalized)).count == 1, "\(seen.map(\.text))")
+            #expect(Set(seen.map(\.result)).count == 1, "\(seen.map(\.text))")
+        }
+        for person in people {
+            let account = try harness(fixture, "pattern", person, ["--acct-only"])
+            #expect(account.result == "PAM_PERM_DENIED", "\(person): \(account.text)")
+        }
+        let locked = try people.map { try harness(fixture, "pattern", $0, answers("2-4-9-3")) }
+        #expect(locked.allSatisfy { $0.result == "PAM_MAXTRIES" }, "\(locked.map(\.text))")
+        #expect(Set(locked.map(normalized)).count == 1, "\(locked.map(\.text))")
+        #expect(locked.allSatisfy { !$0.text.contains("prompt:") })
+    }
+}
