@@ -21,7 +21,7 @@ help:
 	@echo "make module     build/pam_keyway.so, the deployable PAM module (release, static Swift runtime)"
 	@echo "make cli        build/keyway, the command line"
 	@echo "make daemon     build/keywayd, the daemon that owns the store"
-	@echo "make install    install the module, the CLI, man pages, /etc/keyway and /var/lib/keyway"
+	@echo "make install    install the module, the CLI, keywayd and its systemd units, man pages, /etc/keyway, /var/lib/keyway"
 	@echo "make uninstall  remove what make install installed (the store is kept)"
 	@echo "make bench      Benchmarks/run: every figure beside its reference, one table (root; ~4 min)"
 	@echo "make fuzz       fuzz the parsers of hostile input with libFuzzer + ASan (FUZZ_SECONDS=60)"
@@ -41,17 +41,18 @@ build: deps
 module: deps
 	$(SWIFT) build -c release --product pam_keyway --disable-local-rpath
 	@mkdir -p build
-	cp .build/release/libpam_keyway.so build/pam_keyway.so
+	cp .build/release/libpam_keyway.so build/pam_keyway.so.new && mv -f build/pam_keyway.so.new build/pam_keyway.so
 
 cli: deps
 	$(SWIFT) build -c release --product keyway --disable-local-rpath --static-swift-stdlib
 	@mkdir -p build
-	cp .build/release/keyway build/keyway
+	cp .build/release/keyway build/keyway.new && mv -f build/keyway.new build/keyway
 
 daemon: deps
 	$(SWIFT) build -c release --product keywayd --disable-local-rpath --static-swift-stdlib
 	@mkdir -p build
-	cp .build/release/keywayd build/keywayd
+	@# renamed into place: a running keywayd keeps its old file (a plain cp would fail, "text file busy")
+	cp .build/release/keywayd build/keywayd.new && mv -f build/keywayd.new build/keywayd
 
 # A C host over the real libpam, for the PAM tests and the benchmark.
 harness: pam/tests/harness.c
@@ -88,23 +89,39 @@ check: test test-kill harden
 demo: deps module cli daemon
 	@scripts/demo.sh
 
-install: module cli
+UNIT_DIR ?= $(PREFIX)/lib/systemd/system
+
+install: module cli daemon
 	install -D -m 644 -o root -g root build/pam_keyway.so $(DESTDIR)$(PAM_DIR)/pam_keyway.so
 	install -D -m 755 -o root -g root build/keyway $(DESTDIR)$(PREFIX)/sbin/keyway
+	install -D -m 755 -o root -g root build/keywayd $(DESTDIR)$(PREFIX)/sbin/keywayd
 	install -D -m 644 man/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8
 	install -D -m 644 man/keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
+	install -D -m 644 man/keywayd.8 $(DESTDIR)$(PREFIX)/share/man/man8/keywayd.8
+	install -D -m 644 systemd/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.socket
+	sed 's|@SBINDIR@|$(PREFIX)/sbin|' systemd/keywayd.service.in > build/keywayd.service
+	install -D -m 644 build/keywayd.service $(DESTDIR)$(UNIT_DIR)/keywayd.service
 	install -d -m 700 -o root -g root $(DESTDIR)/etc/keyway $(DESTDIR)/var/lib/keyway
 	install -D -m 644 pam/examples/sudo $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/sudo
 	install -D -m 644 pam/examples/login $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/login
 	install -D -m 644 pam/examples/two-factor $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/two-factor
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		systemctl daemon-reload && systemctl enable --now keywayd.socket && echo "Enabled keywayd.socket."; \
+	else \
+		echo "systemd is not running here: start '$(PREFIX)/sbin/keywayd --foreground' as root from your init system."; \
+	fi
 	@echo "Installed. Next: keyway enroll gesture --user USER, then see the examples in $(PREFIX)/share/doc/keyway/examples"
 
 # Refuses while a PAM stack still names the module: removing it would break those logins.
 uninstall:
 	@if grep -ls 'pam_keyway' $(DESTDIR)/etc/pam.d/* 2>/dev/null; then \
 		echo "refusing: the files above still use pam_keyway.so; remove those lines first" >&2; exit 1; fi
-	rm -f $(DESTDIR)$(PAM_DIR)/pam_keyway.so $(DESTDIR)$(PREFIX)/sbin/keyway
+	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
+		systemctl disable --now keywayd.socket keywayd.service 2>/dev/null || true; fi
+	rm -f $(DESTDIR)$(PAM_DIR)/pam_keyway.so $(DESTDIR)$(PREFIX)/sbin/keyway $(DESTDIR)$(PREFIX)/sbin/keywayd
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
+	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/keywayd.8
+	rm -f $(DESTDIR)$(UNIT_DIR)/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.service
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/keyway
 	-rmdir $(DESTDIR)/etc/keyway 2>/dev/null
 	@echo "Kept $(DESTDIR)/var/lib/keyway (the enrollments); delete it yourself if you mean to."

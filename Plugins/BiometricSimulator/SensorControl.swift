@@ -8,7 +8,7 @@ import KeywayCore
 /// `unplug`, `plug`, `error REASON`; the answer is `ok` or `error WHY`.
 public enum SensorControl {
     /// Where the socket and the unplugged flag live by default.
-    public static var defaultDirectory: String { "/run/keyway" }
+    public static var defaultDirectory: String { "/run/keyway/sensor" }
 
     /// The socket in `directory`.
     public static func socketPath(in directory: String) -> String { directory + "/sensor.sock" }
@@ -83,12 +83,22 @@ public enum SensorControl {
             unlink(flag)
             return .success(())
         }
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-            return .failure(SensorControlError("cannot create \(directory): \(errnoText())"))
-        }
+        if case .failure(let error) = makeDirectory(directory) { return .failure(error) }
         let descriptor = open(flag, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return .failure(SensorControlError("cannot write \(flag): \(errnoText())")) }
         close(descriptor)
+        return .success(())
+    }
+
+    /// Creates the control directory (0700) and, when missing, its parent (0755: `/run/keyway` also holds keywayd's
+    /// socket, which every user must reach).
+    static func makeDirectory(_ directory: String) -> Result<Void, SensorControlError> {
+        if let slash = directory.lastIndex(of: "/"), slash != directory.startIndex {
+            mkdir(String(directory[..<slash]), 0o755)  // an existing parent is kept as it is
+        }
+        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+            return .failure(SensorControlError("cannot create \(directory): \(errnoText())"))
+        }
         return .success(())
     }
 

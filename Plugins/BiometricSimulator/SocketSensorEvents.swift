@@ -79,9 +79,7 @@ public final class SocketSensorEvents: SensorEventSource {
         let path: String
 
         static func open(directory: String, owner: uid_t) -> Result<Listener, SensorControlError> {
-            if mkdir(directory, 0o700) != 0 && errno != EEXIST {
-                return .failure(SensorControlError("cannot create \(directory): \(SensorControl.errnoText())"))
-            }
+            if case .failure(let error) = SensorControl.makeDirectory(directory) { return .failure(error) }
             var info = stat()
             guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == owner,
                 info.st_mode & 0o077 == 0

@@ -8,7 +8,7 @@ public struct ModuleArguments: Equatable, Sendable {
     /// keywayd's socket (`socket=`).
     public var socket = "/run/keyway/keywayd.sock"
     /// The sensor control directory (`sensor=`).
-    public var sensorDirectory = "/run/keyway"
+    public var sensorDirectory = "/run/keyway/sensor"
     /// Seconds to wait for a touch (`timeout=`).
     public var sensorTimeout = 30
     /// What to do for a user with none of the policy's factors enrolled (`unenrolled=`).

@@ -42,7 +42,7 @@ struct Keyway {
         .init(name: "--socket", takesValue: true, help: "keywayd's socket (default /run/keyway/keywayd.sock)"),
         .init(name: "--store", takesValue: true, help: "work on this store directly instead of through keywayd"),
         .init(name: "--config", takesValue: true, help: "a policy file (not supported yet)"),
-        .init(name: "--sensor", takesValue: true, help: "the sensor control directory (default /run/keyway)"),
+        .init(name: "--sensor", takesValue: true, help: "the sensor control directory (default /run/keyway/sensor)"),
         .init(name: "--user", takesValue: true, help: "the account"),
         .init(name: "--finger", takesValue: true, help: "the finger name"),
         .init(name: "--factor", takesValue: true, help: "a factor"),
