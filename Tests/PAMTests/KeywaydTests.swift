@@ -141,6 +141,26 @@ struct KeywaydTests {
         serving()
     }
 
+    @Test("keywayd stopped: PAM_AUTHINFO_UNAVAIL and a message; with default=ignore the password stack below decides")
+    func daemonStopped() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        fixture.service("pattern", "policy=pattern")
+        fixture.stopDaemon()
+        let alone = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
+        #expect(alone.result == "PAM_AUTHINFO_UNAVAIL", "\(alone.text)")
+        #expect(alone.output.first == "error: Keyway is not available (see the system log).", "\(alone.text)")
+        #expect(!alone.text.contains("prompt:"))
+        // The sudo example's stack: pam_permit stands in for the password stack below.
+        let stack =
+            "auth [success=done default=ignore] \(modulePath) policy=pattern \(fixture.moduleArguments)\n"
+            + "auth required pam_permit.so\n"
+        _ = FileManager.default.createFile(atPath: fixture.services + "/fallthrough", contents: Data(stack.utf8))
+        let below = try harness(fixture, "fallthrough", "alice")
+        #expect(below.result == "PAM_SUCCESS", "\(below.text)")
+        #expect(!below.text.contains("prompt:"), "\(below.text)")
+    }
+
     @Test("stopped clients and stalled requests leave another user's right pattern unaffected")
     func stoppedClients() throws {
         defer { fixture.remove() }

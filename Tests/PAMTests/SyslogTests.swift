@@ -84,13 +84,15 @@ struct SyslogTests {
         _ = FileManager.default.createFile(atPath: fixture.services + "/kwbroken", contents: Data(broken.utf8))
         let twice = "auth required \(modulePath) policy=passcode policy=pattern \(fixture.moduleArguments)\n"
         _ = FileManager.default.createFile(atPath: fixture.services + "/kwtwice", contents: Data(twice.utf8))
+        let away = "auth required \(modulePath) policy=pattern socket=\(fixture.directory)/absent.sock\n"
+        _ = FileManager.default.createFile(atPath: fixture.services + "/kwaway", contents: Data(away.utf8))
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
         for (service, user, answers) in [
             ("kwlog", "alice", ["3-4-9-2", "2-4-9-3"]),
             ("kwlog", "alice", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
             ("kwlog", "bob", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]), ("kwbroken", "alice", ["2-4-9-3"]),
-            ("kwtwice", "alice", ["2-4-9-3"]),
+            ("kwtwice", "alice", ["2-4-9-3"]), ("kwaway", "alice", ["2-4-9-3"]),
             ("kwlog", "mallory\nJan  1 00:00:00 host sshd[1]: Accepted", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
         ] {
             let (executable, arguments) = capture.command(
@@ -133,6 +135,15 @@ struct SyslogTests {
                         "pam_keyway(kwtwice:auth): configuration error, failing closed: "
                             + "'policy=pattern' repeats 'policy=passcode'; give each argument once")
             }, "\(lines)")
+        // keywayd unreachable: one error line saying where it was looked for and why it failed.
+        let unreachable = lines.filter { $0.contains("pam_keyway(kwaway:auth)") }
+        #expect(unreachable.count == 1, "\(unreachable)")
+        #expect(
+            unreachable.first.map {
+                $0.hasPrefix("<83>") && $0.contains("outcome=failure(serviceUnavailable)")
+                    && $0.contains("keywayd at \(fixture.directory)/absent.sock: connect to ")
+                    && $0.contains("No such file or directory")
+            } ?? false, "\(unreachable)")
         // A user name cannot start a forged line: it is refused, and logged with its control characters escaped.
         #expect(
             lines.contains {

@@ -16,10 +16,11 @@ struct ModuleCall {
             let evaluation = runtime.context().evaluate(
                 policy, for: user, reason: "\(user.service) authentication",
                 conversation: PAMConversation(handle))
-            log(
-                evaluation.succeeded ? LOG_INFO : LOG_NOTICE,
-                "\(evaluation) service=\(user.service)"
-                    + (user.isRemote ? " remote=yes" : ""))
+            // A failure of Keyway itself (keywayd, the store) is an error for the administrator; a person's is not.
+            let broken: Set<AuthenticationError.Code> = [.serviceUnavailable, .storeFailure, .internalFailure]
+            var priority = evaluation.succeeded ? LOG_INFO : LOG_NOTICE
+            if let error = evaluation.error, broken.contains(error.code) { priority = LOG_ERR }
+            log(priority, "\(evaluation) service=\(user.service)" + (user.isRemote ? " remote=yes" : ""))
             guard let error = evaluation.error else { return .success }
             return .failure(error)
         }
