@@ -20,7 +20,8 @@ summary=()
 say() { printf '%s\n' "$*"; summary+=("$*"); }
 started=$(date +%s)
 
-# 1. AddressSanitizer over the whole Swift suite. Only the test products are built: the PAM module cannot link
+# 1. AddressSanitizer over the whole Swift suite, with keywayd built with ASan as well (KEYWAY_DAEMON). Only the
+#    test products and keywayd are built so: the PAM module cannot link
 #    with -sanitize=address (its -z defs refuses the runtime's symbols, which only an executable carries); the
 #    module is checked by valgrind below instead. Leak detection is off here: the Swift runtime's one-time
 #    metadata caches show as leaks at exit; leaks in the module are valgrind's job (step 2).
@@ -36,8 +37,11 @@ build() {  # log-name swift-build-arguments… → fails the run, showing the er
 }
 build asan --sanitize=address --scratch-path .build/asan --product KeywayPackageTests
 build asan-probe --sanitize=address --scratch-path .build/asan --product keyway-probe
+# keywayd reads what any local user sends: the suite's daemons (hostile requests included) are an ASan build too.
+build asan-daemon --sanitize=address --scratch-path .build/asan --product keywayd
 asan_options="log_path=$PWD/$out/asan/report:detect_leaks=0:halt_on_error=1:abort_on_error=1"
-if ! ASAN_OPTIONS=$asan_options $SWIFT test --skip-build --sanitize=address --scratch-path .build/asan --parallel \
+if ! ASAN_OPTIONS=$asan_options KEYWAY_DAEMON=$PWD/.build/asan/debug/keywayd \
+    $SWIFT test --skip-build --sanitize=address --scratch-path .build/asan --parallel \
     >"$out/asan-tests.txt" 2>&1; then
     grep -E "✘|ERROR" "$out/asan-tests.txt" | head -40
     echo "harden: the suite failed under AddressSanitizer ($out/asan-tests.txt)" >&2

@@ -9,8 +9,8 @@ public enum Wire {
     /// The largest body accepted in either direction. A request is far smaller (a secret is at most 4 KiB, a
     /// biometric enrollment 64 samples of 64 values); an answer (status of every user, the audit trail) may be larger.
     public static let maximumRequest = 64 * 1024
-    /// The largest answer.
-    public static let maximumResponse = 16 * 1024 * 1024
+    /// The largest answer (the status of every user of a large site is tens of MiB).
+    public static let maximumResponse = 256 * 1024 * 1024
 }
 
 /// Why bytes are not a valid message, in words for a log.

@@ -354,19 +354,10 @@ struct Command {
             let hasher = try Argon2idHasher()
             let secret = Secret(copying: Array("2-4-9-3".utf8))
             let encoded = try hasher.hash(secret)
-            var samples: [Double] = []
-            for _ in 0..<rounds {
-                var start = timespec(), end = timespec()
-                clock_gettime(CLOCK_MONOTONIC, &start)
+            let samples = try Self.timings(rounds) { () throws(AuthenticationError) in
                 _ = try hasher.verify(secret, against: encoded)
-                clock_gettime(CLOCK_MONOTONIC, &end)
-                samples.append(Double(end.tv_sec - start.tv_sec) * 1000 + Double(end.tv_nsec - start.tv_nsec) / 1e6)
             }
-            samples.sort()
-            func ms(_ value: Double) -> String { "\(Int(value.rounded())) ms" }
-            print(
-                "\(hasher.cost): one verification median \(ms(samples[samples.count / 2])), "
-                    + "min \(ms(samples[0])), max \(ms(samples[samples.count - 1])) over \(rounds) rounds")
+            print("\(hasher.cost): one verification \(Self.summary(samples, in: 1000, "ms")) over \(rounds) rounds")
             if let socket = parsed.value("--socket") { try roundTrips(socket, count: rounds * 10) }
             SimulatorBench.run(rounds: rounds)
         }
@@ -379,20 +370,35 @@ extension Command {
     func roundTrips(_ socket: String, count: Int) throws(AuthenticationError) {
         let vault = DaemonVault(socketPath: socket, via: tool)
         let user = UserContext(name: "keyway-bench")
+        let samples = try Self.timings(max(count, 1)) { () throws(AuthenticationError) in
+            if case .failed(let error) = vault.availability(of: .gesture, for: user) { throw error }
+        }
+        print(
+            "keywayd round trip (one request, no slow hash): \(Self.summary(samples, in: 1, "µs")) "
+                + "over \(samples.count) requests")
+    }
+
+    /// Runs `body` `count` times; the durations in microseconds, sorted.
+    static func timings(_ count: Int, _ body: () throws(AuthenticationError) -> Void) throws(AuthenticationError)
+        -> [Double]
+    {
         var samples: [Double] = []
-        for _ in 0..<max(count, 1) {
+        for _ in 0..<count {
             var start = timespec(), end = timespec()
             clock_gettime(CLOCK_MONOTONIC, &start)
-            let answer = vault.availability(of: .gesture, for: user)
+            try body()
             clock_gettime(CLOCK_MONOTONIC, &end)
-            if case .failed(let error) = answer { throw error }
             samples.append(Double(end.tv_sec - start.tv_sec) * 1e6 + Double(end.tv_nsec - start.tv_nsec) / 1e3)
         }
-        samples.sort()
-        func us(_ value: Double) -> String { "\(Int(value.rounded())) µs" }
-        print(
-            "keywayd round trip (one request, no slow hash): median \(us(samples[samples.count / 2])), "
-                + "min \(us(samples[0])), max \(us(samples[samples.count - 1])) over \(samples.count) requests")
+        return samples.sorted()
+    }
+
+    /// "median M UNIT, min A UNIT, max B UNIT" of sorted microsecond samples, in whole units of `scale` µs (the
+    /// benchmark script parses this wording).
+    static func summary(_ samples: [Double], in scale: Double, _ unit: String) -> String {
+        func show(_ value: Double) -> String { "\(Int((value / scale).rounded())) \(unit)" }
+        return
+            "median \(show(samples[samples.count / 2])), min \(show(samples[0])), max \(show(samples[samples.count - 1]))"
     }
 }
 

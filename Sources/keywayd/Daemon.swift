@@ -137,8 +137,9 @@ final class Server: Sendable {
         var idleExit: Int64 = 0
         /// Connections open at once, in all.
         var maximumConnections = 256
-        /// Connections open at once for one user other than root.
-        var maximumPerUser = 16
+        /// Connections open at once for one user other than root: a user who knows their own pattern can make
+        /// keywayd hash it over and over, and this caps how many of the pool's slots they hold at a time.
+        var maximumPerUser = 4
         /// Names without an enrollment whose counters are kept.
         var unenrolledCounterLimit = 10_000
         /// Milliseconds between runs of the maintenance.

@@ -49,6 +49,19 @@ struct KeywaydTests {
         return (uid, gid)
     }
 
+    /// Throwaway accounts, each with the pattern 2-4-9-3, and the daemon started where they can reach it; the
+    /// first one's ids.
+    func accounts(_ names: String...) throws -> (uid: String, gid: String) {
+        let ids = try names.map { name in
+            let ids = try addUser(name)
+            try fixture.enrollPattern(name, "2-4-9-3")
+            return ids
+        }
+        chmod(fixture.directory, 0o755)  // the socket is 0666; its directory must let users reach it
+        fixture.startDaemon()
+        return ids[0]
+    }
+
     func removeUsers(_ names: String...) {
         for name in names { _ = try? run("/usr/sbin/userdel", [name]) }
     }
@@ -217,12 +230,7 @@ struct KeywaydTests {
             removeUsers(me, other)
             fixture.remove()
         }
-        let mine = try addUser(me)
-        _ = try addUser(other)
-        try fixture.enrollPattern(me, "2-4-9-3")
-        try fixture.enrollPattern(other, "2-4-9-3")
-        chmod(fixture.directory, 0o755)  // the socket is 0666; its directory must let users reach it
-        fixture.startDaemon()
+        let mine = try accounts(me, other)
         let trailBefore = try fixture.vault().store.auditTrail(user: nil).count
         func keyway(_ arguments: [String], input: String? = nil) throws -> Run {
             try runAs(mine, cliPath, ["--socket", fixture.socket] + arguments, input: input)
@@ -269,12 +277,7 @@ struct KeywaydTests {
             removeUsers(me, other)
             fixture.remove()
         }
-        let mine = try addUser(me)
-        _ = try addUser(other)
-        try fixture.enrollPattern(me, "2-4-9-3")
-        try fixture.enrollPattern(other, "2-4-9-3")
-        chmod(fixture.directory, 0o755)
-        fixture.startDaemon()
+        let mine = try accounts(me, other)
         let line = "\(modulePath) policy=pattern \(fixture.moduleArguments)"
         _ = FileManager.default.createFile(
             atPath: service, contents: Data("auth required \(line)\naccount required \(line)\n".utf8))
@@ -297,10 +300,7 @@ struct KeywaydTests {
             removeUsers(me)
             fixture.remove()
         }
-        let mine = try addUser(me)
-        try fixture.enrollPattern(me, "2-4-9-3")
-        chmod(fixture.directory, 0o755)
-        fixture.startDaemon()
+        let mine = try accounts(me)
         let change = ["--socket", fixture.socket, "change", "gesture", "--user", me, "--stdin"]
         let wrong = try runAs(mine, cliPath, change, input: "3-4-9-2\n1-6-7-2-9\n")
         #expect(wrong.status == 1, "\(wrong.text)")
@@ -362,7 +362,9 @@ struct KeywaydTests {
         )
         #expect(hashed <= 5 && hashed >= 1, "\(hashed) guesses reached the slow hash")
         #expect(counted == 5, "the store counted \(counted)")
-        #expect(peak > 0 && peak <= bound, "peak RSS \(peak) KiB, bound \(bound) KiB")
+        // The bound is the deployable daemon's. Under AddressSanitizer (make harden) the shadow memory and the
+        // quarantine of freed blocks are the sanitizer's, so there only the counts above are checked.
+        if deployableDaemon { #expect(peak > 0 && peak <= bound, "peak RSS \(peak) KiB, bound \(bound) KiB") }
     }
 
     @Test(

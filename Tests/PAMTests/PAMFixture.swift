@@ -26,7 +26,10 @@ let modulePath = packageRoot + "/build/pam_keyway.so"
 /// UBSan.
 let harnessPath = ProcessInfo.processInfo.environment["KEYWAY_HARNESS"] ?? packageRoot + "/build/pam-harness"
 let cliPath = packageRoot + "/build/keyway"
-let daemonPath = packageRoot + "/build/keywayd"
+/// `KEYWAY_DAEMON` names another build of keywayd: `make harden` runs the suite with one built with ASan.
+let daemonPath = ProcessInfo.processInfo.environment["KEYWAY_DAEMON"] ?? packageRoot + "/build/keywayd"
+/// True when the tests drive the deployable keywayd (not a sanitizer build, whose memory use is not the product's).
+let deployableDaemon = ProcessInfo.processInfo.environment["KEYWAY_DAEMON"] == nil
 
 /// Tests that add users or write `/etc`, utmp or `/dev/log` run only inside `scripts/test-isolated.sh` (which
 /// `make test` uses): there those are copies in a private mount namespace, so a test killed midway can leave nothing
