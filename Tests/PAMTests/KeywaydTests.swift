@@ -174,7 +174,7 @@ struct KeywaydTests {
         #expect(!below.text.contains("prompt:"), "\(below.text)")
     }
 
-    @Test("stopped clients and stalled requests leave another user's right pattern unaffected")
+    @Test("stopped clients, stalled requests and unread answers leave another user's right pattern unaffected")
     func stoppedClients() throws {
         defer { fixture.remove() }
         try fixture.enrollPattern("alice", "2-4-9-3")
@@ -206,6 +206,14 @@ struct KeywaydTests {
                 WireWriter.frame(Request.availability(.gesture, UserContext(name: "mallory")).encoded).prefix(9).map {
                     $0
                 })
+            stalls.append(fd)
+        }
+        // And 20 that sent a whole request and never read the answer: exactly "stopped between sending and
+        // receiving", without depending on when a signal lands.
+        for index in 0..<20 {
+            let fd = try connect()
+            let guess = Secret(copying: Array("3-4-9-\(index % 9 + 1)".utf8))
+            write(fd, WireWriter.frame(Request.verify(.gesture, UserContext(name: "mallory"), .secret(guess)).encoded))
             stalls.append(fd)
         }
         usleep(200_000)
