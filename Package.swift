@@ -115,6 +115,7 @@ let package = Package(
                     swiftSettings: strictSettings),
         .testTarget(name: "PAMTests",
                     dependencies: ["KeywayRuntime", "KeywayVault", "KeywayWire", "KeywayCrypto", "KeywayCore",
+                                   "KeywayTestSupport",
                                    "KeywayStore", "KeywayPlatform", "KeywayGesture",
                                    "KeywayPasscode", "KeywayBiometricSimulator"],
                     swiftSettings: strictSettings),

@@ -165,7 +165,7 @@ for target in $targets; do
     case $target in  # keywayd's messages are binary: a status request and a verify request, as a client sends them
         keywayd-request)
             printf '\001\006\001\000\000\000\005alice' >"$corpus/seed-status"
-            printf '\001\002\000\000\000\007gesture\000\000\000\005alice\000\000\000\004sudo\000\001\001\000\000\000\0052493' \
+            printf '\001\002\000\000\000\007gesture\000\000\000\005alice\000\000\000\004sudo\000\001\001\000\000\000\0042493' \
                 >"$corpus/seed-verify" ;;
         keywayd-response) printf '\001\004\001' >"$corpus/seed-verdict" ;;
     esac

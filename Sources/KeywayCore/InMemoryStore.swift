@@ -31,6 +31,15 @@ public final class InMemoryStore: Store {
         }
     }
 
+    public func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool {
+        let stored = contents.withLock { $0.enrollments[current.user]?[current.factor] }
+        guard stored?.payload == current.payload, new.user == current.user, new.factor == current.factor else {
+            return false
+        }
+        try save(new)  // the check and the save are not one lock here; InMemoryStore serves one process's tests
+        return true
+    }
+
     @discardableResult
     public func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError)
         -> Bool

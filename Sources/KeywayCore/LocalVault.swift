@@ -48,11 +48,16 @@ public final class LocalVault: Vault {
         throws(AuthenticationError)
     {
         let keeper = try keeper(factor)
-        let record = try keeper.enrollment(of: .secret(new), for: user, label: nil, by: actor)  // rules first: free
-        guard try keeper.verify(.secret(current), for: UserContext(name: user)) == .success else {
+        let before = try store.enrollment(user: user, factor: factor)
+        // The current secret first: a wrong one, or a locked-out user, costs one hash and no more.
+        guard try keeper.verify(.secret(current), for: UserContext(name: user)) == .success, let before else {
             throw AuthenticationError(.authenticationFailed, "the current \(factor) is wrong")
         }
-        try store.save(record)
+        let record = try keeper.enrollment(of: .secret(new), for: user, label: nil, by: actor)
+        guard try store.replace(before, with: record) else {
+            throw AuthenticationError(
+                .serviceUnavailable, "the \(factor) of \(user) was changed meanwhile; nothing was changed, try again")
+        }
     }
 
     public func remove(_ factor: FactorKind, of user: String, label: String?, by actor: String)

@@ -13,6 +13,10 @@ public protocol Store: Sendable {
     func enrollments(user: String) throws(AuthenticationError) -> [Enrollment]
     /// Adds or replaces the enrollment for its user and factor.
     func save(_ enrollment: Enrollment) throws(AuthenticationError)
+    /// Replaces `current` with `new` (same user and factor) only if the stored record is still `current` (the same
+    /// payload), atomically; false, changing nothing, when it is not. A change verifies the old secret and then
+    /// stores the new one: this keeps a removal or another change made in between from being undone.
+    func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool
     /// Removes the user's enrollment for `factor`; returns false when there was none.
     @discardableResult
     func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError) -> Bool

@@ -1,4 +1,5 @@
 public import Glibc
+import KeywayCore
 
 /// Unix stream sockets for keywayd and its clients: connect, listen, whole frames with deadlines, and the peer's
 /// identity from the kernel (`SO_PEERCRED`). Every descriptor is close-on-exec; no call raises SIGPIPE.
@@ -53,11 +54,13 @@ public enum UnixSocket {
         withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
     }
 
-    /// Connects to the socket at `path`.
+    /// Connects to the socket at `path` without waiting: a listener whose backlog is full is an error at once
+    /// (EAGAIN), never a hang. The descriptor is non-blocking; `send` and `receiveFrame` wait with deadlines.
     public static func connect(to path: String) -> Result<Int32, Failure> {
         let operation = "connect to \(path)"
         guard var address = address(path) else { return .failure(Failure(operation, reason: "the path is too long")) }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let flags = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        let fd = socket(AF_UNIX, flags, 0)
         guard fd >= 0 else { return .failure(Failure(operation, errno: errno)) }
         let result = withAddress(&address) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         guard result == 0 else {
@@ -76,6 +79,11 @@ public enum UnixSocket {
         if lstat(path, &existing) == 0 {
             guard existing.st_mode & S_IFMT == S_IFSOCK else {
                 return .failure(Failure(operation, reason: "a file that is not a socket is in the way"))
+            }
+            // A socket someone still answers on is not stale: never take it over.
+            if case .success(let live) = connect(to: path) {
+                close(live)
+                return .failure(Failure(operation, reason: "another process listens there (is keywayd running?)"))
             }
             unlink(path)
         }
@@ -137,27 +145,43 @@ public enum UnixSocket {
         return .success(())
     }
 
-    /// Reads exactly `count` bytes before the deadline.
+    /// Reads exactly `count` bytes before the deadline, growing the buffer as bytes arrive (a length alone never
+    /// makes it allocate), and wiping what it read when it fails (a half-received request may hold a secret).
     private static func receive(_ count: Int, from fd: Int32, until deadline: Int64, what: String)
         -> Result<[UInt8], Failure>
     {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var offset = 0
-        while offset < count {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(min(count, 64 * 1024))  // a whole request: no reallocation leaves a copy behind
+        var chunk = [UInt8](repeating: 0, count: min(count, 64 * 1024))
+        defer { chunk.withUnsafeMutableBytes { secureZero($0) } }
+        func fail(_ failure: Failure) -> Result<[UInt8], Failure> {
+            bytes.withUnsafeMutableBytes { secureZero($0) }
+            return .failure(failure)
+        }
+        while bytes.count < count {
             guard wait(fd, Int16(POLLIN), until: deadline) else {
-                return .failure(Failure("receive", reason: "\(what) did not arrive in time"))
+                return fail(Failure("receive", reason: "\(what) did not arrive in time"))
             }
-            let got = bytes.withUnsafeMutableBytes {
-                recv(fd, $0.baseAddress! + offset, count - offset, Int32(MSG_DONTWAIT))
-            }
+            let wanted = min(chunk.count, count - bytes.count)
+            let got = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, wanted, Int32(MSG_DONTWAIT)) }
             if got < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
-                return .failure(Failure("receive", errno: errno))
+                return fail(Failure("receive", errno: errno))
             }
-            if got == 0 { return .failure(Failure("receive", reason: "the connection closed before \(what) ended")) }
-            offset += got
+            if got == 0 { return fail(Failure("receive", reason: "the connection closed before \(what) ended")) }
+            bytes.append(contentsOf: chunk[0..<got])
         }
         return .success(bytes)
+    }
+
+    /// True when the other end has closed the connection (its whole request was read, so anything readable now is
+    /// the end of the stream).
+    public static func peerHasClosed(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&entry, 1, 0) > 0 else { return false }
+        if entry.revents & Int16(POLLHUP | POLLERR) != 0 { return true }
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) == 0
     }
 
     /// Reads one frame (a 4-byte big-endian length, then the body) of at most `limit` bytes before the deadline.

@@ -35,12 +35,17 @@ public final class DaemonVault: Vault {
         case .failure(let failure): throw unavailable(failure)
         }
         defer { close(fd) }
+        // Only root's keywayd is trusted with a secret: a socket some user planted at the path is not it.
+        guard let server = UnixSocket.peer(of: fd), server.uid == 0 else {
+            throw AuthenticationError(
+                .serviceUnavailable, "keywayd at \(socketPath): the process listening there is not root's")
+        }
         let deadline = UnixSocket.monotonicMilliseconds() + timeoutMilliseconds
         var body = request.encoded
         var frame = WireWriter.frame(body)
         let sent = UnixSocket.send(frame, to: fd, until: deadline)
-        for index in body.indices { body[index] = 0 }
-        for index in frame.indices { frame[index] = 0 }
+        body.withUnsafeMutableBytes { secureZero($0) }
+        frame.withUnsafeMutableBytes { secureZero($0) }
         if case .failure(let failure) = sent { throw unavailable(failure) }
         let answer: [UInt8]
         switch UnixSocket.receiveFrame(from: fd, limit: Wire.maximumResponse, until: deadline) {

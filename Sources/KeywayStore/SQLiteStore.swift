@@ -189,6 +189,30 @@ public final class SQLiteStore: Store {
         }
     }
 
+    public func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool {
+        guard new.user == current.user, new.factor == current.factor else { return false }
+        return try run("cannot save the enrollment") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let stored = try db.query(
+                    "SELECT payload FROM enrollments WHERE user = ? AND factor = ?",
+                    [.text(current.user), .text(current.factor.rawValue)]
+                ).first?.first?.blob
+                guard stored == current.payload else { return false }
+                try db.query(
+                    "UPDATE enrollments SET payload = ?, changed_at = ?, changed_by = ? WHERE user = ? AND factor = ?",
+                    [
+                        .blob(new.payload), .integer(new.changedAt.milliseconds), .text(new.changedBy),
+                        .text(new.user), .text(new.factor.rawValue),
+                    ])
+                try Self.audit(
+                    db,
+                    AuditEntry(
+                        at: new.changedAt, actor: new.changedBy, user: new.user, action: .enroll, factor: new.factor))
+                return true
+            }
+        }
+    }
+
     @discardableResult
     public func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError)
         -> Bool

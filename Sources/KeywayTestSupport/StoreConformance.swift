@@ -72,6 +72,20 @@ public enum StoreConformance {
                 ], "the audit trail records changes: \(trail)")
             expect(try store.auditTrail(user: other).map(\.action) == [.reset], "the audit trail is per user")
 
+            // A replacement happens only over the record it expects.
+            let current = try store.enrollment(user: user, factor: .passcode)
+            var newer = current ?? Enrollment(user: user, factor: .passcode, payload: [], changedAt: at, changedBy: "t")
+            newer.payload = [7, 7, 7]
+            var stale = newer
+            stale.payload = [1]
+            expect(try !store.replace(stale, with: newer), "a replacement over another record is refused")
+            expect(
+                try store.enrollment(user: user, factor: .passcode) == current, "a refused replacement changes nothing")
+            if let current {
+                expect(try store.replace(current, with: newer), "a replacement over the expected record is made")
+                expect(try store.enrollment(user: user, factor: .passcode)?.payload == [7, 7, 7], "and stored")
+            }
+
             // Counters of names without an enrollment are capped, the latest kept; enrolled users' never go.
             for (index, name) in ["ghost-1", "ghost-2", "ghost-3", user].enumerated() {
                 try store.updateAttempts(user: name) { book in

@@ -51,19 +51,20 @@ public enum Request: Sendable, Equatable {
             out.string(factor.rawValue)
             out.context(user)
         case .verify(let factor, let user, let evidence):
-            out = WireWriter(kind: Kind.verify.rawValue)
+            out = WireWriter(kind: Kind.verify.rawValue, capacity: room(user.name, user.service, evidence: evidence))
             out.string(factor.rawValue)
             out.context(user)
             out.evidence(evidence)
         case .enroll(let factor, let user, let label, let evidence, let via):
-            out = WireWriter(kind: Kind.enroll.rawValue)
+            out = WireWriter(kind: Kind.enroll.rawValue, capacity: room(user, label ?? "", via, evidence: evidence))
             out.string(factor.rawValue)
             out.string(user)
             out.optional(label) { $0.string($1) }
             out.evidence(evidence)
             out.string(via)
         case .change(let factor, let user, let current, let new, let via):
-            out = WireWriter(kind: Kind.change.rawValue)
+            out = WireWriter(
+                kind: Kind.change.rawValue, capacity: room(user, via) + current.count + new.count)
             out.string(factor.rawValue)
             out.string(user)
             out.secret(current)
@@ -88,6 +89,17 @@ public enum Request: Sendable, Equatable {
             out.optional(user) { $0.string($1) }
         }
         return out.bytes
+    }
+
+    /// Enough bytes for a request with these strings and this evidence, so its buffer is allocated once.
+    private func room(_ strings: String..., evidence: Evidence? = nil) -> Int {
+        var total = 256 + strings.reduce(0) { $0 + $1.utf8.count + 4 }
+        switch evidence {
+        case .secret(let secret)?: total += secret.count + 4
+        case .samples(let samples)?: total += samples.reduce(4) { $0 + 4 + 8 * $1.count }
+        case nil: break
+        }
+        return total
     }
 
     /// Reads a request body, refusing anything that is not exactly one well-formed request.
@@ -239,7 +251,10 @@ public enum Response: Sendable, Equatable {
                 for _ in 0..<(try input.count("factors", limit: 64)) {
                     let factor = try input.factor()
                     let enrolled = try input.optional("enrolled") { reader throws(WireError) in
-                        (Timestamp(milliseconds: try reader.i64("the time")), try reader.string("the actor"))
+                        (
+                            Timestamp(milliseconds: try reader.i64("the time")),
+                            try reader.string("the actor", limit: 4096)
+                        )
                     }
                     var labels: [String] = []
                     for _ in 0..<(try input.count("labels", limit: 64)) { labels.append(try input.string("a label")) }
@@ -258,7 +273,7 @@ public enum Response: Sendable, Equatable {
             var entries: [AuditEntry] = []
             for _ in 0..<(try input.count("entries", limit: 10_000_000)) {
                 let at = Timestamp(milliseconds: try input.i64("the time"))
-                let actor = try input.string("the actor")
+                let actor = try input.string("the actor", limit: 4096)
                 let user = try input.string("the user")
                 guard let action = AuditEntry.Action(rawValue: try input.string("the action")) else {
                     throw WireError("the audit action is unknown")

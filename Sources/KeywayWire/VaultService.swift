@@ -31,6 +31,13 @@ public struct VaultService: Sendable {
 
         /// Root may do everything.
         public var isRoot: Bool { uid == 0 }
+        /// True when `user` is this caller's own account name, byte for byte (Swift's `==` would also equate
+        /// canonically equivalent spellings, which are different accounts).
+        public func owns(_ user: String?) -> Bool {
+            guard let user, let name else { return false }
+            return Array(user.utf8) == Array(name.utf8)
+        }
+
         /// How the caller is named in the audit trail and logs.
         public var label: String { name.map { "\($0.escapingControlCharacters)" } ?? "uid \(uid)" }
     }
@@ -44,7 +51,7 @@ public struct VaultService: Sendable {
     /// Why `caller` may not make `request`, or nil when it may.
     public static func refusal(of request: Request, by caller: Caller) -> String? {
         if caller.isRoot { return nil }
-        let own = caller.name != nil && request.user == caller.name
+        let own = caller.owns(request.user)
         switch request {
         case .availability, .verify, .status(.some):
             return own ? nil : "\(caller.label) may only ask about their own account"
@@ -66,6 +73,13 @@ public struct VaultService: Sendable {
         }
     }
 
+    /// What a client calls itself, as the audit trail may record it: printable ASCII only, at most 64 bytes, so no
+    /// client can store a record that other answers cannot carry, or hide text behind control or bidi characters.
+    public static func toolName(_ via: String) -> String {
+        let kept = via.unicodeScalars.filter { (0x20...0x7E).contains($0.value) }.prefix(64)
+        return kept.isEmpty ? "an unnamed tool" : String(String.UnicodeScalarView(kept))
+    }
+
     /// Answers one request from `caller`.
     public func answer(_ request: Request, from caller: Caller) -> Response {
         if let refusal = Self.refusal(of: request, by: caller) {
@@ -74,10 +88,7 @@ public struct VaultService: Sendable {
         if let user = request.user, let problem = UserContext.nameProblem(user) {
             return .failure(AuthenticationError(.invalidUserName, problem))
         }
-        func actor(_ via: String) -> String {
-            let tool = via.isEmpty ? "an unnamed tool" : String(via.prefix(64)).escapingControlCharacters
-            return "\(caller.label) via \(tool)"
-        }
+        func actor(_ via: String) -> String { "\(caller.label) via \(Self.toolName(via))" }
         do {
             switch request {
             case .availability(let factor, let user):

@@ -26,9 +26,12 @@ public struct WireWriter {
     /// The body so far.
     public private(set) var bytes: [UInt8] = []
 
-    /// Starts a body with the version and the kind.
-    public init(kind: UInt8) {
-        bytes = [Wire.version, kind]
+    /// Starts a body with the version and the kind, with room for `capacity` bytes: a request that carries a
+    /// secret is written into one buffer that never moves, so no freed copy of the secret is left behind.
+    public init(kind: UInt8, capacity: Int = 256) {
+        bytes.reserveCapacity(capacity)
+        bytes.append(Wire.version)
+        bytes.append(kind)
     }
 
     /// One byte.

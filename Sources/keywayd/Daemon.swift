@@ -85,6 +85,8 @@ struct KeywayDaemon {
             }
             ownSocket = socketPath
         }
+        var bound = stat()
+        let ownInode = ownSocket.flatMap { stat($0, &bound) == 0 ? bound.st_ino : nil }
         Server.log(
             "serving \(vaultOptions.storePath) on \(ownSocket ?? "the socket systemd passed") "
                 + "with \(options.workers) workers, queue \(options.queueLimit)")
@@ -99,7 +101,9 @@ struct KeywayDaemon {
             }
         }
         server.run(listener)
-        if let ownSocket { unlink(ownSocket) }
+        // Only the socket this process made: another keywayd may have replaced it since.
+        var now = stat()
+        if let ownSocket, let ownInode, stat(ownSocket, &now) == 0, now.st_ino == ownInode { unlink(ownSocket) }
         Server.log("idle for \(options.idleExit / 1000) s; exiting")
         exit(0)
     }
@@ -129,16 +133,22 @@ final class Server: Sendable {
         var workers = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         /// Requests waiting for a worker; beyond this a request is answered "busy" at once.
         var queueLimit = 32
+        /// Slow-hash requests about one account admitted at once (running or waiting). A user may have sudo
+        /// hash their own right pattern over and over (a success resets the counter), as root; this keeps such a
+        /// loop from holding more than this many places of the pool.
+        var perAccountLimit = 2
         /// Milliseconds a client has to send its request (and to take its answer).
         var requestTimeout: Int64 = 2000
         /// Milliseconds a queued request may wait for a worker before it is answered "busy".
         var queueWait: Int64 = 10_000
         /// Exit after this many milliseconds without a connection; 0 never.
         var idleExit: Int64 = 0
-        /// Connections open at once, in all.
-        var maximumConnections = 256
-        /// Connections open at once for one user other than root: a user who knows their own pattern can make
-        /// keywayd hash it over and over, and this caps how many of the pool's slots they hold at a time.
+        /// Connections from root open at once (the module inside sudo, su, login), kept apart from everyone
+        /// else's, so users cannot crowd root's out.
+        var maximumRootConnections = 128
+        /// Connections from all other users together.
+        var maximumOtherConnections = 128
+        /// Connections open at once for one user other than root.
         var maximumPerUser = 4
         /// Names without an enrollment whose counters are kept.
         var unenrolledCounterLimit = 10_000
@@ -146,25 +156,62 @@ final class Server: Sendable {
         var maintenanceInterval: Int64 = 60_000
     }
 
+    /// Open connections, and when the last one ended.
+    private struct Connections {
+        var byUser: [UInt32: Int] = [:]
+        var root = 0
+        var others = 0
+        var lastActivity: Int64 = 0
+        var total: Int { root + others }
+    }
+
+    /// Slow-hash requests admitted (running or waiting), in all and per account.
+    private struct Pool {
+        var admitted = 0
+        var byAccount: [[UInt8]: Int] = [:]
+    }
+
     let service: VaultService
     let options: Options
-    /// Run at start and every `maintenanceInterval` from the accept loop.
+    /// Run at start and every `maintenanceInterval`, on a thread of its own.
     let maintenance: @Sendable () -> Void
-    /// Open connections per user id, and when the last one ended.
-    private let connections = Mutex<(byUser: [UInt32: Int], total: Int, lastActivity: Int64)>(([:], 0, 0))
-    private let pool: DispatchSemaphore
-    private let waiting = Mutex(0)
+    private let connections = Mutex(Connections())
+    private let pool = Mutex(Pool())
+    private let workers: DispatchSemaphore
+    private let maintaining = Mutex(false)
 
     init(service: VaultService, options: Options, maintenance: @escaping @Sendable () -> Void) {
         self.service = service
         self.options = options
         self.maintenance = maintenance
-        pool = DispatchSemaphore(value: options.workers)
+        workers = DispatchSemaphore(value: options.workers)
     }
 
     static func log(_ message: String) {
         let line = "keywayd: \(message.escapingControlCharacters)\n"
         _ = line.withCString { write(2, $0, strlen($0)) }
+    }
+
+    /// At most 10 lines a second of what a client can provoke; then one line saying how many were left out.
+    private static let logWindow = Mutex<(start: Int64, lines: Int, suppressed: Int)>((0, 0, 0))
+
+    static func logLimited(_ message: String) {
+        let now = UnixSocket.monotonicMilliseconds()
+        let (write, dropped) = logWindow.withLock { window -> (Bool, Int) in
+            var dropped = 0
+            if now - window.start >= 1000 {
+                dropped = window.suppressed
+                window = (now, 0, 0)
+            }
+            guard window.lines < 10 else {
+                window.suppressed += 1
+                return (false, dropped)
+            }
+            window.lines += 1
+            return (true, dropped)
+        }
+        if dropped > 0 { log("\(dropped) similar lines were left out in the last second") }
+        if write { log(message) }
     }
 
     /// Accepts until idle for `options.idleExit` (never, when 0).
@@ -174,7 +221,7 @@ final class Server: Sendable {
         while true {
             let now = UnixSocket.monotonicMilliseconds()
             if maintained.map({ now - $0 >= options.maintenanceInterval }) ?? true {
-                maintenance()
+                maintainInBackground()
                 maintained = now
             }
             var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
@@ -189,22 +236,18 @@ final class Server: Sendable {
                 continue
             }
             let fd = accept(listener, nil, nil)
-            guard fd >= 0 else { continue }
+            guard fd >= 0 else {
+                // Out of descriptors: the listener stays readable, so wait rather than spin.
+                if errno == EMFILE || errno == ENFILE { usleep(100_000) }
+                continue
+            }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // keywayd runs no programs; this is for whoever adds one
             guard let peer = UnixSocket.peer(of: fd) else {
                 close(fd)
                 continue
             }
-            let admitted = connections.withLock { state -> Bool in
-                let mine = state.byUser[peer.uid, default: 0]
-                guard state.total < options.maximumConnections, peer.uid == 0 || mine < options.maximumPerUser
-                else { return false }
-                state.byUser[peer.uid] = mine + 1
-                state.total += 1
-                return true
-            }
-            guard admitted else {
-                Self.log("pid \(peer.pid) uid \(peer.uid): too many connections; answered busy")
+            guard admit(peer) else {
+                Self.logLimited("pid \(peer.pid) uid \(peer.uid): too many connections; answered busy")
                 reply(.failure(busy("too many connections are open")), to: fd)
                 close(fd)
                 continue
@@ -212,22 +255,56 @@ final class Server: Sendable {
             let started = spawn { [self] in
                 serve(fd, peer)
                 close(fd)
-                connections.withLock { state in
-                    state.byUser[peer.uid, default: 1] -= 1
-                    if state.byUser[peer.uid] == 0 { state.byUser[peer.uid] = nil }
-                    state.total -= 1
-                    state.lastActivity = UnixSocket.monotonicMilliseconds()
-                }
+                release(peer)
             }
             if !started {
                 reply(.failure(busy("no thread could be started")), to: fd)
                 close(fd)
-                connections.withLock { state in
-                    state.byUser[peer.uid, default: 1] -= 1
-                    state.total -= 1
-                }
+                release(peer)
             }
         }
+    }
+
+    private func admit(_ peer: UnixSocket.Peer) -> Bool {
+        connections.withLock { state in
+            if peer.uid == 0 {
+                guard state.root < options.maximumRootConnections else { return false }
+                state.root += 1
+                return true
+            }
+            let mine = state.byUser[peer.uid, default: 0]
+            guard state.others < options.maximumOtherConnections, mine < options.maximumPerUser else { return false }
+            state.byUser[peer.uid] = mine + 1
+            state.others += 1
+            return true
+        }
+    }
+
+    private func release(_ peer: UnixSocket.Peer) {
+        connections.withLock { state in
+            if peer.uid == 0 {
+                state.root -= 1
+            } else {
+                state.others -= 1
+                let left = state.byUser[peer.uid, default: 1] - 1
+                state.byUser[peer.uid] = left > 0 ? left : nil
+            }
+            state.lastActivity = UnixSocket.monotonicMilliseconds()
+        }
+    }
+
+    private func maintainInBackground() {
+        let claimed = maintaining.withLock { running -> Bool in
+            if running { return false }
+            running = true
+            return true
+        }
+        guard claimed else { return }
+        let started = spawn { [self] in
+            maintenance()
+            maintaining.withLock { $0 = false }
+        }
+        if !started { maintaining.withLock { $0 = false } }
     }
 
     private func busy(_ why: String) -> AuthenticationError {
@@ -241,46 +318,58 @@ final class Server: Sendable {
         switch UnixSocket.receiveFrame(from: fd, limit: Wire.maximumRequest, until: deadline) {
         case .success(let bytes): body = bytes
         case .failure(let failure):
-            Self.log("pid \(peer.pid) uid \(peer.uid): request refused: \(failure.reason)")
+            Self.logLimited("pid \(peer.pid) uid \(peer.uid): request refused: \(failure.reason)")
             return
         }
+        let decoded = Result<Request, WireError> { () throws(WireError) in try Request(decoding: body) }
+        body.withUnsafeMutableBytes { secureZero($0) }
         let request: Request
-        do {
-            request = try Request(decoding: body)
-        } catch {
-            for index in body.indices { body[index] = 0 }
-            Self.log("pid \(peer.pid) uid \(peer.uid): malformed request: \(error)")
-            reply(
-                .failure(AuthenticationError(.internalFailure, "keywayd refused a malformed request: \(error)")), to: fd
-            )
+        switch decoded {
+        case .success(let parsed): request = parsed
+        case .failure(let error):
+            Self.logLimited("pid \(peer.pid) uid \(peer.uid): malformed request: \(error)")
+            let refusal = AuthenticationError(.internalFailure, "keywayd refused a malformed request: \(error)")
+            reply(.failure(refusal), to: fd)
             return
         }
-        for index in body.indices { body[index] = 0 }
         let caller = VaultService.Caller(uid: peer.uid, name: Self.name(of: peer.uid))
         let answer: Response
         if VaultService.isSlow(request) && VaultService.refusal(of: request, by: caller) == nil {
-            answer = onPool { service.answer(request, from: caller) } ?? .failure(busy("the slow-hash queue is full"))
+            answer =
+                onPool(for: request.user ?? "", client: fd) { service.answer(request, from: caller) }
+                ?? .failure(busy("too many requests wait for the slow hash"))
         } else {
             answer = service.answer(request, from: caller)
         }
         if case .failure(let error) = answer, error.code == .notPermitted {
-            Self.log("pid \(peer.pid) \(caller.label): \(request.name) refused: \(error.reason)")
+            Self.logLimited("pid \(peer.pid) \(caller.label): \(request.name) refused: \(error.reason)")
         }
         reply(answer, to: fd)
     }
 
-    /// Runs `body` on one of the pool's workers, or returns nil (busy) when the queue is full or the wait too long.
-    private func onPool(_ body: () -> Response) -> Response? {
-        let admitted = waiting.withLock { count -> Bool in
-            guard count < options.queueLimit + options.workers else { return false }
-            count += 1
+    /// Runs `body` on one of the pool's workers, or returns nil (busy) when the queue or the account's share is
+    /// full, or the wait too long. A request whose client has gone by the time a worker is free is dropped unrun.
+    private func onPool(for account: String, client fd: Int32, _ body: () -> Response) -> Response? {
+        let key = Array(account.utf8)
+        let admitted = pool.withLock { state -> Bool in
+            guard state.admitted < options.workers + options.queueLimit,
+                state.byAccount[key, default: 0] < options.perAccountLimit
+            else { return false }
+            state.admitted += 1
+            state.byAccount[key, default: 0] += 1
             return true
         }
         guard admitted else { return nil }
-        let got = pool.wait(timeout: .now() + .milliseconds(Int(options.queueWait)))
-        waiting.withLock { $0 -= 1 }
-        guard got == .success else { return nil }
-        defer { pool.signal() }
+        defer {
+            pool.withLock { state in
+                state.admitted -= 1
+                let left = state.byAccount[key, default: 1] - 1
+                state.byAccount[key] = left > 0 ? left : nil
+            }
+        }
+        guard workers.wait(timeout: .now() + .milliseconds(Int(options.queueWait))) == .success else { return nil }
+        defer { workers.signal() }
+        if UnixSocket.peerHasClosed(fd) { return .failure(busy("the client left before its turn")) }
         return body()
     }
 
@@ -293,12 +382,20 @@ final class Server: Sendable {
     /// trail), which spares every request from the module inside sudo or login a read of the password database.
     static func name(of uid: UInt32) -> String? {
         if uid == 0 { return "root" }
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>? = nil
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name
-        else { return nil }
-        return String(cString: name)
+        var size = 4096
+        while size <= 1 << 20 {
+            var entry = passwd()
+            var result: UnsafeMutablePointer<passwd>? = nil
+            var buffer = [CChar](repeating: 0, count: size)
+            let status = getpwuid_r(uid, &entry, &buffer, buffer.count, &result)
+            if status == ERANGE {
+                size *= 4
+                continue
+            }
+            guard status == 0, result != nil, let name = entry.pw_name else { return nil }
+            return String(cString: name)
+        }
+        return nil
     }
 }
 

@@ -90,6 +90,7 @@ struct KeywaydTests {
     func hostileRequests() throws {
         defer { fixture.remove() }
         fixture.startDaemon(["--request-timeout", "300"])
+        defer { fixture.stopDaemon() }
         let serving = { #expect((try? client.status(of: "alice")) != nil, "the daemon stopped serving") }
 
         // A version this daemon does not speak, an unknown kind: answered with the reason, connection closed.
@@ -135,7 +136,7 @@ struct KeywaydTests {
         let oversized = try connect()
         write(oversized, [0x7F, 0xFF, 0xFF, 0xFF])
         let big = outcome(oversized)
-        #expect(big.response == nil && big.milliseconds < 250, "\(big)")
+        #expect(big.response == nil && big.milliseconds < 1000, "\(big)")
         serving()
         // Truncated: half a request, then the client goes away.
         let truncated = try connect()
@@ -144,13 +145,20 @@ struct KeywaydTests {
         #expect(outcome(truncated).response == nil)
         serving()
         // Slow: half a request, then nothing. Others are served meanwhile; the stall is closed at the deadline.
+        let slowStart = UnixSocket.monotonicMilliseconds()
         let slow = try connect()
         write(slow, [0, 0, 0, 40, Wire.version])
         let during = timed { serving() }
         let stalled = outcome(slow)
+        let closedAfter = UnixSocket.monotonicMilliseconds() - slowStart
         #expect(stalled.response == nil)
-        #expect(stalled.milliseconds >= 200 && stalled.milliseconds < 2000, "closed after \(stalled.milliseconds) ms")
-        #expect(during < 250, "a request beside a stalled one took \(during) ms")
+        #expect(closedAfter >= 250 && closedAfter < 3000, "closed after \(closedAfter) ms")
+        #expect(during < 1000, "a request beside a stalled one took \(during) ms")
+        serving()
+        // A second keywayd does not take over a socket that is being served.
+        let second = try run(daemonPath, ["--socket", fixture.socket, "--store", fixture.store, "--idle-exit", "5"])
+        #expect(second.status == 71, "\(second.text)")
+        #expect(second.text.contains("another process listens there"), "\(second.text)")
         serving()
     }
 
@@ -178,8 +186,12 @@ struct KeywaydTests {
     func stoppedClients() throws {
         defer { fixture.remove() }
         try fixture.enrollPattern("alice", "2-4-9-3")
-        try fixture.enrollPattern("mallory", "1-6-7-2-9")
         fixture.service("pattern", "policy=pattern")
+        // mallory's pattern at the default cost (enrolled through the daemon): his clients keep the pool busy.
+        let enroll = try run(
+            cliPath, ["--socket", fixture.socket, "enroll", "gesture", "--user", "mallory", "--stdin"],
+            input: "1-6-7-2-9\n")
+        #expect(enroll.status == 0, "\(enroll.text)")
         func alice() throws -> Int64 {
             try timed {
                 let result = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
@@ -194,7 +206,7 @@ struct KeywaydTests {
             let client = try Started(
                 cliPath, ["--socket", fixture.socket, "unlock", "--user", "mallory", "--policy", "pattern", "--stdin"],
                 input: "3-4-9-2\n")
-            usleep(UInt32.random(in: 0...20_000, using: &generator))
+            usleep(UInt32.random(in: 0...150_000, using: &generator))  // a Swift client connects after ~10-30 ms
             kill(client.process.processIdentifier, SIGSTOP)
             stopped.append(client)
         }
@@ -217,18 +229,56 @@ struct KeywaydTests {
             stalls.append(fd)
         }
         usleep(200_000)
-        let attacked = median(try (0..<7).map { _ in try alice() })
+        let attackedRuns = try (0..<7).map { _ in try alice() }
+        let attacked = attackedRuns.max() ?? 0
         for client in stopped {
             kill(client.process.processIdentifier, SIGKILL)
             _ = client.finish()
         }
         for fd in stalls { close(fd) }
         print(
-            "keywayd stopped-client attack: alice's right pattern took \(normal) ms (median of 7) before, \(attacked) ms during"
+            "keywayd stopped-client attack: alice's right pattern took \(normal) ms (median of 7) before, "
+                + "\(median(attackedRuns)) ms (median), \(attacked) ms (slowest) during"
         )
         // Today's figures are in the issue note; on a loaded CI machine the bound is looser, but far below the
         // 10 s a held SQLite lock used to cost.
         #expect(attacked - normal < 1000, "alice took \(attacked) ms under attack, \(normal) ms without")
+    }
+
+    @Test("a full pool answers busy at once and counts nothing; one account holds at most 2 places; idle exit")
+    func busyAndIdle() throws {
+        defer { fixture.remove() }
+        fixture.startDaemon(["--workers", "1", "--queue", "4"])
+        let enroll = try run(
+            cliPath, ["--socket", fixture.socket, "enroll", "gesture", "--user", "mallory", "--stdin"],
+            input: "1-6-7-2-9\n")
+        #expect(enroll.status == 0, "\(enroll.text)")
+        // Six different wrong patterns for one account at once (each a default-cost hash): two are admitted.
+        let guesses = ["3-4-9-2", "6-1-8-3", "4-3-8-1-6", "7-5-3-6", "9-5-1-4", "2-6-7-4"]
+        let connections = try guesses.map { guess in
+            let fd = try connect()
+            let request = Request.verify(
+                .gesture, UserContext(name: "mallory"), .secret(Secret(copying: Array(guess.utf8))))
+            write(fd, WireWriter.frame(request.encoded))
+            return fd
+        }
+        let answers = connections.map { outcome($0, waiting: 10_000).response }
+        let busy = answers.filter {
+            if case .failure(let error)? = $0 { error.code == .serviceUnavailable } else { false }
+        }
+        let verdicts = answers.filter { if case .verdict? = $0 { true } else { false } }
+        #expect(busy.count == guesses.count - verdicts.count, "\(answers)")
+        #expect(verdicts.count >= 1 && verdicts.count <= 4, "\(answers)")
+        #expect(busy.count >= 2, "one account held more than its 2 places: \(answers)")
+        let counted = try fixture.vault().store.attempts(user: "mallory")[.gesture].consecutiveFailures
+        #expect(counted == verdicts.count, "\(counted) counted for \(verdicts.count) answered")
+        // A daemon that may exit when idle does, and takes its socket with it.
+        let idleSocket = fixture.directory + "/idle.sock"
+        let idle = try Started(daemonPath, ["--socket", idleSocket, "--store", fixture.store, "--idle-exit", "1"])
+        let ended = idle.finish()
+        #expect(ended.status == 0, "\(ended.text)")
+        #expect(ended.text.contains("idle for 1 s; exiting"), "\(ended.text)")
+        #expect(!FileManager.default.fileExists(atPath: idleSocket))
     }
 
     @Test("who may ask what: the table in keywayd(8), row by row, as a real non-root user; refusals count nothing")
@@ -368,8 +418,10 @@ struct KeywaydTests {
         print(
             "keywayd 64 parallel guesses: \(hashed) slow hashes, \(counted) counted, peak RSS \(peak / 1024) MiB (bound \(bound / 1024) MiB)"
         )
+        // At most the limit; fewer when the pool answered some "busy" (one account holds at most 2 places), and
+        // the daemon's count (the store) agrees with the independent one (the preloaded counter).
         #expect(hashed <= 5 && hashed >= 1, "\(hashed) guesses reached the slow hash")
-        #expect(counted == 5, "the store counted \(counted)")
+        #expect(counted == hashed, "the store counted \(counted), the slow hash ran \(hashed) times")
         // The bound is the deployable daemon's. Under AddressSanitizer (make harden) the shadow memory and the
         // quarantine of freed blocks are the sanitizer's, so there only the counts above are checked.
         if deployableDaemon { #expect(peak > 0 && peak <= bound, "peak RSS \(peak) KiB, bound \(bound) KiB") }

@@ -8,6 +8,7 @@ import KeywayPlatform
 import KeywayRuntime
 import KeywayStore
 import KeywayVault
+import Testing
 
 /// The package root, found from the test binary.
 let packageRoot: String = {
@@ -137,7 +138,8 @@ final class DaemonBox: @unchecked Sendable {  // used from one test at a time
     private(set) var process: Process?
 
     func start(_ command: [String], socket: String, environment: [String: String]) {
-        guard process == nil else { return }
+        if let running = process, running.isRunning { return }
+        process = nil
         let daemon = Process()
         daemon.executableURL = URL(fileURLWithPath: command[0])
         daemon.arguments = Array(command.dropFirst())
@@ -146,7 +148,10 @@ final class DaemonBox: @unchecked Sendable {  // used from one test at a time
         }
         daemon.standardOutput = FileHandle.nullDevice
         daemon.standardError = FileHandle.nullDevice
-        guard (try? daemon.run()) != nil else { return }
+        guard (try? daemon.run()) != nil else {
+            Issue.record("keywayd could not be started: \(command)")
+            return
+        }
         process = daemon
         for _ in 0..<500 where daemon.isRunning {  // up to 5 s for the socket to appear
             if case .success(let fd) = UnixSocket.connect(to: socket) {
@@ -155,6 +160,7 @@ final class DaemonBox: @unchecked Sendable {  // used from one test at a time
             }
             usleep(10_000)
         }
+        Issue.record("keywayd did not start serving \(socket) within 5 s (running: \(daemon.isRunning))")
     }
 
     func stop() {

@@ -1,0 +1,111 @@
+import KeywayCore
+import KeywayCrypto
+import KeywayGesture
+import KeywayPasscode
+import KeywayTestSupport
+import KeywayWire
+import Testing
+
+/// Who may ask what (the table in keywayd(8)), row by row, straight at `VaultService` over an in-memory vault:
+/// every request kind, from root, from the account itself, from another user and from a uid with no name.
+@Suite("keywayd: who may ask what")
+struct VaultServiceTests {
+    let store = InMemoryStore()
+    let service: VaultService
+    let root = VaultService.Caller(uid: 0, name: "root")
+    let alice = VaultService.Caller(uid: 1000, name: "alice")
+    let nameless = VaultService.Caller(uid: 4242, name: nil)
+
+    init() throws {
+        let clock = ManualClock()
+        let hasher = try Argon2idHasher(cost: .minimum)
+        let vault = LocalVault(
+            store: store, clock: clock,
+            keepers: [
+                GestureAuthenticator.keeper(store: store, clock: clock, hasher: hasher),
+                PasscodeAuthenticator.keeper(store: store, clock: clock, hasher: hasher),
+            ])
+        service = VaultService(vault: vault)
+        for user in ["alice", "bob"] {
+            try vault.enroll(.secret(Secret(copying: Array("2493".utf8))), of: .gesture, for: user, label: nil, by: "t")
+        }
+    }
+
+    static func requests(about user: String) -> [Request] {
+        let pattern = Secret(copying: Array("2493".utf8))
+        return [
+            .availability(.gesture, UserContext(name: user)),
+            .verify(.gesture, UserContext(name: user), .secret(pattern)),
+            .change(.gesture, user: user, current: pattern, new: Secret(copying: Array("16729".utf8)), via: "t"),
+            .change(.biometric, user: user, current: pattern, new: pattern, via: "t"),
+            .status(user: user), .status(user: nil),
+            .enroll(.gesture, user: user, label: nil, .secret(pattern), via: "t"),
+            .remove(.gesture, user: user, label: nil, via: "t"), .reset(nil, user: user, via: "t"), .audit(user: user),
+        ]
+    }
+
+    @Test("root may ask everything")
+    func rootRow() {
+        for request in Self.requests(about: "bob") { #expect(VaultService.refusal(of: request, by: root) == nil) }
+    }
+
+    @Test("a user may ask availability, verify, status and change (pattern, passcode) of their own account only")
+    func ownRow() {
+        let allowed: Set = ["availability", "verify", "status alice", "change gesture"]
+        for request in Self.requests(about: "alice") {
+            var key = request.name
+            if case .status(let user) = request { key += " " + (user ?? "everyone") }
+            if case .change(let factor, _, _, _, _) = request { key += " " + factor.rawValue }
+            #expect((VaultService.refusal(of: request, by: alice) == nil) == allowed.contains(key), "\(key)")
+        }
+    }
+
+    @Test("a user may ask nothing about another account, and a uid with no name nothing at all")
+    func otherRow() {
+        for request in Self.requests(about: "bob") {
+            #expect(VaultService.refusal(of: request, by: alice) != nil, "\(request.name)")
+        }
+        for request in Self.requests(about: "alice") {
+            #expect(VaultService.refusal(of: request, by: nameless) != nil, "\(request.name)")
+        }
+    }
+
+    @Test("a refused request never reaches the vault: bob's counters and enrollment stay as they were")
+    func refusalCostsNothing() throws {
+        let before = try store.enrollment(user: "bob", factor: .gesture)
+        for request in Self.requests(about: "bob") {
+            guard case .failure(let error) = service.answer(request, from: alice) else {
+                Issue.record("\(request.name) was answered for another user")
+                continue
+            }
+            #expect(error.code == .notPermitted)
+        }
+        #expect(try store.attempts(user: "bob") == AttemptBook())
+        #expect(try store.enrollment(user: "bob", factor: .gesture) == before)
+        #expect(try store.auditTrail(user: "bob").count == 1)
+    }
+
+    @Test("own account means the same bytes: a canonically equivalent spelling is another account")
+    func bytesNotCanonicalEquivalence() {
+        let composed = VaultService.Caller(uid: 1001, name: "jos\u{E9}")
+        let request = Request.status(user: "jose\u{301}")
+        #expect("jos\u{E9}" == "jose\u{301}")  // what Swift's == would have let through
+        #expect(VaultService.refusal(of: request, by: composed) != nil)
+        #expect(VaultService.refusal(of: .status(user: "jos\u{E9}"), by: composed) == nil)
+    }
+
+    @Test("the tool a client names is kept to 64 printable ASCII bytes in the audit trail")
+    func toolNames() throws {
+        #expect(VaultService.toolName("keyway change") == "keyway change")
+        #expect(VaultService.toolName("a" + String(repeating: "\u{301}", count: 511)) == "a")
+        #expect(VaultService.toolName("x\u{202E}evil\n") == "xevil")
+        #expect(VaultService.toolName(String(repeating: "z", count: 500)).utf8.count == 64)
+        #expect(VaultService.toolName("\u{1B}[2J") == "[2J")
+        #expect(VaultService.toolName("") == "an unnamed tool")
+        let change = Request.change(
+            .gesture, user: "alice", current: Secret(copying: Array("2493".utf8)),
+            new: Secret(copying: Array("16729".utf8)), via: "a" + String(repeating: "\u{301}", count: 511))
+        #expect(service.answer(change, from: alice) == .done)
+        #expect(try store.enrollment(user: "alice", factor: .gesture)?.changedBy == "alice via a")
+    }
+}
