@@ -281,6 +281,30 @@ struct KeywaydTests {
         #expect(!FileManager.default.fileExists(atPath: idleSocket))
     }
 
+    @Test("socket activation: started by the first connection with the socket passed in (LISTEN_FDS), it serves")
+    func socketActivation() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        // systemd-socket-activate does what keywayd.socket does: listen, and start the service at the first
+        // connection with the listening socket as descriptor 3.
+        let activator = try Started(
+            "/usr/bin/systemd-socket-activate",
+            ["-l", fixture.socket, daemonPath, "--store", fixture.store, "--idle-exit", "2"], separateErrors: true)
+        var status: [UserStatus]? = nil
+        for _ in 0..<100 where status == nil {
+            status = try? client.status(of: "alice")
+            if status == nil { usleep(50_000) }
+        }
+        #expect(status?.first?[.gesture]?.enrolled != nil, "no answer through the activated socket")
+        let unlock = try run(
+            cliPath, ["--socket", fixture.socket, "unlock", "--user", "alice", "--policy", "pattern", "--stdin"],
+            input: "2-4-9-3\n")
+        #expect(unlock.status == 0, "\(unlock.text)")
+        kill(activator.process.processIdentifier, SIGTERM)
+        let daemon = activator.finish()
+        #expect(daemon.text.contains("on the socket systemd passed"), "\(daemon.text)")
+    }
+
     @Test("who may ask what: the table in keywayd(8), row by row, as a real non-root user; refusals count nothing")
     func whoMayAskWhat() throws {
         let me = "kwtest-kd1", other = "kwtest-kd2"
