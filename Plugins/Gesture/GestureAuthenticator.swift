@@ -38,7 +38,7 @@ public struct GestureAuthenticator: KnowledgeAuthenticator {
 
     /// The numbered grid shown before the pattern is asked for.
     public static let grid = """
-        Draw your pattern by typing the dots in order, e.g. 1-5-9-6:
+        Draw your pattern by typing the dots in order, e.g. 2-7-6-1:
           1 2 3
           4 5 6
           7 8 9

@@ -228,7 +228,7 @@ public enum PatternError: Error, Sendable, Equatable, CustomStringConvertible {
         case .empty:
             "No pattern was entered."
         case .invalidCharacter:
-            "Use the dot numbers 1 to 9 (for example 1-2-3-6-9)."
+            "Use the dot numbers 1 to 9 (for example 2-7-6-1)."
         case .repeatedDot:
             "A dot can be used only once."
         case .tooShort(let minimum):

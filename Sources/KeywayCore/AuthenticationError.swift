@@ -100,6 +100,9 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
             }
         }
 
+        /// True for a factor that may not be tried now: throttled, locked out, biometrics locked.
+        public var isLockout: Bool { self == .throttled || self == .lockedOut || self == .biometryLockout }
+
         /// True when the evaluation must stop instead of trying another factor:
         /// the person or the caller asked to stop, or infrastructure failed (fail closed).
         public var stopsEvaluation: Bool {

@@ -78,6 +78,13 @@ final class PolicyRunner<Talk: Conversation> {
             case .failure(let failure) where failure.countsAsAttempt:
                 counted += 1
                 _ = record(kind, attempt, .failed(failure), nil)
+                // The failure that triggers a lockout says so: no "attempts left", and no prompt whose answer
+                // would only be refused. The lock's own words (until when, what unlocks it) come with the error.
+                if let locked = plugin.availability(for: user).error(for: kind), locked.code.isLockout {
+                    conversation.tell(.error("Not recognized."))
+                    if fallback != nil { conversation.tell(.error(locked.code.summary)) }
+                    return record(kind, attempt, .ended(locked), locked)
+                }
                 let left = attempts - counted
                 conversation.tell(
                     .error(

@@ -201,7 +201,7 @@ struct BiometricAuthenticatorTests {
         #expect(rig.evaluate(.biometricsOnly).0.error == AuthenticationError(.authenticationFailed))
         for _ in 0..<3 { rig.events.push(.presentStranger) }
         #expect(rig.evaluate(.biometricsOnly).0.error == AuthenticationError(.biometryLockout))
-        #expect(rig.events.pending.count == 0)  // the 6th touch was read, then refused before matching
+        #expect(rig.events.pending.count == 1)  // the 5th failure locked: nobody waited for the 6th touch
         #expect(rig.failures == 5)
         rig.events.push(.present(user: "alice", finger: "right-index"))
         #expect(rig.evaluate(.biometricsOnly).0.error == AuthenticationError(.biometryLockout))

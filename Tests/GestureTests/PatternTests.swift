@@ -242,7 +242,13 @@ struct PatternErrorMessageTests {
     @Test("Each error has fixed wording")
     func fixedWording() {
         #expect(PatternError.empty.description == "No pattern was entered.")
-        #expect(PatternError.invalidCharacter.description == "Use the dot numbers 1 to 9 (for example 1-2-3-6-9).")
+        #expect(PatternError.invalidCharacter.description == "Use the dot numbers 1 to 9 (for example 2-7-6-1).")
+        // The hint's example must itself be a pattern one may enroll (it used to be refused as too common).
+        guard case .success(let example) = Pattern.parse(Array("2-7-6-1".utf8)) else {
+            Issue.record("the hint's example does not parse")
+            return
+        }
+        #expect(PatternRules.default.violation(of: example) == nil)
         #expect(PatternError.repeatedDot.description == "A dot can be used only once.")
         #expect(PatternError.tooShort(minimum: 4).description == "Connect at least 4 dots.")
         #expect(PatternError.tooShort(minimum: 6).description == "Connect at least 6 dots.")
@@ -277,7 +283,7 @@ struct PatternErrorMessageTests {
         // Only the invalid-character hint may show digits, and only its fixed example.
         let messageDigits = message.filter(\.isNumber)
         if error == .invalidCharacter {
-            #expect(messageDigits == "1912369")
+            #expect(messageDigits == "192761")
         } else {
             #expect(messageDigits.isEmpty)
         }

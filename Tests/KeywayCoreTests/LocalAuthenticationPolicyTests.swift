@@ -29,7 +29,9 @@ struct LocalAuthenticationPolicyTests {
         _ = rig.evaluate(.biometricsOnly, [.wrong(1), .wrong(2), .wrong(3)])
         let (second, conversation) = rig.evaluate(.biometricsOnly, [.wrong(4), .wrong(5), .ok])
         #expect(second.error == AuthenticationError(.biometryLockout))
-        #expect(conversation.prompts.count == 3)  // the third touch is refused before it is matched
+        // The failure that locks says so and ends: no third prompt whose touch would only be refused.
+        #expect(conversation.prompts.count == 2)
+        #expect(conversation.remainingAnswers == 1)
         #expect(rig.failures(.biometric) == 5)
         let (third, later) = rig.evaluate(.biometricsOnly, [.ok])
         #expect(third.error == AuthenticationError(.biometryLockout))

@@ -32,7 +32,6 @@ struct ModuleCall {
     /// Succeeds only when the policy could run, or cannot for reasons that are authentication's business
     /// (not enrolled, no sensor); a store or configuration failure fails.
     func accountManagement() -> Int32 {
-        let lockouts: Set<AuthenticationError.Code> = [.throttled, .lockedOut, .biometryLockout]
         let harmless: Set<AuthenticationError.Code> = [
             .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled, .biometryNotAvailable, .factorNotAvailable,
         ]
@@ -42,7 +41,7 @@ struct ModuleCall {
             log(LOG_NOTICE, "user=\(user.name) policy=\(policy.name) account refused: \(error.reason)")
             return .failure(error)
         }
-        if case .failure(let error) = outcome, lockouts.contains(error.code) {
+        if case .failure(let error) = outcome, error.code.isLockout {
             handle.show(.error(Self.explanation(error)))
             return PAM_PERM_DENIED
         }
