@@ -6,6 +6,10 @@ struct CommandLineParser {
         let name: String
         let takesValue: Bool
         let help: String
+        /// The numbers a value may be, checked as it is parsed; nil for text.
+        var range: ClosedRange<Double>? = nil
+        /// Whether the number must be whole.
+        var whole = true
     }
 
     /// What was parsed.
@@ -44,14 +48,19 @@ struct CommandLineParser {
                 return .failure(UsageError(description: "Unknown option '\(name)'.\(suggestion)"))
             }
             if option.takesValue {
+                let value: String
                 if pieces.count == 2 {
-                    parsed.values[name] = String(pieces[1])
+                    value = String(pieces[1])
                 } else if index < words.count {
-                    parsed.values[name] = words[index]
+                    value = words[index]
                     index += 1
                 } else {
                     return .failure(UsageError(description: "Missing value for '\(name) <\(name.dropFirst(2))>'."))
                 }
+                if let problem = Self.numberProblem(value, for: option) {
+                    return .failure(UsageError(description: "'\(name) \(value)': \(problem)."))
+                }
+                parsed.values[name] = value
             } else {
                 guard pieces.count == 1 else {
                     return .failure(UsageError(description: "The flag '\(name)' takes no value."))
@@ -60,6 +69,18 @@ struct CommandLineParser {
             }
         }
         return .success(parsed)
+    }
+
+    /// Why `value` is not a number `option` accepts, or nil (also for options that take text).
+    static func numberProblem(_ value: String, for option: Option) -> String? {
+        guard let range = option.range else { return nil }
+        func show(_ number: Double) -> String { number == number.rounded() ? String(Int(number)) : String(number) }
+        let wanted =
+            "give a \(option.whole ? "whole number" : "number") from \(show(range.lowerBound)) to \(show(range.upperBound))"
+        guard let number = Double(value), number.isFinite, range.contains(number),
+            !option.whole || number == number.rounded()
+        else { return wanted }
+        return nil
     }
 
     /// Levenshtein distance, for suggestions.

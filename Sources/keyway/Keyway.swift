@@ -47,8 +47,10 @@ struct Keyway {
         .init(name: "--finger", takesValue: true, help: "the finger name"),
         .init(name: "--factor", takesValue: true, help: "a factor"),
         .init(name: "--policy", takesValue: true, help: "a policy name"),
-        .init(name: "--wait", takesValue: true, help: "seconds to wait for an authentication at the sensor"),
-        .init(name: "--rounds", takesValue: true, help: "benchmark rounds"),
+        .init(
+            name: "--wait", takesValue: true, help: "seconds to wait for an authentication at the sensor",
+            range: 0...600, whole: false),
+        .init(name: "--rounds", takesValue: true, help: "benchmark rounds", range: 1...100_000),
         .init(name: "--stdin", takesValue: false, help: "read secrets from standard input"),
         .init(name: "--simulate-touches", takesValue: false, help: "present genuine touches in-process"),
         .init(name: "--help", takesValue: false, help: "show help"),
@@ -242,7 +244,9 @@ struct Command {
             switch factor {
             case .gesture: try runtime.gesture.change(user: user, by: actor, conversation: talk)
             case .passcode: try runtime.passcode.change(user: user, by: actor, conversation: talk)
-            default: throw AuthenticationError(.invalidPolicy, "a biometric is changed by enrolling it again")
+            default:
+                Keyway.fail(
+                    usage: "A biometric is changed by enrolling it again: keyway enroll biometric --user \(user).")
             }
             print("Changed the \(factor) of \(user).")
         }

@@ -18,6 +18,17 @@ struct CommandLineTests {
             (["enroll", "gesture"], "Error: Missing '--user <user>'."),
             (["sensor", "present", "alice"], "Error: unknown command 'present' with 1 arguments"),
             (["unlock", "--stdin=yes", "--user", "a"], "Error: The flag '--stdin' takes no value."),
+            // Numbers are checked where they are parsed: none falls back silently, none crashes.
+            (["bench", "--rounds", "0"], "Error: '--rounds 0': give a whole number from 1 to 100000."),
+            (["bench", "--rounds", "abc"], "Error: '--rounds abc': give a whole number from 1 to 100000."),
+            (["bench", "--rounds=2.5"], "Error: '--rounds 2.5': give a whole number from 1 to 100000."),
+            (["sensor", "plug", "--wait", "abc"], "Error: '--wait abc': give a number from 0 to 600."),
+            (["sensor", "plug", "--wait", "-1"], "Error: '--wait -1': give a number from 0 to 600."),
+            (["sensor", "plug", "--wait", "nan"], "Error: '--wait nan': give a number from 0 to 600."),
+            (
+                ["change", "biometric", "--user", "alice"],
+                "Error: A biometric is changed by enrolling it again: keyway enroll biometric --user alice."
+            ),
         ])
     func usageErrors(arguments: [String], message: String) throws {
         let result = try run(cliPath, arguments)
