@@ -20,6 +20,19 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
 
     public var description: String { "\(code.rawValue): \(reason)" }
 
+    /// What the person is told: the code's summary, with the reason where it is the person's business (which
+    /// sensor problem, what timed out), e.g. "Biometrics are not available (the sensor is in use by another
+    /// authentication)."
+    public var spoken: String {
+        switch code {
+        case .biometryNotAvailable, .factorNotAvailable, .timeout:
+            guard reason != code.summary else { return code.summary }
+            return "\(code.summary.dropLast()) (\(reason))."
+        default:
+            return code.summary
+        }
+    }
+
     /// The error codes. The first eleven mirror `LAError.Code`; the rest are Keyway's own.
     public enum Code: String, Sendable, Hashable, CaseIterable {
         /// The person did not provide valid credentials.

@@ -67,7 +67,7 @@ final class PolicyRunner<Talk: Conversation> {
             } catch {
                 let final = cancelled ?? error
                 if fallback != nil, !final.code.stopsEvaluation, final.code != .userFallback {
-                    conversation.tell(.error(final.code.summary))
+                    conversation.tell(.error(final.spoken))
                 }
                 return record(kind, attempt, .ended(final), final)
             }

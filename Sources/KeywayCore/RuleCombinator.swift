@@ -9,7 +9,8 @@ enum RuleCombinator {
     /// Rules are tried in order. A success counts; a failure falls through to the next rule while the count can
     /// still be reached; an error that stops evaluation (cancel, store failure…) ends everything at once.
     /// The error reported is the last rule's when it is a lockout with a time to wait, else `.authenticationFailed`
-    /// if any rule really failed to authenticate, otherwise the last rule's error (so "biometrics unavailable,
+    /// if any rule really failed to authenticate (with every such rule's reason, in order: "3 failed biometric
+    /// attempts; then 3 failed passcode attempts"), otherwise the last rule's error (so "biometrics unavailable,
     /// passcode not set" reports `.passcodeNotSet`).
     static func combine(_ rule: Policy.Rule, fallback: FactorKind? = nil, leaf: Leaf) -> AuthenticationError? {
         switch rule {
@@ -36,8 +37,11 @@ enum RuleCombinator {
             if successes >= required { return nil }
             // A lockout at the end is what the person can act on ("try again after ..."), so it wins.
             if let last = errors.last, [.throttled, .lockedOut].contains(last.code) { return last }
-            return errors.first { $0.code == .authenticationFailed } ?? errors.last
-                ?? AuthenticationError(.invalidPolicy, "rule \(rule) was not satisfied")
+            let failed = errors.filter { $0.code == .authenticationFailed }
+            if !failed.isEmpty {
+                return AuthenticationError(.authenticationFailed, failed.map(\.reason).joined(separator: "; then "))
+            }
+            return errors.last ?? AuthenticationError(.invalidPolicy, "rule \(rule) was not satisfied")
         }
     }
 }

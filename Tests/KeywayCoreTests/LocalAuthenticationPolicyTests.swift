@@ -113,6 +113,17 @@ struct LocalAuthenticationPolicyTests {
         #expect(second.prompts.map(\.text) == ["biometric: ", "passcode: "])
     }
 
+    @Test("biometrics-or-passcode: when the passcode fails too, the reason says both, in order")
+    func bothFailuresReported() {
+        let rig = Rig()
+        let (evaluation, _) = rig.evaluate(
+            .biometricsOrPasscode, [.wrong(1), .wrong(2), .wrong(3), .wrong(4), .wrong(5), .wrong(6)])
+        #expect(evaluation.error == AuthenticationError(.authenticationFailed))
+        #expect(
+            evaluation.error?.reason == "3 failed biometric attempts; then 3 failed passcode attempts",
+            "\(String(describing: evaluation.error))")
+    }
+
     @Test("biometrics-or-passcode with no passcode and no usable sensor reports passcodeNotSet")
     func passcodeNotSet() {
         let rig = Rig(biometricUnavailable: "no sensor", enrollPasscode: false)

@@ -286,13 +286,25 @@ struct ReturnCodeTests {
     @Test("one authentication at a time owns the sensor: a second one is told it is busy, at once")
     func sensorBusy() throws {
         defer { fixture.remove() }
-        let first = try Started(harnessPath, [fixture.services, "bio", "alice"])
+        // The first waits long enough (15 s) for both others to meet the busy sensor, however loaded the machine.
+        fixture.service("bio-long", "policy=biometrics-only timeout=15")
+        let first = try Started(harnessPath, [fixture.services, "bio-long", "alice"])
         for _ in 0..<200 where !FileManager.default.fileExists(atPath: fixture.sensor + "/sensor.sock") {
             usleep(50_000)  // until the first one listens at the sensor
         }
         let second = try harness(fixture, "bio", "alice")
         #expect(second.result == "PAM_AUTHINFO_UNAVAIL", "\(second.text)")
         #expect(second.text.contains("the sensor is in use by another authentication"), "\(second.text)")
+        // With a fallback the person hears why before the passcode is asked (it used to be only "Biometrics are
+        // not available.").
+        let fallback = try harness(fixture, "bio-or-code", "alice", answers("739155"))
+        #expect(fallback.result == "PAM_SUCCESS", "\(fallback.text)")
+        #expect(
+            fallback.output.contains {
+                $0.hasPrefix("error: Biometrics are not available (")
+                    && $0.hasSuffix("the sensor is in use by another authentication).")
+            }, "\(fallback.text)")
+        #expect(fallback.output.contains("prompt: Passcode: "), "\(fallback.text)")
         _ = try run(cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
         #expect(first.finish().result == "PAM_SUCCESS")
     }
@@ -316,7 +328,7 @@ struct ReturnCodeTests {
         #expect(result.result == "PAM_AUTHINFO_UNAVAIL", "\(result.text)")
         #expect(
             result.text.contains(
-                "error: Timed out waiting for the person. (nothing was presented to the sensor within 2 seconds)"),
+                "error: Timed out waiting for the person (nothing was presented to the sensor within 2 seconds)."),
             "\(result.text)")
     }
 

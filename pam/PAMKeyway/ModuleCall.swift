@@ -111,7 +111,7 @@ struct ModuleCall {
             let wait = SystemClock().now().duration(to: until)
             return "Too many failed attempts; try again after \(until) (in \(wait.spokenDescription))."
         case .timeout, .biometryNotAvailable:
-            return "\(error.code.summary) (\(error.reason))"
+            return error.spoken
         case .invalidPolicy, .storeFailure, .internalFailure, .serviceUnavailable:
             return "Keyway is not available (see the system log)."
         default:
