@@ -39,14 +39,18 @@ public struct BiometricKeeper: FactorKeeper {
         return nil
     }
 
-    public func availability(for user: UserContext) -> Availability {
+    public var store: any Store { gate.store }
+
+    public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
         do {
-            guard let enrollment = try load(user.name), !enrollment.templates.isEmpty else { return .notEnrolled }
-            if let missing = try passcodeMissing(for: user.name) { return .failed(missing) }
+            guard let record = records.first(where: { $0.factor == .biometric }),
+                try !BiometricEnrollment(decoding: record.payload).templates.isEmpty
+            else { return .notEnrolled }
         } catch {
             return .failed(error)
         }
-        return gate.availability(for: user.name, whenAllowed: .available(biometry))
+        guard records.contains(where: { $0.factor == .passcode }) else { return .failed(passcodeMissing(user.name)) }
+        return gate.availability(of: book, whenAllowed: .available(biometry))
     }
 
     /// Reserves an attempt, then scores the one sample against every enrolled template.
@@ -57,7 +61,9 @@ public struct BiometricKeeper: FactorKeeper {
         guard let enrollment = try load(user.name), !enrollment.templates.isEmpty else {
             throw AuthenticationError(.biometryNotEnrolled, "no biometric is enrolled for \(user.name)")
         }
-        if let missing = try passcodeMissing(for: user.name) { throw missing }
+        guard try gate.store.enrollment(user: user.name, factor: .passcode) != nil else {
+            throw passcodeMissing(user.name)
+        }
         let reservation = try gate.reserve(for: user.name)
         let sample = FeatureVector(components: samples[0])
         if enrollment.templates.contains(where: { model.matches(sample, against: $0.template) }) {
@@ -116,10 +122,9 @@ public struct BiometricKeeper: FactorKeeper {
     }
 
     /// As LocalAuthentication: biometrics are only usable with a passcode to fall back on, since only a passcode
-    /// success clears a biometric lockout. Nil when the user has one.
-    private func passcodeMissing(for user: String) throws(AuthenticationError) -> AuthenticationError? {
-        guard try gate.store.enrollment(user: user, factor: .passcode) == nil else { return nil }
-        return AuthenticationError(.passcodeNotSet, "biometrics need a passcode to fall back on; \(user) has none")
+    /// success clears a biometric lockout. The error for a user without one.
+    private func passcodeMissing(_ user: String) -> AuthenticationError {
+        AuthenticationError(.passcodeNotSet, "biometrics need a passcode to fall back on; \(user) has none")
     }
 
     private func record(_ enrollment: BiometricEnrollment, user: String, by actor: String) -> Enrollment {

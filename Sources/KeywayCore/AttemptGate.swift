@@ -38,24 +38,22 @@ public struct AttemptGate: Sendable {
         public let user: String
     }
 
-    /// The decision for the next attempt, read without reserving (for `availability`).
-    public func decision(for user: String) throws(AuthenticationError) -> AttemptDecision {
-        AttemptDecision.decide(
-            try store.attempts(user: user), factor: factor, schedule: schedule,
-            accountLimit: accountLimit, now: clock.now())
+    /// The availability implied by the user's counters, for a factor that is otherwise ready.
+    public func availability(for user: String, whenAllowed ready: Availability) -> Availability {
+        do { return availability(of: try store.attempts(user: user), whenAllowed: ready) } catch {
+            return .failed(error)
+        }
     }
 
-    /// The availability implied by the counters, for a factor that is otherwise ready.
-    public func availability(for user: String, whenAllowed ready: Availability) -> Availability {
-        do {
-            switch try decision(for: user) {
-            case .allowed: return ready
-            case .wait(let until): return .lockedOut(until: until, reason: "too many failed attempts")
-            case .lockedUntilCleared: return .lockedOut(until: nil, reason: lockReason(.lockedUntilCleared))
-            case .lockedOut: return .lockedOut(until: nil, reason: lockReason(.lockedOut))
-            }
-        } catch {
-            return .failed(error)
+    /// The availability implied by counters already read.
+    public func availability(of book: AttemptBook, whenAllowed ready: Availability) -> Availability {
+        let decision = AttemptDecision.decide(
+            book, factor: factor, schedule: schedule, accountLimit: accountLimit, now: clock.now())
+        switch decision {
+        case .allowed: return ready
+        case .wait(let until): return .lockedOut(until: until, reason: "too many failed attempts")
+        case .lockedUntilCleared: return .lockedOut(until: nil, reason: lockReason(.lockedUntilCleared))
+        case .lockedOut: return .lockedOut(until: nil, reason: lockReason(.lockedOut))
         }
     }
 

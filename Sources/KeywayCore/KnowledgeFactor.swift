@@ -170,17 +170,13 @@ public struct KnowledgeKeeper: FactorKeeper {
         self.notEnrolledCode = notEnrolledCode
     }
 
+    public var store: any Store { gate.store }
+
     /// Availability from the enrollment and the counters. A concealing context sees every user as enrolled, with
     /// the counters a user without an enrollment has too, so a lockout looks the same for both.
-    public func availability(for user: UserContext) -> Availability {
-        do {
-            guard try gate.store.enrollment(user: user.name, factor: factor) != nil || user.concealsEnrollment else {
-                return .notEnrolled
-            }
-        } catch {
-            return .failed(error)
-        }
-        return gate.availability(for: user.name, whenAllowed: .available)
+    public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
+        guard records.contains(where: { $0.factor == factor }) || user.concealsEnrollment else { return .notEnrolled }
+        return gate.availability(of: book, whenAllowed: .available)
     }
 
     public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {

@@ -92,7 +92,7 @@ public final class LocalVault: Vault {
                     UserStatus.FactorStatus(
                         factor: keeper.factor, enrolled: record.map { ($0.changedAt, $0.changedBy) },
                         labels: details?.labels ?? [], failures: book[keeper.factor].consecutiveFailures,
-                        availability: keeper.availability(for: UserContext(name: name)),
+                        availability: keeper.availability(for: UserContext(name: name), records: records, book: book),
                         domainState: details?.domainState ?? []))
             }
             result.append(UserStatus(user: name, factors: factors))

@@ -101,8 +101,11 @@ public struct UserStatus: Sendable, Equatable {
 public protocol FactorKeeper: Sendable {
     /// The factor kept.
     var factor: FactorKind { get }
-    /// Enrolled and not locked.
-    func availability(for user: UserContext) -> Availability
+    /// Where its enrollments and counters are.
+    var store: any Store { get }
+    /// Enrolled and not locked, judged from the user's enrollments and counters already read (so `status` reads
+    /// each user once, whatever the number of factors).
+    func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability
     /// Reserve, verify, settle.
     func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict
     /// Checks the rules and builds the enrollment record to save (not saving it).
@@ -116,6 +119,16 @@ public protocol FactorKeeper: Sendable {
 }
 
 extension FactorKeeper {
+    /// Enrolled and not locked, read from the store.
+    public func availability(for user: UserContext) -> Availability {
+        do {
+            return availability(
+                for: user, records: try store.enrollments(user: user.name), book: try store.attempts(user: user.name))
+        } catch {
+            return .failed(error)
+        }
+    }
+
     public func enrollment(removing label: String, from record: Enrollment, by actor: String)
         throws(AuthenticationError) -> Enrollment?
     {
