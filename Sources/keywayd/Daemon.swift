@@ -133,10 +133,11 @@ final class Server: Sendable {
         var workers = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         /// Requests waiting for a worker; beyond this a request is answered "busy" at once.
         var queueLimit = 32
-        /// Slow-hash requests about one account admitted at once (running or waiting). A user may have sudo
-        /// hash their own right pattern over and over (a success resets the counter), as root; this keeps such a
-        /// loop from holding more than this many places of the pool.
-        var perAccountLimit = 2
+        /// Slow-hash requests about one account admitted at once (running or waiting): half the workers, at least
+        /// one. A user may have sudo hash their own right pattern over and over (a success resets the counter), as
+        /// root, or stop clients in the middle of their requests; one account can then never hold every worker,
+        /// so other users' hashes always find one free.
+        var perAccountLimit: Int { max(1, workers / 2) }
         /// Milliseconds a client has to send its request (and to take its answer).
         var requestTimeout: Int64 = 2000
         /// Milliseconds a queued request may wait for a worker before it is answered "busy".

@@ -245,7 +245,7 @@ struct KeywaydTests {
         #expect(attacked - normal < 1000, "alice took \(attacked) ms under attack, \(normal) ms without")
     }
 
-    @Test("a full pool answers busy at once and counts nothing; one account holds at most 2 places; idle exit")
+    @Test("a full pool answers busy at once and counts nothing; one account holds at most half the places; idle exit")
     func busyAndIdle() throws {
         defer { fixture.remove() }
         fixture.startDaemon(["--workers", "1", "--queue", "4"])
@@ -253,7 +253,8 @@ struct KeywaydTests {
             cliPath, ["--socket", fixture.socket, "enroll", "gesture", "--user", "mallory", "--stdin"],
             input: "1-6-7-2-9\n")
         #expect(enroll.status == 0, "\(enroll.text)")
-        // Six different wrong patterns for one account at once (each a default-cost hash): two are admitted.
+        // Six different wrong patterns for one account at once (each a default-cost hash): with one worker, one is
+        // admitted at a time.
         let guesses = ["3-4-9-2", "6-1-8-3", "4-3-8-1-6", "7-5-3-6", "9-5-1-4", "2-6-7-4"]
         let connections = try guesses.map { guess in
             let fd = try connect()
@@ -269,7 +270,7 @@ struct KeywaydTests {
         let verdicts = answers.filter { if case .verdict? = $0 { true } else { false } }
         #expect(busy.count == guesses.count - verdicts.count, "\(answers)")
         #expect(verdicts.count >= 1 && verdicts.count <= 4, "\(answers)")
-        #expect(busy.count >= 2, "one account held more than its 2 places: \(answers)")
+        #expect(busy.count >= 2, "one account held more than its share of the pool: \(answers)")
         let counted = try fixture.vault().store.attempts(user: "mallory")[.gesture].consecutiveFailures
         #expect(counted == verdicts.count, "\(counted) counted for \(verdicts.count) answered")
         // A daemon that may exit when idle does, and takes its socket with it.
@@ -441,7 +442,7 @@ struct KeywaydTests {
         print(
             "keywayd 64 parallel guesses: \(hashed) slow hashes, \(counted) counted, peak RSS \(peak / 1024) MiB (bound \(bound / 1024) MiB)"
         )
-        // At most the limit; fewer when the pool answered some "busy" (one account holds at most 2 places), and
+        // At most the limit; fewer when the pool answered some "busy" (one account holds at most half the pool), and
         // the daemon's count (the store) agrees with the independent one (the preloaded counter).
         #expect(hashed <= 5 && hashed >= 1, "\(hashed) guesses reached the slow hash")
         #expect(counted == hashed, "the store counted \(counted), the slow hash ran \(hashed) times")
