@@ -240,9 +240,12 @@ struct KeywaydTests {
             "keywayd stopped-client attack: alice's right pattern took \(normal) ms (median of 7) before, "
                 + "\(median(attackedRuns)) ms (median), \(attacked) ms (slowest) during"
         )
-        // Today's figures are in the issue note; on a loaded CI machine the bound is looser, but far below the
-        // 10 s a held SQLite lock used to cost.
-        #expect(attacked - normal < 1000, "alice took \(attacked) ms under attack, \(normal) ms without")
+        // Today's figures are in the issue note. The median must stay within 1 s of normal; the slowest run within
+        // 5 s, which a loaded 2-core CI machine can blip by ~1 s, while a stall (a held SQLite lock cost 10 s,
+        // connections served one at a time would cost 40 s) still fails it.
+        #expect(
+            median(attackedRuns) - normal < 1000, "alice took \(attackedRuns) ms under attack, \(normal) ms without")
+        #expect(attacked - normal < 5000, "alice took \(attacked) ms under attack, \(normal) ms without")
     }
 
     @Test("a full pool answers busy at once and counts nothing; one account holds at most half the places; idle exit")
