@@ -18,7 +18,7 @@ help:
 	@echo "make test       install deps, check the layout, build, and run the test suite (~4 min)"
 	@echo "make harden     ASan test suite, ASan+UBSan C host, valgrind over 1,000 module cycles, every fuzz target"
 	@echo "make lint       swift format lint (settings in .swift-format)"
-	@echo "make module     build/pam_keyway.so, the deployable PAM module (release, static Swift runtime)"
+	@echo "make module     build/pam_keyway.so, the deployable PAM module (Embedded Swift: libc and libpam only)"
 	@echo "make cli        build/keyway, the command line"
 	@echo "make daemon     build/keywayd, the daemon that owns the store"
 	@echo "make install    install the module, the CLI, keywayd and its systemd units, man pages, /etc/keyway, /var/lib/keyway"
@@ -37,11 +37,10 @@ deps:
 build: deps
 	$(SWIFT) build
 
-# The deployable module: release, no SwiftPM rpath (the runtime is static), copied under its PAM name.
+# The deployable module, in Embedded Swift: libc and libpam only (scripts/build-module.sh). `swift build` still
+# compiles the same sources in full mode (the pam_keyway product), so both modes are built on every change.
 module: deps
-	$(SWIFT) build -c release --product pam_keyway --disable-local-rpath
-	@mkdir -p build
-	cp .build/release/libpam_keyway.so build/pam_keyway.so.new && mv -f build/pam_keyway.so.new build/pam_keyway.so
+	SWIFTC="$(dir $(shell command -v $(SWIFT)))swiftc" scripts/build-module.sh
 
 cli: deps
 	$(SWIFT) build -c release --product keyway --disable-local-rpath --static-swift-stdlib

@@ -9,11 +9,6 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
-/// `KEYWAY_MODULE_SYMBOLS=1` keeps the module's symbols, so valgrind and gdb can name the frames of a report
-/// (docs/HARDENING.md); the deployable module is always stripped at link time (a post-link strip costs 2.6 MB of RSS;
-/// docs/ARCHITECTURE.md §4).
-let moduleStripFlags = Context.environment["KEYWAY_MODULE_SYMBOLS"] == nil ? ["-Xlinker", "--strip-all"] : []
-
 let package = Package(
     name: "Keyway",
     products: [
@@ -33,8 +28,12 @@ let package = Package(
         // The core: protocols, secrets, errors, throttling, the policy engine. No C, no Foundation.
         .target(name: "KeywayCore", swiftSettings: strictSettings),
 
-        // The operating system through Glibc: the wall clock, SIGPIPE, Unix sockets. No C library beyond libc.
-        .target(name: "KeywayPlatform", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
+        // The C library as the module's code sees it in both build modes (Embedded Swift has no Glibc overlay):
+        // the same headers, errno and open(2) as functions.
+        .systemLibrary(name: "CKeywayLibc", path: "Sources/CKeywayLibc"),
+
+        // The operating system: the wall clock, SIGPIPE, Unix sockets. No C library beyond libc.
+        .target(name: "KeywayPlatform", dependencies: ["KeywayCore", "CKeywayLibc"], swiftSettings: strictSettings),
 
         // libsodium, wrapped once: Argon2id hashing and constant-time helpers. Only keywayd's side links it.
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium",
@@ -48,7 +47,7 @@ let package = Package(
         // One target per factor.
         .target(name: "KeywayGesture", dependencies: ["KeywayCore"], path: "Plugins/Gesture",
                 swiftSettings: strictSettings),
-        .target(name: "KeywayBiometricSimulator", dependencies: ["KeywayCore"],
+        .target(name: "KeywayBiometricSimulator", dependencies: ["KeywayCore", "CKeywayLibc"],
                 path: "Plugins/BiometricSimulator", swiftSettings: strictSettings),
         .target(name: "KeywayPasscode", dependencies: ["KeywayCore"], path: "Plugins/Passcode",
                 swiftSettings: strictSettings),
@@ -59,7 +58,7 @@ let package = Package(
         // The clients' composition (the PAM module, the CLI): the factors' person side over keywayd's socket.
         .target(name: "KeywayRuntime",
                 dependencies: ["KeywayCore", "KeywayPlatform", "KeywayWire", "KeywayGesture", "KeywayPasscode",
-                               "KeywayBiometricSimulator"],
+                               "KeywayBiometricSimulator", "CKeywayLibc"],
                 swiftSettings: strictSettings),
 
         // The state's composition (keywayd, `keyway --store`, tests): the SQLite store, Argon2id, the keepers.
@@ -73,17 +72,18 @@ let package = Package(
                           dependencies: ["KeywayCore", "KeywayVault", "KeywayWire", "KeywayPlatform"],
                           swiftSettings: strictSettings),
 
-        // pam_keyway.so, linked as docs/ARCHITECTURE.md §4 explains: the Swift runtime static, no Foundation, -z nodelete
-        // (libpam dlcloses modules), -z defs, only pam_sm_* exported, stripped at link time.
+        // The PAM module's sources in full mode, built on every `swift build` so that both modes keep compiling. The
+        // deployable pam_keyway.so is the Embedded Swift build of the same sources (scripts/build-module.sh,
+        // docs/ARCHITECTURE.md §4); this one links the static Swift runtime the way the module did before.
         .systemLibrary(name: "CPAM", path: "pam/CPAM", providers: [.apt(["libpam0g-dev"])]),
         .target(name: "PAMKeyway",
-                dependencies: ["CPAM", "KeywayCore", "KeywayPlatform", "KeywayRuntime"],
+                dependencies: ["CPAM", "CKeywayLibc", "KeywayCore", "KeywayPlatform", "KeywayRuntime"],
                 path: "pam/PAMKeyway",
                 swiftSettings: strictSettings + [.unsafeFlags(["-static-stdlib"])],
                 linkerSettings: [.unsafeFlags([
                     "-static-stdlib", "-Xlinker", "-z", "-Xlinker", "nodelete", "-Xlinker", "-z", "-Xlinker", "defs",
-                    "-Xlinker", "--version-script=\(Context.packageDirectory)/pam/exports.map",
-                ] + moduleStripFlags)]),
+                    "-Xlinker", "--version-script=\(Context.packageDirectory)/pam/exports.map", "-Xlinker", "--strip-all",
+                ])]),
 
         // The `keyway` command line.
         .executableTarget(name: "keyway",

@@ -3,7 +3,7 @@ public import KeywayCore
 /// The person's side of the biometric factor over the simulated sensor: it waits for touches and hands the samples
 /// to the vault, which matches them against the enrolled templates by score (`BiometricKeeper`), counts failures
 /// and applies the 5-failure lockout.
-public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
+public final class BiometricAuthenticator: Authenticator {
     public var factor: FactorKind { .biometric }
 
     /// The device.
@@ -19,7 +19,7 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
 
     /// Creates the factor over a local vault of its own (with the sensor's model): for tests and tools that own the
     /// store. Domain states come from the system's random generator unless given.
-    public init(
+    public convenience init(
         store: any Store, clock: any Clock, sensor: SimulatedSensor, schedule: ThrottleSchedule = .biometric,
         newDomainState: (@Sendable () -> [UInt8])? = nil
     ) {
@@ -35,7 +35,7 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
         return state.isAvailable ? .available(sensor.configuration.biometry) : state
     }
 
-    public func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
+    public func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
         throws(AuthenticationError) -> Verdict
     {
         if let reason = unusableReason(for: request.user) { throw AuthenticationError(.biometryNotAvailable, reason) }
@@ -92,7 +92,7 @@ public struct BiometricAuthenticator: Authenticator, DomainStateProviding {
     /// Enrolls (or re-enrolls) `finger` from as many touches as the model asks for, telling the person each step;
     /// the vault builds the template.
     public func enroll(
-        user: String, finger: String, by actor: String, conversation: some Conversation,
+        user: String, finger: String, by actor: String, conversation: any Conversation,
         cancellation: CancellationFlag = CancellationFlag()
     ) throws(AuthenticationError) {
         if let reason = unusableReason(for: UserContext(name: user)) {

@@ -20,8 +20,8 @@ public struct BiometricEnrollment: Sendable, Equatable {
     }
 
     public static func == (lhs: BiometricEnrollment, rhs: BiometricEnrollment) -> Bool {
-        lhs.domainState == rhs.domainState && lhs.templates.map(\.finger) == rhs.templates.map(\.finger)
-            && lhs.templates.map(\.template) == rhs.templates.map(\.template)
+        lhs.domainState == rhs.domainState && lhs.templates.map { $0.finger } == rhs.templates.map { $0.finger }
+            && lhs.templates.map { $0.template } == rhs.templates.map { $0.template }
     }
 
     static let magic = Array("KWB1".utf8)

@@ -3,7 +3,7 @@ public import KeywayCore
 /// The vault's side of the biometric factor: the enrolled templates, matching by score against the model's
 /// threshold, the attempt gate (5 consecutive failures lock until the passcode succeeds), and LocalAuthentication's
 /// rule that biometrics need a passcode to fall back on. Runs where the store is (keywayd).
-public struct BiometricKeeper: FactorKeeper {
+public final class BiometricKeeper: FactorKeeper {
     public var factor: FactorKind { .biometric }
 
     /// The kind of biometry reported as available.
@@ -111,7 +111,7 @@ public struct BiometricKeeper: FactorKeeper {
 
     public func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8]) {
         let enrollment = try BiometricEnrollment(decoding: record.payload)
-        return (enrollment.templates.map(\.finger), enrollment.domainState)
+        return (enrollment.templates.map { $0.finger }, enrollment.domainState)
     }
 
     /// The user's enrollment, or nil.

@@ -3,7 +3,7 @@
 // This is the one file of the module that imports Glibc: Swift's standard library has no log/exp, and keeping
 // the C import in one place keeps the module's dependency on the platform visible and small. Other files reach
 // libm through `Libm` below.
-import Glibc
+import CKeywayLibc
 
 /// χ² with even degrees of freedom, accurate in the far lower tail where biometric scores live.
 ///
@@ -145,16 +145,16 @@ public enum ChiSquared {
     }
 }
 
-/// libm, re-exported to the rest of the module so that only this file imports Glibc.
+/// libm, re-exported to the rest of the module so that only this file imports CKeywayLibc.
 enum Libm {
     /// Natural logarithm.
-    @inline(__always) static func log(_ x: Double) -> Double { Glibc.log(x) }
+    @inline(__always) static func log(_ x: Double) -> Double { CKeywayLibc.log(x) }
     /// ln(1 + x), accurate for small x.
-    @inline(__always) static func log1p(_ x: Double) -> Double { Glibc.log1p(x) }
+    @inline(__always) static func log1p(_ x: Double) -> Double { CKeywayLibc.log1p(x) }
     /// e^x.
-    @inline(__always) static func exp(_ x: Double) -> Double { Glibc.exp(x) }
+    @inline(__always) static func exp(_ x: Double) -> Double { CKeywayLibc.exp(x) }
     /// e^x − 1, accurate for small x.
-    @inline(__always) static func expm1(_ x: Double) -> Double { Glibc.expm1(x) }
+    @inline(__always) static func expm1(_ x: Double) -> Double { CKeywayLibc.expm1(x) }
     /// ln 10, to turn natural-log probabilities into orders of magnitude.
-    static let ln10: Double = Glibc.log(10.0)
+    static let ln10: Double = CKeywayLibc.log(10.0)
 }

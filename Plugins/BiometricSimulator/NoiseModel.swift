@@ -111,11 +111,11 @@ public struct NoiseModel: Sendable, Equatable {
 
     /// Touch ID's published figures (FMR 1 in 50,000) with a 2% FNMR, 32 dimensions and 5 enrolment samples.
     public static let `default`: NoiseModel = {
-        do {
+        do throws(NoiseModelError) {
             return try NoiseModel()
         } catch {
             // The defaults are constants checked by the tests; reaching this is a programming error.
-            fatalError("NoiseModel's default configuration is invalid: \(error)")
+            fatalError("NoiseModel's default configuration is invalid: \(error.description)")
         }
     }()
 

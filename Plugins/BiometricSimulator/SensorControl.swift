@@ -1,4 +1,4 @@
-import Glibc
+import CKeywayLibc
 import KeywayCore
 
 /// The simulated sensor reachable from other processes: while an authentication waits, it listens on a root-only
@@ -84,7 +84,7 @@ public enum SensorControl {
             return .success(())
         }
         if case .failure(let error) = makeDirectory(directory) { return .failure(error) }
-        let descriptor = open(flag, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        let descriptor = keyway_open(flag, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return .failure(SensorControlError("cannot write \(flag): \(errnoText())")) }
         close(descriptor)
         return .success(())
@@ -96,7 +96,7 @@ public enum SensorControl {
         if let slash = directory.lastIndex(of: "/"), slash != directory.startIndex {
             mkdir(String(directory[..<slash]), 0o755)  // an existing parent is kept as it is
         }
-        if mkdir(directory, 0o700) != 0 && errno != EEXIST {
+        if mkdir(directory, 0o700) != 0 && keyway_errno() != EEXIST {
             return .failure(SensorControlError("cannot create \(directory): \(errnoText())"))
         }
         return .success(())
@@ -136,7 +136,7 @@ public enum SensorControl {
 
     /// Writes one line; `MSG_NOSIGNAL`, so a peer that went away cannot kill us with SIGPIPE (inside login or su).
     static func reply(_ descriptor: Int32, _ text: String) {
-        _ = (text + "\n").withCString { Glibc.send(descriptor, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        _ = (text + "\n").withCString { CKeywayLibc.send(descriptor, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
     }
 
     /// Reads up to a newline (at most 512 bytes), giving up at `until` (monotonic milliseconds).
@@ -162,7 +162,7 @@ public enum SensorControl {
         return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
     }
 
-    static func errnoText() -> String { String(cString: strerror(errno)) }
+    static func errnoText() -> String { String(cString: strerror(keyway_errno())) }
 }
 
 /// Why a sensor command failed.

@@ -26,7 +26,7 @@ public enum SensorEvent: Sendable, Equatable {
 ///
 /// Implementation requirements: `next` returns nil when `timeout` passes with no event, and returns promptly
 /// (with nil) once `cancellation` is set.
-public protocol SensorEventSource: Sendable {
+public protocol SensorEventSource: AnyObject, Sendable {
     /// The next event, or nil on timeout or cancellation.
     func next(timeout: Duration, cancellation: CancellationFlag) -> SensorEvent?
     /// Whether the device is plugged in as far as the source knows (the control socket keeps a flag file).

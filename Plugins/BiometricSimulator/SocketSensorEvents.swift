@@ -1,4 +1,4 @@
-public import Glibc
+public import CKeywayLibc
 public import KeywayCore
 
 /// Sensor events from the control socket: the socket exists only while an authentication waits at the sensor.
@@ -39,8 +39,8 @@ public final class SocketSensorEvents: SensorEventSource {
             guard poll(&poller, 1, Int32(min(left, 100))) > 0 else { continue }
             let client = accept(listening.socket, nil, nil)
             guard client >= 0 else { continue }
-            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            defer { Glibc.close(client) }
+            _ = keyway_fcntl(client, F_SETFD, FD_CLOEXEC)
+            defer { CKeywayLibc.close(client) }
             if let event = serve(client, until: min(deadline, SensorControl.monotonicMilliseconds() + 2000)) {
                 return event
             }
@@ -81,22 +81,22 @@ public final class SocketSensorEvents: SensorEventSource {
         static func open(directory: String, owner: uid_t) -> Result<Listener, SensorControlError> {
             if case .failure(let error) = SensorControl.makeDirectory(directory) { return .failure(error) }
             var info = stat()
-            guard lstat(directory, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, info.st_uid == owner,
+            guard lstat(directory, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFDIR), info.st_uid == owner,
                 info.st_mode & 0o077 == 0
             else {
                 return .failure(SensorControlError("\(directory) must be a directory owned by uid \(owner), mode 0700"))
             }
-            let lock = Glibc.open(directory + "/sensor.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            let lock = keyway_open(directory + "/sensor.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard lock >= 0 else {
                 return .failure(SensorControlError("cannot open the sensor lock: \(SensorControl.errnoText())"))
             }
             guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
-                Glibc.close(lock)
+                CKeywayLibc.close(lock)
                 return .failure(SensorControlError("the sensor is in use by another authentication"))
             }
             let path = SensorControl.socketPath(in: directory)
             unlink(path)  // under the lock: whatever is there was left by a process that no longer listens
-            let descriptor = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let descriptor = CKeywayLibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
             var address = SensorControl.unixAddress(path)
             let bound =
                 descriptor >= 0
@@ -105,10 +105,10 @@ public final class SocketSensorEvents: SensorEventSource {
                         bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 0
                     }
                 }
-            guard bound, chmod(path, 0o600) == 0, Glibc.listen(descriptor, 4) == 0 else {
+            guard bound, chmod(path, 0o600) == 0, CKeywayLibc.listen(descriptor, 4) == 0 else {
                 let why = SensorControl.errnoText()
-                if descriptor >= 0 { Glibc.close(descriptor) }
-                Glibc.close(lock)
+                if descriptor >= 0 { CKeywayLibc.close(descriptor) }
+                CKeywayLibc.close(lock)
                 return .failure(SensorControlError("cannot listen on \(path): \(why)"))
             }
             return .success(Listener(socket: descriptor, lock: lock, path: path))
@@ -116,9 +116,9 @@ public final class SocketSensorEvents: SensorEventSource {
 
         /// Removes the socket, then releases the lock (in that order, so nobody binds a path we then unlink).
         func close() {
-            Glibc.close(socket)
+            CKeywayLibc.close(socket)
             unlink(path)
-            Glibc.close(lock)
+            CKeywayLibc.close(lock)
         }
     }
 }

@@ -2,7 +2,7 @@ public import KeywayCore
 
 /// The 3×3 pattern lock as a factor: the grid is shown, the pattern typed as dot numbers, checked against an
 /// Argon2id hash, with Android-style throttling.
-public struct GestureAuthenticator: KnowledgeAuthenticator {
+public final class GestureAuthenticator: KnowledgeAuthenticator {
     /// The enrollment rules (minimum dots, blocklist).
     public let rules: PatternRules
     /// The person's side of the shared knowledge-factor machinery (prompt, normalize, hand to the vault).
@@ -17,7 +17,7 @@ public struct GestureAuthenticator: KnowledgeAuthenticator {
     }
 
     /// Creates the factor over a local vault of its own: for tests and tools that own the store.
-    public init(
+    public convenience init(
         store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PatternRules = .default,
         schedule: ThrottleSchedule = .gesture
     ) {

@@ -1,7 +1,7 @@
 public import KeywayCore
 
 /// The passcode factor: the fallback that also clears the biometric lockout when it succeeds.
-public struct PasscodeAuthenticator: KnowledgeAuthenticator {
+public final class PasscodeAuthenticator: KnowledgeAuthenticator {
     /// The enrollment rules.
     public let rules: PasscodeRules
     /// The person's side of the shared knowledge-factor machinery (prompt, normalize, hand to the vault).
@@ -15,7 +15,7 @@ public struct PasscodeAuthenticator: KnowledgeAuthenticator {
     }
 
     /// Creates the factor over a local vault of its own: for tests and tools that own the store.
-    public init(
+    public convenience init(
         store: any Store, clock: any Clock, hasher: any SecretHasher, rules: PasscodeRules = .default,
         schedule: ThrottleSchedule = .passcode
     ) {

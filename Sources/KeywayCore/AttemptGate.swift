@@ -60,17 +60,18 @@ public struct AttemptGate: Sendable {
     /// Counts an attempt now, or throws the lockout that forbids it.
     public func reserve(for user: String) throws(AuthenticationError) -> Reservation {
         let now = clock.now()
-        let outcome: Result<Reservation, AuthenticationError> = try store.updateAttempts(user: user) { book in
-            let decision = AttemptDecision.decide(
+        var decision = AttemptDecision.allowed
+        try store.updateAttempts(user: user) { book in
+            decision = AttemptDecision.decide(
                 book, factor: factor, schedule: schedule,
                 accountLimit: accountLimit, now: now)
-            guard decision == .allowed else { return .failure(error(for: decision)) }
+            guard decision == .allowed else { return }
             book[factor].consecutiveFailures += 1
             book[factor].lastFailure = now
             book.accountStreak += 1
-            return .success(Reservation(user: user))
         }
-        return try outcome.get()
+        guard decision == .allowed else { throw error(for: decision) }
+        return Reservation(user: user)
     }
 
     /// Records a verified success: resets this factor and the factors it clears.
@@ -86,22 +87,24 @@ public struct AttemptGate: Sendable {
     public func settleFailure(_ reservation: Reservation, fingerprint: [UInt8]?) throws(AuthenticationError)
         -> Verdict.Failure
     {
+        guard let fingerprint else { return .mismatch }
+        var failure = Verdict.Failure.mismatch
         try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: refund not given
-            guard let fingerprint else { return .mismatch }
             var state = book[factor]
             if state.recentMismatches.contains(fingerprint) {
                 state.consecutiveFailures = max(0, state.consecutiveFailures - 1)
                 book[factor] = state
                 book.accountStreak = max(0, book.accountStreak - 1)
-                return .repeatedMismatch
+                failure = .repeatedMismatch
+                return
             }
             state.recentMismatches.append(fingerprint)
             if state.recentMismatches.count > AttemptState.rememberedMismatches {
                 state.recentMismatches.removeFirst(state.recentMismatches.count - AttemptState.rememberedMismatches)
             }
             book[factor] = state
-            return .mismatch
         }
+        return failure
     }
 
     /// The error that a refusing decision is reported as.

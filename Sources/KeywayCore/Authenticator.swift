@@ -8,7 +8,7 @@
 /// - Attempts are reserved in the `Store` before the secret or sample is verified (see `AttemptGate`),
 ///   so parallel guesses never verify more than the limit.
 /// - Never put a secret in a `reason`, a message or a log.
-public protocol Authenticator: Sendable {
+public protocol Authenticator: AnyObject, Sendable {
     /// The factor this plugin provides (an instance property, so one plugin type can serve several factors).
     var factor: FactorKind { get }
 
@@ -16,8 +16,17 @@ public protocol Authenticator: Sendable {
     func availability(for user: UserContext) -> Availability
 
     /// Makes one attempt for `request.user`, talking to the person through `conversation`.
-    func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
+    func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
         throws(AuthenticationError) -> Verdict
+
+    /// The domain state of `user`'s enrollments: an opaque value that changes with every enrollment change, as
+    /// LocalAuthentication's `evaluatedPolicyDomainState`; empty when nothing is enrolled or the factor has none.
+    func domainState(for user: String) throws(AuthenticationError) -> [UInt8]
+}
+
+extension Authenticator {
+    /// Most factors have no domain state.
+    public func domainState(for user: String) throws(AuthenticationError) -> [UInt8] { [] }
 }
 
 /// Who is authenticating, and from where.

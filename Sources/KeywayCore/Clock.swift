@@ -42,7 +42,7 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
 }
 
 /// The source of the current time, injected so tests never sleep.
-public protocol Clock: Sendable {
+public protocol Clock: AnyObject, Sendable {
     /// The current wall-clock time.
     func now() -> Timestamp
 }

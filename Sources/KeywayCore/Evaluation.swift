@@ -28,7 +28,7 @@ public struct Evaluation: Sendable, Equatable, CustomStringConvertible {
     /// One line for syslog: user, policy, outcome, steps. Never a secret.
     public var description: String {
         let outcome = error.map { "failure(\($0.code.rawValue))" } ?? "success"
-        let trail = steps.map(\.description).joined(separator: ", ")
+        let trail = steps.map { $0.description }.joined(separator: ", ")
         let why = error.map { " reason=\"\($0.reason)\"" } ?? ""
         return "user=\(user) policy=\(policy) outcome=\(outcome) steps=[\(trail)]\(why)"
     }

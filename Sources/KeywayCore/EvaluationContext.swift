@@ -75,15 +75,15 @@ public final class EvaluationContext: Sendable {
 
     /// The domain state of the biometric enrollments of `user` (empty when none), to detect enrollment changes.
     public func domainState(for user: UserContext) throws(AuthenticationError) -> [UInt8] {
-        guard let provider = registry[.biometric] as? any DomainStateProviding else { return [] }
-        return try provider.domainState(for: user.name)
+        guard let plugin = registry[.biometric] else { return [] }
+        return try plugin.domainState(for: user.name)
     }
 
     /// Evaluates `policy` for `user`, talking through `conversation`. Never throws: the result says what happened,
     /// and it is a failure unless the policy was satisfied.
     public func evaluate(
         _ policy: Policy, for user: UserContext, reason: String,
-        conversation: some Conversation
+        conversation: any Conversation
     ) -> Evaluation {
         var evaluation = Evaluation(policy: policy.name, user: user.name)
         let flag = CancellationFlag()

@@ -19,13 +19,6 @@ public struct FactorRegistry: Sendable {
     public var factors: Set<FactorKind> { Set(plugins.keys) }
 }
 
-/// A factor whose enrollments have a domain state: an opaque value that changes with every enrollment change,
-/// as LocalAuthentication's `evaluatedPolicyDomainState`.
-public protocol DomainStateProviding: Sendable {
-    /// The current value for `user`; empty when nothing is enrolled.
-    func domainState(for user: String) throws(AuthenticationError) -> [UInt8]
-}
-
 extension Availability {
     /// The error an unavailable factor is reported with; LocalAuthentication's codes for the biometric
     /// and the passcode, Keyway's own for other factors.

@@ -65,9 +65,9 @@ public final class InMemoryStore: Store {
         contents.withLock { contents in
             let unenrolled = contents.attempts.filter { contents.enrollments[$0.key]?.isEmpty ?? true }
             let latest = unenrolled.map { entry in
-                (entry.key, entry.value.states.values.compactMap(\.lastFailure).max() ?? Timestamp(milliseconds: 0))
+                (entry.key, entry.value.states.values.compactMap { $0.lastFailure }.max() ?? Timestamp(milliseconds: 0))
             }.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }
-            let doomed = latest.dropFirst(max(limit, 0)).map(\.0)
+            let doomed = latest.dropFirst(max(limit, 0)).map { $0.0 }
             for name in doomed { contents.attempts[name] = nil }
             return doomed.count
         }
@@ -85,14 +85,13 @@ public final class InMemoryStore: Store {
         contents.withLock { $0.attempts[user] ?? AttemptBook() }
     }
 
-    public func updateAttempts<T>(user: String, durable: Bool, _ body: (inout AttemptBook) -> T)
-        throws(AuthenticationError) -> T
+    public func updateAttempts(user: String, durable: Bool, _ body: (inout AttemptBook) -> Void)
+        throws(AuthenticationError)
     {
         contents.withLock { contents in
             var book = contents.attempts[user] ?? AttemptBook()
-            let result = body(&book)
+            body(&book)
             contents.attempts[user] = book.states.isEmpty ? nil : book
-            return result
         }
     }
 }

@@ -41,7 +41,7 @@ public struct KnowledgeFactor: Sendable {
     public func availability(for user: UserContext) -> Availability { vault.availability(of: factor, for: user) }
 
     /// One attempt: prompt, normalize, then the vault's reserve, verify, settle.
-    public func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
+    public func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
         throws(AuthenticationError) -> Verdict
     {
         if let preamble, request.attempt == 1 { conversation.tell(.info(preamble)) }
@@ -82,7 +82,7 @@ public struct KnowledgeFactor: Sendable {
     /// start over with the reason shown, up to `rounds` times; the old enrollment stays until the new one is saved.
     public func enroll(
         user: String, by actor: String, wording: EnrollmentWording, rounds: Int = 3,
-        conversation: some Conversation, check: (Secret) -> NormalizationError?
+        conversation: any Conversation, check: (Secret) -> NormalizationError?
     ) throws(AuthenticationError) {
         let new = try askNew(wording: wording, rounds: rounds, conversation: conversation, check: check)
         try vault.enroll(.secret(new), of: factor, for: user, label: nil, by: actor)
@@ -92,7 +92,7 @@ public struct KnowledgeFactor: Sendable {
     /// twice; the vault verifies the current one again as it stores the new one, in one request.
     public func change(
         user: String, by actor: String, wording: EnrollmentWording, rounds: Int = 3,
-        conversation: some Conversation, check: (Secret) -> NormalizationError?
+        conversation: any Conversation, check: (Secret) -> NormalizationError?
     ) throws(AuthenticationError) {
         guard let current = try askCanonical(wording.current, conversation: conversation) else {
             throw AuthenticationError(.authenticationFailed, "the current \(factor) was not well formed")
@@ -106,7 +106,7 @@ public struct KnowledgeFactor: Sendable {
 
     /// The new secret, asked twice until both agree and `check` accepts it.
     private func askNew(
-        wording: EnrollmentWording, rounds: Int, conversation: some Conversation, check: (Secret) -> NormalizationError?
+        wording: EnrollmentWording, rounds: Int, conversation: any Conversation, check: (Secret) -> NormalizationError?
     ) throws(AuthenticationError) -> Secret {
         if let preamble { conversation.tell(.info(preamble)) }
         for _ in 0..<max(rounds, 1) {
@@ -127,7 +127,7 @@ public struct KnowledgeFactor: Sendable {
     }
 
     /// Asks once and normalizes; nil (after telling why) when malformed.
-    private func askCanonical(_ text: String, conversation: some Conversation) throws(AuthenticationError) -> Secret? {
+    private func askCanonical(_ text: String, conversation: any Conversation) throws(AuthenticationError) -> Secret? {
         switch try conversation.ask(Prompt(text, echo: false)) {
         case .secret(let entered):
             switch normalize(entered) {
@@ -144,7 +144,7 @@ public struct KnowledgeFactor: Sendable {
 
 /// The vault's side of a knowledge factor: the enrollment rules, the slow hash and the attempt gate. Runs where
 /// the store is (keywayd), so a client can neither skip the rules nor hold a lock.
-public struct KnowledgeKeeper: FactorKeeper {
+public final class KnowledgeKeeper: FactorKeeper {
     /// The factor.
     public var factor: FactorKind { gate.factor }
     /// Canonicalizes what a client sent (a canonical secret is its own normal form).
@@ -257,21 +257,21 @@ extension KnowledgeAuthenticator {
 
     public func availability(for user: UserContext) -> Availability { knowledge.availability(for: user) }
 
-    public func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
+    public func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
         throws(AuthenticationError) -> Verdict
     {
         try knowledge.authenticate(request, conversation: conversation)
     }
 
     /// Sets a new secret, asked twice.
-    public func enroll(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError) {
+    public func enroll(user: String, by actor: String, conversation: any Conversation) throws(AuthenticationError) {
         try knowledge.enroll(
             user: user, by: actor, wording: Self.wording, conversation: conversation,
             check: violation(of:))
     }
 
     /// Changes the secret after verifying the current one.
-    public func change(user: String, by actor: String, conversation: some Conversation) throws(AuthenticationError) {
+    public func change(user: String, by actor: String, conversation: any Conversation) throws(AuthenticationError) {
         try knowledge.change(
             user: user, by: actor, wording: Self.wording, conversation: conversation,
             check: violation(of:))

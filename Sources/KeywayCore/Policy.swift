@@ -29,7 +29,7 @@ public struct Policy: Sendable, Equatable, CustomStringConvertible {
             case .factor(let kind, let attempts):
                 return "\(kind)×\(attempts)"
             case .atLeast(let count, let rules):
-                let list = rules.map(\.description).joined(separator: ", ")
+                let list = rules.map { $0.description }.joined(separator: ", ")
                 if count == 1 { return "any-of(\(list))" }
                 if count == rules.count { return "all-of(\(list))" }
                 return "\(count)-of(\(list))"
@@ -43,7 +43,7 @@ public struct Policy: Sendable, Equatable, CustomStringConvertible {
                 return [kind]
             case .atLeast(_, let rules):
                 var seen: [FactorKind] = []
-                for kind in rules.flatMap(\.factors) where !seen.contains(kind) { seen.append(kind) }
+                for kind in rules.flatMap({ $0.factors }) where !seen.contains(kind) { seen.append(kind) }
                 return seen
             }
         }

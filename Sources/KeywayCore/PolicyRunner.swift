@@ -1,18 +1,18 @@
 /// Runs one evaluation: asks each factor in the order the rule gives, counts attempts, talks to the person,
 /// and records every step.
-final class PolicyRunner<Talk: Conversation> {
+final class PolicyRunner {
     private let registry: FactorRegistry
     private let user: UserContext
     private let reason: String
     private let options: EvaluationContext.Options
     private let cancellation: CancellationFlag
-    private let conversation: Talk
+    private let conversation: any Conversation
     /// What happened, in order.
     private(set) var steps: [Evaluation.Step] = []
 
     init(
         registry: FactorRegistry, user: UserContext, reason: String, options: EvaluationContext.Options,
-        cancellation: CancellationFlag, conversation: Talk
+        cancellation: CancellationFlag, conversation: any Conversation
     ) {
         self.registry = registry
         self.user = user

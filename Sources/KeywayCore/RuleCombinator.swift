@@ -39,7 +39,7 @@ enum RuleCombinator {
             if let last = errors.last, [.throttled, .lockedOut].contains(last.code) { return last }
             let failed = errors.filter { $0.code == .authenticationFailed }
             if !failed.isEmpty {
-                return AuthenticationError(.authenticationFailed, failed.map(\.reason).joined(separator: "; then "))
+                return AuthenticationError(.authenticationFailed, failed.map { $0.reason }.joined(separator: "; then "))
             }
             return errors.last ?? AuthenticationError(.invalidPolicy, "rule \(rule) was not satisfied")
         }

@@ -7,7 +7,7 @@
 ///   secret derived from the slow hash's output, so fingerprints are as costly to invert as the enrollment.
 /// - `burnWork` costs what one `verify` costs, for users with nothing enrolled (no enumeration by timing), and
 ///   returns a fingerprint of the secret in the same way, so a repeated wrong secret is recognised for them too.
-public protocol SecretHasher: Sendable {
+public protocol SecretHasher: AnyObject, Sendable {
     /// Hashes a new secret for enrollment.
     func hash(_ secret: Secret) throws(AuthenticationError) -> String
     /// Checks a secret against an enrolled hash string.

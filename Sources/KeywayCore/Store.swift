@@ -6,7 +6,7 @@
 ///   attempts are reserved before they are verified.
 /// - `save` replaces a factor's enrollment atomically: after a crash the old or the new one is present, never neither.
 /// - Every failure throws `AuthenticationError(.storeFailure, reason)` with a reason naming the store and the cause.
-public protocol Store: Sendable {
+public protocol Store: AnyObject, Sendable {
     /// The user's enrollment for `factor`, or nil when there is none.
     func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment?
     /// All of the user's enrollments, ordered by factor.
@@ -25,8 +25,9 @@ public protocol Store: Sendable {
     /// Atomically reads, changes and writes back the user's attempt counters. With `durable` false the change may be
     /// lost in a power cut (never in a process crash): for changes whose loss errs on the safe side, such as clearing
     /// a counter after a success, which then merely stays counted.
-    func updateAttempts<T>(user: String, durable: Bool, _ body: (inout AttemptBook) -> T) throws(AuthenticationError)
-        -> T
+    /// (Not generic, so it can be called through `any Store` in Embedded Swift; a body that computes something
+    /// assigns it to a variable it captured.)
+    func updateAttempts(user: String, durable: Bool, _ body: (inout AttemptBook) -> Void) throws(AuthenticationError)
     /// Clears the counters of one factor, or of all factors when `factor` is nil (as `faillock --reset`).
     func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError)
     /// Keeps the counters of at most `limit` names that have no enrollment (those with the latest failures) and
@@ -43,7 +44,7 @@ public protocol Store: Sendable {
 
 extension Store {
     /// Atomically reads, changes and durably writes back the user's attempt counters.
-    public func updateAttempts<T>(user: String, _ body: (inout AttemptBook) -> T) throws(AuthenticationError) -> T {
+    public func updateAttempts(user: String, _ body: (inout AttemptBook) -> Void) throws(AuthenticationError) {
         try updateAttempts(user: user, durable: true, body)
     }
 }

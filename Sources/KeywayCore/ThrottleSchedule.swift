@@ -30,7 +30,7 @@ public struct ThrottleSchedule: Sendable, Equatable {
 
     /// The wait that applies after `failures` consecutive failures, or nil for none.
     public func delay(afterFailures failures: Int) -> Duration? {
-        steps.last { $0.failures <= failures }.map(\.delay)
+        steps.last { $0.failures <= failures }.map { $0.delay }
     }
 
     /// Biometrics: 5 consecutive failures lock the sensor until the passcode succeeds (LocalAuthentication).

@@ -98,7 +98,7 @@ public struct UserStatus: Sendable, Equatable {
 /// The half of a factor plugin that runs where the state is (in keywayd): it checks evidence against enrollments
 /// with the attempt gate, and applies the enrollment rules. The other half, the `Authenticator`, talks to the
 /// person and hands evidence to a `Vault`.
-public protocol FactorKeeper: Sendable {
+public protocol FactorKeeper: AnyObject, Sendable {
     /// The factor kept.
     var factor: FactorKind { get }
     /// Where its enrollments and counters are.

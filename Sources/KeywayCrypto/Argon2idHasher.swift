@@ -5,7 +5,7 @@ public import KeywayCore
 /// Verification derives the key itself (rather than `crypto_pwhash_str_verify`) so that a wrong secret's
 /// fingerprint can come from the slow hash's output: recognising a repeated wrong secret then costs an attacker
 /// with the database as much as guessing the enrollment.
-public struct Argon2idHasher: SecretHasher {
+public final class Argon2idHasher: SecretHasher {
     /// The Argon2id cost: passes over memory and memory in bytes.
     public struct Cost: Sendable, Equatable, CustomStringConvertible {
         /// Passes (Argon2's t).

@@ -1,4 +1,4 @@
-import Glibc
+import CKeywayLibc
 
 /// A write to a pipe or socket whose reader has gone ends in an error the writer handles (EPIPE), never in SIGPIPE
 /// killing the writer: `keyway status | head -1`, a test whose child exited before reading its input, a probe whose
@@ -7,9 +7,9 @@ import Glibc
 /// The PAM module never calls it: it must not change its host's signal dispositions, so it sends with
 /// `MSG_NOSIGNAL` instead (docs/ARCHITECTURE.md §7).
 public enum BrokenPipe {
-    /// `signal(SIGPIPE, SIG_IGN)`: from now on a write to a closed pipe fails with EPIPE.
+    /// `keyway_ignore_signal(SIGPIPE)`: from now on a write to a closed pipe fails with EPIPE.
     public static func ignoreSignal() {
-        signal(SIGPIPE, SIG_IGN)
+        keyway_ignore_signal(SIGPIPE)
     }
 
     /// True when `descriptor` is a pipe or socket whose reading end has closed (`poll` reports POLLERR or POLLHUP

@@ -1,8 +1,8 @@
-import Glibc
+import CKeywayLibc
 public import KeywayCore
 
 /// The real wall clock (`clock_gettime(CLOCK_REALTIME)`).
-public struct SystemClock: KeywayCore.Clock {
+public final class SystemClock: KeywayCore.Clock {
     /// Creates the system clock.
     public init() {}
 

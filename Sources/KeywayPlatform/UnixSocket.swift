@@ -1,4 +1,4 @@
-public import Glibc
+public import CKeywayLibc
 import KeywayCore
 
 /// Unix stream sockets for keywayd and its clients: connect, listen, whole frames with deadlines, and the peer's
@@ -61,10 +61,10 @@ public enum UnixSocket {
         guard var address = address(path) else { return .failure(Failure(operation, reason: "the path is too long")) }
         let flags = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
         let fd = socket(AF_UNIX, flags, 0)
-        guard fd >= 0 else { return .failure(Failure(operation, errno: errno)) }
-        let result = withAddress(&address) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        guard fd >= 0 else { return .failure(Failure(operation, errno: keyway_errno())) }
+        let result = withAddress(&address) { CKeywayLibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         guard result == 0 else {
-            let error = errno
+            let error = keyway_errno()
             close(fd)
             return .failure(Failure(operation, errno: error))
         }
@@ -77,7 +77,7 @@ public enum UnixSocket {
         guard var address = address(path) else { return .failure(Failure(operation, reason: "the path is too long")) }
         var existing = stat()
         if lstat(path, &existing) == 0 {
-            guard existing.st_mode & S_IFMT == S_IFSOCK else {
+            guard existing.st_mode & mode_t(S_IFMT) == mode_t(S_IFSOCK) else {
                 return .failure(Failure(operation, reason: "a file that is not a socket is in the way"))
             }
             // A socket someone still answers on is not stale: never take it over.
@@ -88,10 +88,10 @@ public enum UnixSocket {
             unlink(path)
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return .failure(Failure(operation, errno: errno)) }
+        guard fd >= 0 else { return .failure(Failure(operation, errno: keyway_errno())) }
         let bound = withAddress(&address) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        guard bound == 0, chmod(path, mode) == 0, Glibc.listen(fd, backlog) == 0 else {
-            let error = errno
+        guard bound == 0, chmod(path, mode) == 0, CKeywayLibc.listen(fd, backlog) == 0 else {
+            let error = keyway_errno()
             close(fd)
             return .failure(Failure(operation, errno: error))
         }
@@ -122,7 +122,7 @@ public enum UnixSocket {
             var entry = pollfd(fd: fd, events: events, revents: 0)
             let ready = poll(&entry, 1, Int32(clamping: left))
             if ready > 0 { return true }
-            if ready < 0 && errno != EINTR { return false }
+            if ready < 0 && keyway_errno() != EINTR { return false }
         }
     }
 
@@ -134,11 +134,11 @@ public enum UnixSocket {
                 return .failure(Failure("send", reason: "the other end did not read in time"))
             }
             let written = bytes.withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                CKeywayLibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             }
             if written < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                return .failure(Failure("send", errno: errno))
+                if keyway_errno() == EINTR || keyway_errno() == EAGAIN { continue }
+                return .failure(Failure("send", errno: keyway_errno()))
             }
             offset += written
         }
@@ -165,8 +165,8 @@ public enum UnixSocket {
             let wanted = min(chunk.count, count - bytes.count)
             let got = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, wanted, Int32(MSG_DONTWAIT)) }
             if got < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                return fail(Failure("receive", errno: errno))
+                if keyway_errno() == EINTR || keyway_errno() == EAGAIN { continue }
+                return fail(Failure("receive", errno: keyway_errno()))
             }
             if got == 0 { return fail(Failure("receive", reason: "the connection closed before \(what) ended")) }
             bytes.append(contentsOf: chunk[0..<got])

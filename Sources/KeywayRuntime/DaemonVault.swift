@@ -1,4 +1,4 @@
-import Glibc
+import CKeywayLibc
 public import KeywayCore
 import KeywayPlatform
 public import KeywayWire

@@ -46,7 +46,7 @@ public struct ModuleArguments: Equatable, Sendable {
                 parsed.debug = true
             case ("policy", let name?):
                 guard let policy = Policy.builtIn(named: name) else {
-                    let names = Policy.builtIns.map(\.name).joined(separator: ", ")
+                    let names = Policy.builtIns.map { $0.name }.joined(separator: ", ")
                     return bad("unknown policy '\(name)' in 'policy=\(name)'; the built-in policies are \(names)")
                 }
                 parsed.policy = policy

@@ -1,4 +1,4 @@
-import Glibc
+import CKeywayLibc
 public import KeywayBiometricSimulator
 public import KeywayCore
 public import KeywayGesture

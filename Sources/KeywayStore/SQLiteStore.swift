@@ -239,8 +239,8 @@ public final class SQLiteStore: Store {
         try run("cannot read attempt counters") { db throws(SQLiteError) in try Self.book(db, user) }
     }
 
-    public func updateAttempts<T>(user: String, durable: Bool, _ body: (inout AttemptBook) -> T)
-        throws(AuthenticationError) -> T
+    public func updateAttempts(user: String, durable: Bool, _ body: (inout AttemptBook) -> Void)
+        throws(AuthenticationError)
     {
         try run("cannot update attempt counters") { db throws(SQLiteError) in
             // In WAL mode NORMAL skips the commit's fsync: safe against crashes, not against a power cut.
@@ -249,7 +249,7 @@ public final class SQLiteStore: Store {
             return try db.transaction { () throws(SQLiteError) in
                 let before = try Self.book(db, user)
                 var book = before
-                let result = body(&book)
+                body(&book)
                 for factor in Set(before.states.keys).union(book.states.keys) where before[factor] != book[factor] {
                     let state = book[factor]
                     if state == AttemptState() {
@@ -267,7 +267,6 @@ public final class SQLiteStore: Store {
                             ])
                     }
                 }
-                return result
             }
         }
     }

@@ -3,7 +3,7 @@ public import KeywayCore
 /// A factor whose person types what happens: "ok" verifies, anything else that is not "?" is wrong,
 /// "?" is a malformed entry. It counts attempts through the real `AttemptGate`, so the policy engine's rules can be
 /// tested against real counting without a slow hash. Its factor, biometry and sensor state are configurable.
-public struct ScriptedFactor: Authenticator, DomainStateProviding {
+public final class ScriptedFactor: Authenticator {
     /// The factor this instance stands for.
     public var factor: FactorKind { kind }
     /// The factor this instance stands for.
@@ -40,7 +40,7 @@ public struct ScriptedFactor: Authenticator, DomainStateProviding {
         return gate.availability(for: user.name, whenAllowed: .available(biometry))
     }
 
-    public func authenticate(_ request: AuthenticationRequest, conversation: some Conversation)
+    public func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
         throws(AuthenticationError) -> Verdict
     {
         let reply = try conversation.ask(Prompt("\(kind): ", fallbackLabel: request.fallbackLabel))

@@ -26,9 +26,14 @@ func fail(_ line: String) -> Never {
 }
 
 /// A hasher that appends a line to a log before every verification: an independent count of slow-hash runs.
-struct CountingHasher: SecretHasher {
+final class CountingHasher: SecretHasher {
     let inner: Argon2idHasher
     let log: String
+
+    init(inner: Argon2idHasher, log: String) {
+        self.inner = inner
+        self.log = log
+    }
 
     func hash(_ secret: Secret) throws(AuthenticationError) -> String { try inner.hash(secret) }
 
@@ -121,9 +126,10 @@ case "churn" where arguments.count >= 5:
                     user: user, factor: .passcode, payload: payload,
                     changedAt: SystemClock().now(), changedBy: "churn"))
             say("committed \(user)")
-            let failures = try store.updateAttempts(user: arguments[3]) { book in
+            var failures = 0
+            try store.updateAttempts(user: arguments[3]) { book in
                 book[.gesture].consecutiveFailures += 1
-                return book[.gesture].consecutiveFailures
+                failures = book[.gesture].consecutiveFailures
             }
             say("counted \(arguments[3]) \(failures)")
         } catch {

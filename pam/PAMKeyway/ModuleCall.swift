@@ -1,5 +1,5 @@
+import CKeywayLibc
 import CPAM
-import Glibc
 import KeywayCore
 import KeywayPlatform
 import KeywayRuntime
@@ -95,7 +95,7 @@ struct ModuleCall {
     /// evaluation reports that failure instead of ignoring the user).
     private func hasAnyFactor(of policy: Policy, _ runtime: Runtime, _ user: UserContext) -> Bool {
         guard let status = try? runtime.vault.status(of: user.name).first,
-            Set(status.factors.filter { $0.enrolled != nil }.map(\.factor)).isDisjoint(with: policy.rule.factors)
+            Set(status.factors.filter { $0.enrolled != nil }.map { $0.factor }).isDisjoint(with: policy.rule.factors)
         else { return true }
         log(LOG_INFO, "user=\(user.name) policy=\(policy.name) outcome=ignored (nothing enrolled, unenrolled=ignore)")
         return false

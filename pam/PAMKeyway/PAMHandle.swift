@@ -1,5 +1,5 @@
+import CKeywayLibc
 import CPAM
-import Glibc
 import KeywayCore
 
 /// The PAM handle and the only caller of libpam: items, the user, prompts, syslog.

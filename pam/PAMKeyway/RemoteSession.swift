@@ -1,4 +1,4 @@
-import Glibc
+import CKeywayLibc
 
 /// Whether the terminal a PAM call comes from belongs to a remote login, from utmp (which only root and sshd
 /// write, unlike the environment): sudo does not set PAM_RHOST on Linux, so `sudo` typed in an SSH session would

@@ -1,0 +1,40 @@
+// The C library, as the code the PAM module loads sees it (docs/ARCHITECTURE.md §4).
+//
+// Embedded Swift has no Glibc overlay, so everything the module reaches imports this instead, in both build modes:
+// the same headers, and the few things the overlay added in Swift (errno is a macro Swift cannot import) as
+// functions. In the full-mode build these headers belong to the toolchain's Glibc module, so their types are the
+// same types keywayd and the CLI see through `import Glibc`.
+#pragma once
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include <utmpx.h>
+
+/// errno of the calling thread.
+static inline int keyway_errno(void) { return errno; }
+
+/// Sets errno of the calling thread (to clear it before a call that reports failure only through it).
+static inline void keyway_set_errno(int value) { errno = value; }
+
+/// open(2) without its variadic mode argument, which Swift cannot call.
+static inline int keyway_open(const char *path, int flags, mode_t mode) { return open(path, flags, mode); }
+
+/// fcntl(2) with an integer argument, for the same reason.
+static inline int keyway_fcntl(int fd, int command, int argument) { return fcntl(fd, command, argument); }
+
+/// Ignores a signal (SIG_IGN is a cast Swift cannot import).
+static inline void keyway_ignore_signal(int signal_number) { signal(signal_number, SIG_IGN); }

@@ -1,0 +1,68 @@
+#!/bin/bash
+# Builds build/pam_keyway.so in Embedded Swift: no Swift runtime, no libstdc++, no environment read at load
+# (docs/ARCHITECTURE.md §4 says why and what that mode allows).
+#
+# SwiftPM cannot build a target in Embedded mode, so this compiles the module's targets with swiftc, one Swift module
+# each, from the same sources `swift build` compiles in full mode, in dependency order. The list is not a second
+# source of truth that can drift: a target the module starts importing and this list lacks fails the build with "no
+# such module". The objects are linked as the full-mode module was: -z defs, -z nodelete (libpam dlcloses modules),
+# only pam_sm_* exported (pam/exports.map), stripped at link time; unused code is dropped (--gc-sections).
+#
+# Usage: scripts/build-module.sh [OUTPUT]  (default build/pam_keyway.so)
+# KEYWAY_MODULE_SYMBOLS=1 keeps symbols and line tables, so valgrind and gdb can name frames (docs/HARDENING.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+swiftc=${SWIFTC:-$(command -v swiftc)}
+toolchain=$(dirname "$(readlink -f "$swiftc")")/..
+triple=$(uname -m)-unknown-linux-gnu
+tables=$toolchain/lib/swift/embedded/$triple/libswiftUnicodeDataTables.a
+output=${1:-build/pam_keyway.so}
+out=.build/embedded${KEYWAY_MODULE_SYMBOLS:+-symbols}
+mkdir -p "$out" "$(dirname "$output")"
+
+# Nothing to do when no source, header or this script changed since the module was built.
+if [ -e "$output" ] && [ -z "$(find Sources Plugins pam "$0" -newer "$output" -print -quit)" ]; then
+    echo "$output: up to date"
+    exit 0
+fi
+
+# name:directory, each after everything it imports.
+modules=(
+    KeywayCore:Sources/KeywayCore
+    KeywayPlatform:Sources/KeywayPlatform
+    KeywayGesture:Plugins/Gesture
+    KeywayPasscode:Plugins/Passcode
+    KeywayBiometricSimulator:Plugins/BiometricSimulator
+    KeywayWire:Sources/KeywayWire
+    KeywayRuntime:Sources/KeywayRuntime
+    PAMKeyway:pam/PAMKeyway
+)
+
+flags=(
+    -enable-experimental-feature Embedded -wmo -parse-as-library -swift-version 6 -target "$triple" -Osize
+    -Xcc -fPIC -Xcc -fstack-protector-strong -Xfrontend -function-sections
+    -enable-upcoming-feature ExistentialAny -enable-upcoming-feature MemberImportVisibility
+    -enable-upcoming-feature InternalImportsByDefault
+    -I "$out" -I Sources/CKeywayLibc -I pam/CPAM
+)
+link_flags=(-Wl,-z,defs -Wl,-z,nodelete -Wl,-z,relro -Wl,--version-script=pam/exports.map -Wl,--gc-sections)
+if [ -n "${KEYWAY_MODULE_SYMBOLS:-}" ]; then
+    flags+=(-g)
+else
+    link_flags+=(-Wl,--strip-all)
+fi
+
+objects=()
+for entry in "${modules[@]}"; do
+    name=${entry%%:*}
+    directory=${entry#*:}
+    "$swiftc" "${flags[@]}" -module-name "$name" -emit-module -emit-module-path "$out/$name.swiftmodule" \
+        -emit-object -o "$out/$name.o" "$directory"/*.swift
+    objects+=("$out/$name.o")
+done
+
+# Renamed into place, so a process that has the old module loaded keeps a whole file.
+${CC:-gcc} -shared -fPIC -o "$output.new" "${objects[@]}" "$tables" -lpam -lm "${link_flags[@]}"
+mv -f "$output.new" "$output"
+echo "$output: Embedded Swift, $(stat -c %s "$output") bytes"
