@@ -54,9 +54,10 @@ daemon: deps
 	cp .build/release/keywayd build/keywayd.new && mv -f build/keywayd.new build/keywayd
 
 # A C host over the real libpam, for the PAM tests and the benchmark.
-harness: pam/tests/harness.c
+harness: pam/tests/harness.c pam/tests/count-getenv.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o build/pam-harness pam/tests/harness.c -lpam -ldl
+	$(CC) -O2 -Wall -Wextra -shared -fPIC -o build/count-getenv.so pam/tests/count-getenv.c -ldl
 
 # Layout is checked, not argued about: .swift-format holds the settings (4 spaces, 120 columns).
 lint:

@@ -1,8 +1,7 @@
 // The χ² distribution with an even number of degrees of freedom, the law behind every score.
 //
-// This is the one file of the module that imports Glibc: Swift's standard library has no log/exp, and keeping
-// the C import in one place keeps the module's dependency on the platform visible and small. Other files reach
-// libm through `Libm` below.
+// Swift's standard library has no log/exp: this file reaches libm for the whole target, through `Libm` below, so
+// the dependency stays in one place (the sensor's sockets import CKeywayLibc for themselves).
 import CKeywayLibc
 
 /// χ² with even degrees of freedom, accurate in the far lower tail where biometric scores live.
@@ -145,16 +144,35 @@ public enum ChiSquared {
     }
 }
 
-/// libm, re-exported to the rest of the module so that only this file imports CKeywayLibc.
+/// libm for the rest of the module, so that only this file imports CKeywayLibc. The functions are looked up in libm
+/// on first use rather than linked (see `keyway_libm_function`): the PAM module then loads libm only when a policy
+/// uses the simulated sensor. Should libm be missing, every result is NaN, which matches nothing: a NaN score is
+/// never at or above the threshold.
 enum Libm {
+    private typealias Function = @convention(c) (Double) -> Double
+
+    private static func function(_ name: StaticString) -> Function? {
+        keyway_libm_function(UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self)).map {
+            unsafeBitCast($0, to: Function.self)
+        }
+    }
+
+    private static let logFunction = function("log")
+    private static let log1pFunction = function("log1p")
+    private static let expFunction = function("exp")
+    private static let expm1Function = function("expm1")
+    private static let sqrtFunction = function("sqrt")
+
     /// Natural logarithm.
-    @inline(__always) static func log(_ x: Double) -> Double { CKeywayLibc.log(x) }
+    static func log(_ x: Double) -> Double { logFunction?(x) ?? .nan }
     /// ln(1 + x), accurate for small x.
-    @inline(__always) static func log1p(_ x: Double) -> Double { CKeywayLibc.log1p(x) }
+    static func log1p(_ x: Double) -> Double { log1pFunction?(x) ?? .nan }
     /// e^x.
-    @inline(__always) static func exp(_ x: Double) -> Double { CKeywayLibc.exp(x) }
+    static func exp(_ x: Double) -> Double { expFunction?(x) ?? .nan }
     /// e^x − 1, accurate for small x.
-    @inline(__always) static func expm1(_ x: Double) -> Double { CKeywayLibc.expm1(x) }
+    static func expm1(_ x: Double) -> Double { expm1Function?(x) ?? .nan }
+    /// The square root (`Double.squareRoot()` calls libm's `sqrt` in Embedded Swift).
+    static func sqrt(_ x: Double) -> Double { sqrtFunction?(x) ?? .nan }
     /// ln 10, to turn natural-log probabilities into orders of magnitude.
-    static let ln10: Double = CKeywayLibc.log(10.0)
+    static let ln10: Double = log(10.0)
 }

@@ -105,7 +105,7 @@ public struct NoiseModel: Sendable, Equatable {
         self.targetFalseMatchRate = falseMatchRate
         self.targetFalseNonMatchRate = falseNonMatchRate
         self.noiseVariance = variance
-        self.noiseSigma = variance.squareRoot()
+        self.noiseSigma = Libm.sqrt(variance)
         self.threshold = threshold
     }
 

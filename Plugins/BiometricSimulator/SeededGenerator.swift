@@ -51,7 +51,7 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
             let v = Double(bitPattern: 0x4000_0000_0000_0000 | (next() &>> 12)) - 3
             let s = u * u + v * v
             if s > 0 && s < 1 {
-                let factor = (-2 * Libm.log(s) / s).squareRoot()
+                let factor = Libm.sqrt(-2 * Libm.log(s) / s)
                 spareGaussian = v * factor
                 return u * factor
             }

@@ -3,6 +3,11 @@ import Testing
 
 @Suite("pam_keyway.so as built: exports, runtime, linking")
 struct ModuleArtifactTests {
+    /// The names through which a shared object can reach the process environment in libc.
+    static let environmentSymbols: Set<String> = [
+        "getenv", "secure_getenv", "__libc_secure_getenv", "environ", "__environ", "_environ", "setenv", "putenv",
+        "unsetenv", "clearenv",
+    ]
     @Test("exports only pam_sm_authenticate, pam_sm_setcred and pam_sm_acct_mgmt")
     func exports() throws {
         let symbols = try run("/usr/bin/nm", ["-D", "--defined-only", modulePath])
@@ -34,5 +39,49 @@ struct ModuleArtifactTests {
         #expect(dynamic.text.contains("NODELETE"))
         let kind = try run("/usr/bin/file", [modulePath])
         #expect(kind.text.contains("stripped") && !kind.text.contains("not stripped"), "\(kind.text)")
+    }
+
+    @Test("Embedded Swift: libc and libpam only; no libm, no libstdc++, no Swift runtime")
+    func embedded() throws {
+        let needed = try run("/usr/bin/readelf", ["-d", modulePath]).output.compactMap { line -> String? in
+            guard line.contains("(NEEDED)"), let open = line.firstIndex(of: "["), let close = line.lastIndex(of: "]")
+            else { return nil }
+            return String(line[line.index(after: open)..<close])
+        }
+        #expect(needed.sorted() == ["libc.so.6", "libpam.so.0"], "\(needed)")
+        let strings = try run("/usr/bin/strings", ["-a", modulePath])
+        #expect(!strings.text.contains("SWIFT_"), "no Swift runtime setting is looked up")
+    }
+
+    @Test("reads no environment variable: imports no environment function of libc, and calls none in a whole login")
+    func noEnvironment() throws {
+        // Statically: the only ways into the environment are libc's functions and variables.
+        let undefined = try run("/usr/bin/nm", ["-D", "--undefined-only", modulePath])
+        #expect(undefined.status == 0, "\(undefined.text)")
+        let imported = Set(
+            undefined.output.compactMap { line in
+                line.split(separator: " ").last.map { String($0.split(separator: "@").first ?? $0) }
+            })
+        #expect(imported.contains("pam_get_item"), "the import list was read: \(imported.sorted())")
+        #expect(imported.isDisjoint(with: Self.environmentSymbols), "\(imported.intersection(Self.environmentSymbols))")
+
+        // At run time: a preloaded getenv/secure_getenv counter over a whole authentication, with Swift runtime
+        // settings in the environment; it must see the harness's own control read, and nothing from the module.
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.service("passcode", "policy=passcode")
+        let log = fixture.directory + "/getenv.log"
+        let result = try run(
+            harnessPath, ["--acct"] + answers("739155") + [fixture.services, "passcode", "alice"],
+            environment: [
+                "LD_PRELOAD": packageRoot + "/build/count-getenv.so", "COUNT_GETENV_LOG": log,
+                "KEYWAY_HARNESS_CONTROL": "1", "SWIFT_DEBUG_ENABLE_COW_CHECKS": "1", "PATH": "/usr/bin:/bin",
+            ])
+        #expect(result.text.contains("result: PAM_SUCCESS"), "\(result.text)")
+        let reads = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n") ?? []
+        #expect(
+            reads.contains { $0.hasPrefix("getenv KEYWAY_HARNESS_CONTROL ") }, "the counter saw the control: \(reads)")
+        #expect(!reads.contains { $0.contains("pam_keyway") }, "\(reads)")
     }
 }
