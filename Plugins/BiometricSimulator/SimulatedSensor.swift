@@ -9,21 +9,32 @@ public final class SimulatedSensor: Sendable {
         /// Fingerprint, face, or none (no sensor fitted).
         public var biometry: BiometryType
         /// The statistics of samples and matching (sets the false-match and false-non-match rates).
-        public var model: NoiseModel
+        public var model: NoiseModel {
+            get { chosenModel ?? .default }
+            set { chosenModel = newValue }
+        }
         /// The seed of the simulated world: who has which fingers, and the sensor noise.
         public var seed: UInt64
         /// How long to wait for a finger before giving up.
         public var timeout: Duration
+        /// The model given, or nil for the default, which is derived (with libm) only when first used: a PAM
+        /// module whose policy never touches the sensor neither computes it nor loads libm.
+        private var chosenModel: NoiseModel?
 
         /// Creates a configuration; the defaults are a fingerprint sensor with a 1 in 50,000 false-match rate.
         public init(
-            biometry: BiometryType = .fingerprint, model: NoiseModel = .default, seed: UInt64 = 0x6B65_7977_6179,
+            biometry: BiometryType = .fingerprint, model: NoiseModel? = nil, seed: UInt64 = 0x6B65_7977_6179,
             timeout: Duration = .seconds(30)
         ) {
             self.biometry = biometry
-            self.model = model
+            self.chosenModel = model
             self.seed = seed
             self.timeout = timeout
+        }
+
+        public static func == (lhs: Configuration, rhs: Configuration) -> Bool {
+            lhs.biometry == rhs.biometry && lhs.seed == rhs.seed && lhs.timeout == rhs.timeout
+                && lhs.model == rhs.model
         }
     }
 

@@ -84,4 +84,19 @@ struct ModuleArtifactTests {
             reads.contains { $0.hasPrefix("getenv KEYWAY_HARNESS_CONTROL ") }, "the counter saw the control: \(reads)")
         #expect(!reads.contains { $0.contains("pam_keyway") }, "\(reads)")
     }
+
+    @Test("a policy without the biometric never loads libm: only the simulated sensor's statistics need it")
+    func noLibm() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.service("passcode", "policy=passcode")
+        // The dynamic loader's own trace (LD_DEBUG is read by ld.so, not by the module) lists every file it maps.
+        let result = try run(
+            harnessPath, answers("739155") + [fixture.services, "passcode", "alice"],
+            environment: ["LD_DEBUG": "files", "PATH": "/usr/bin:/bin"])
+        #expect(result.text.contains("result: PAM_SUCCESS"), "\(result.text)")
+        #expect(result.text.contains("pam_keyway.so"), "the trace lists the module itself")
+        #expect(!result.text.contains("libm.so"), "\(result.output.filter { $0.contains("file=") })")
+    }
 }
