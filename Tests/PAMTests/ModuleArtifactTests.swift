@@ -8,6 +8,9 @@ struct ModuleArtifactTests {
         "getenv", "secure_getenv", "__libc_secure_getenv", "environ", "__environ", "_environ", "setenv", "putenv",
         "unsetenv", "clearenv",
     ]
+    /// The plain C host, even when the suite runs with a sanitized one (KEYWAY_HARNESS): these tests watch what the
+    /// module reads and loads, and an ASan host must come first among the libraries and brings libm with it.
+    static let plainHarness = packageRoot + "/build/pam-harness"
     @Test("exports only pam_sm_authenticate, pam_sm_setcred and pam_sm_acct_mgmt")
     func exports() throws {
         let symbols = try run("/usr/bin/nm", ["-D", "--defined-only", modulePath])
@@ -73,7 +76,7 @@ struct ModuleArtifactTests {
         fixture.service("passcode", "policy=passcode")
         let log = fixture.directory + "/getenv.log"
         let result = try run(
-            harnessPath, ["--acct"] + answers("739155") + [fixture.services, "passcode", "alice"],
+            Self.plainHarness, ["--acct"] + answers("739155") + [fixture.services, "passcode", "alice"],
             environment: [
                 "LD_PRELOAD": packageRoot + "/build/count-getenv.so", "COUNT_GETENV_LOG": log,
                 "KEYWAY_HARNESS_CONTROL": "1", "SWIFT_DEBUG_ENABLE_COW_CHECKS": "1", "PATH": "/usr/bin:/bin",
@@ -93,7 +96,7 @@ struct ModuleArtifactTests {
         fixture.service("passcode", "policy=passcode")
         // The dynamic loader's own trace (LD_DEBUG is read by ld.so, not by the module) lists every file it maps.
         let result = try run(
-            harnessPath, answers("739155") + [fixture.services, "passcode", "alice"],
+            Self.plainHarness, answers("739155") + [fixture.services, "passcode", "alice"],
             environment: ["LD_DEBUG": "files", "PATH": "/usr/bin:/bin"])
         #expect(result.text.contains("result: PAM_SUCCESS"), "\(result.text)")
         #expect(result.text.contains("pam_keyway.so"), "the trace lists the module itself")
