@@ -2,7 +2,7 @@
 SWIFT ?= swift
 SHELL := /bin/bash
 APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev sqlite3 pamtester libpam-wrapper sudo passwd gcc make bc file binutils \
-	valgrind bsdextrautils procps util-linux systemd
+	valgrind bsdextrautils procps util-linux systemd tmux
 
 PREFIX ?= /usr/local
 # Where Debian keeps PAM modules (/lib/x86_64-linux-gnu/security on amd64); gcc knows the multiarch name.

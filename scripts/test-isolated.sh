@@ -11,7 +11,8 @@
 #   /tmp       is this run's own directory (every temporary directory of the run lives under one root),
 #   /run       is a fresh directory holding a copy of utmp if the system has one (utmp, sudo's timestamps),
 #   /var/log/{lastlog,faillog,wtmp,btmp}   are copies (useradd and login write them),
-#   /dev       is a tmpfs mirroring the real devices, so a test may bind its own /dev/log socket.
+#   /dev       is a tmpfs mirroring the real devices, so a test may bind its own /dev/log socket, with pseudo-
+#              terminals of its own (a new devpts instance) for the tests that drive programs in tmux,
 # Nothing the command writes there reaches the real files, and when its last process ends the mounts vanish with
 # the namespace. The copies live in /var/tmp/keyway-test-runs/run.* (root only, on local disk, never in the checkout;
 # SSH host keys and /etc/ssl/private are left out of the copy); a run killed with SIGKILL leaves only that directory,
@@ -114,12 +115,17 @@ mount -t tmpfs -o mode=755,size=1m keyway-test-dev /dev
 for entry in "$ROOT"/realdev/* "$ROOT"/realdev/.[!.]*; do
     [ -e "$entry" ] || [ -L "$entry" ] || continue
     name=${entry##*/}
-    [ "$name" = log ] && continue
+    case $name in log | pts | ptmx) continue ;; esac
     if [ -L "$entry" ]; then cp -P "$entry" "/dev/$name"
     elif [ -d "$entry" ]; then mkdir "/dev/$name"; mount --rbind "$entry" "/dev/$name"
     else touch "/dev/$name"; mount --bind "$entry" "/dev/$name"
     fi
 done
+# Terminals of its own (a new devpts instance), so the tests that drive sudo in tmux get pseudo-terminals: a
+# bind-mounted /dev/ptmx would look for its pts directory beside the real one and fail (ENOENT).
+mkdir /dev/pts
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 keyway-test-pts /dev/pts
+ln -s pts/ptmx /dev/ptmx
 mount --bind "$ROOT/etc" /etc
 # A checkout under /tmp (a CI clone) must stay visible at its own path once /tmp is the run'"'"'s: bind it in first.
 case $PWD in /tmp/*) mkdir -p "$ROOT/tmp/${PWD#/tmp/}"; mount --bind "$PWD" "$ROOT/tmp/${PWD#/tmp/}" ;; esac

@@ -64,6 +64,13 @@ public struct Message: Sendable, Equatable, CustomStringConvertible {
     /// caller asked for silence (PAM_SILENT, which sudo always sets), as pam_fprintd does.
     public var isInstruction = false
 
+    /// A message of `kind`; `isInstruction` makes it one the person cannot go on without.
+    public init(kind: Kind, text: String, isInstruction: Bool = false) {
+        self.kind = kind
+        self.text = text
+        self.isInstruction = isInstruction
+    }
+
     /// An informational message.
     public static func info(_ text: String) -> Message { Message(kind: .info, text: text) }
     /// An error message.

@@ -1,5 +1,6 @@
 import Foundation
 import KeywayCore
+import KeywayGesture
 import KeywayRuntime
 import KeywayStore
 import Testing
@@ -247,13 +248,27 @@ struct ReturnCodeTests {
         #expect(try harness(fixture, "bio-or-code", "alice", answers("739155")).result == "PAM_SYSTEM_ERR")
     }
 
-    @Test("PAM_SILENT: no messages, the prompt still comes")
+    @Test("PAM_SILENT (sudo): nothing sent on its own; what happened leads the next prompt; the last word says why")
     func silent() throws {
         defer { fixture.remove() }
+        let grid = GestureAuthenticator.grid.split(separator: "\n").map(String.init)
         let result = try harness(fixture, "pattern", "alice", ["--silent"] + answers("3-4-9-2", "2-4-9-3"))
         #expect(result.result == "PAM_SUCCESS", "\(result.text)")
         #expect(!result.text.contains("info:") && !result.text.contains("error:"), "\(result.text)")
-        #expect(result.output.filter { $0 == "prompt: Pattern (dots 1-9): " }.count == 2)
+        // The harness prints a prompt's lines as they come: the first prompt carries the grid, the second the miss.
+        let shown = Array(result.output.dropLast())
+        #expect(
+            shown == ["prompt: " + grid[0]] + grid.dropFirst() + ["Pattern (dots 1-9): "]
+                + ["prompt: Not recognized. 2 attempts left.", "Pattern (dots 1-9): "], "\(result.output)")
+
+        let failed = try harness(
+            fixture, "pattern", "alice", ["--silent"] + answers("3-4-9-2", "1-4-9-2", "7-4-9-2"))
+        #expect(failed.result == "PAM_AUTH_ERR", "\(failed.text)")
+        // Given up: the one message sent under PAM_SILENT, so the person knows why the next module (sudo's password)
+        // is asking.
+        let last = failed.output.suffix(3)
+        #expect(Array(last.prefix(2)) == ["error: Not recognized.", "Authentication failed."], "\(failed.output)")
+        #expect(!failed.text.contains("info:"), "\(failed.text)")
     }
 
     @Test("biometrics-only: a touch sent by `keyway sensor` from another process → PAM_SUCCESS")

@@ -12,8 +12,9 @@ struct SudoTests {
     var sudoers: String { "/etc/sudoers.d/keyway-test-\(user)" }
     var pamFile: String { "/etc/pam.d/\(service)" }
 
-    /// Creates the user, the sudoers drop-in (checked by visudo first) and the PAM service.
-    func install(policy: String) throws {
+    /// Creates the user, the sudoers drop-in (checked by visudo first) and the PAM service. With `handover`, Keyway
+    /// stands in front of the password as pam_keyway(8) recommends (`[success=done default=ignore]`, then pam_unix).
+    func install(policy: String, handover: Bool = false) throws {
         try requireIsolation()
         #expect(try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", user]).status == 0)
         let rules = "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
@@ -24,8 +25,13 @@ struct SudoTests {
         #expect(check.status == 0, "\(check.text)")
         guard check.status == 0 else { return }
         try FileManager.default.copyItem(atPath: draft, toPath: sudoers)
+        let auth =
+            handover
+            ? "auth     [success=done default=ignore] \(modulePath) policy=\(policy) \(fixture.moduleArguments)\n"
+                + "auth     required pam_unix.so"
+            : "auth     required \(modulePath) policy=\(policy) \(fixture.moduleArguments) timeout=15"
         let stack = """
-            auth     required \(modulePath) policy=\(policy) \(fixture.moduleArguments) timeout=15
+            \(auth)
             account  required \(modulePath) policy=\(policy) \(fixture.moduleArguments)
             session  required pam_permit.so
 
@@ -58,9 +64,38 @@ struct SudoTests {
         let wrong = try sudo("3-4-9-2\n").finish()
         #expect(wrong.status != 0, "\(wrong.text)")
         #expect(wrong.standardOutput.isEmpty, "\(wrong.text)")
-        // sudo passes PAM_SILENT: the grid and "Not recognized" stay quiet, the prompt does not.
-        #expect(wrong.text.contains("Pattern (dots 1-9): "), "\(wrong.text)")
-        #expect(!wrong.text.contains("Not recognized."), "\(wrong.text)")
+        // sudo passes PAM_SILENT: nothing comes on its own, but the miss leads the next prompt (which meets the end
+        // of the input here).
+        #expect(wrong.text.contains("Not recognized. 2 attempts left.\nPattern (dots 1-9): "), "\(wrong.text)")
+    }
+
+    @Test("in a terminal, as a person: a miss is said above the next prompt; giving up says why before the password")
+    func terminal() throws {
+        defer { uninstall() }
+        try fixture.enrollPattern(user, "2-4-9-3")
+        try install(policy: "pattern", handover: true)
+        // setpriv, not su: su -c starts a new session without the terminal, and sudo needs one to ask.
+        let terminal = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
+        defer { terminal.close() }
+        // sudo's PAM_SILENT drops messages sent on their own; the grid comes with the first prompt instead.
+        var screen = try terminal.waitFor("Pattern (dots 1-9):")
+        #expect(screen.contains("Draw your pattern by typing the dots in order"), "\(screen)")
+        try terminal.type("3-4-9-2")
+        screen = try terminal.waitFor("Not recognized. 2 attempts left.")
+        #expect(screen.hasSuffix("Not recognized. 2 attempts left.\nPattern (dots 1-9):"), "\(screen)")
+        try terminal.type("1-4-9-2")
+        try terminal.waitFor("Not recognized. 1 attempt left.")
+        try terminal.type("7-4-9-2")
+        // Keyway gives up and says why, once, before sudo's own password prompt; the password path is unchanged.
+        screen = try terminal.waitFor("password for \(user):")
+        let lines = screen.split(separator: "\n").map(String.init)
+        #expect(
+            Array(lines.suffix(3)) == ["Not recognized.", "Authentication failed.", "[sudo] password for \(user):"],
+            "\(screen)")
+        // The throwaway user has no password: sudo refuses after the one try sudoers allows.
+        try terminal.type("not-the-password")
+        screen = try terminal.waitFor("[exit ")
+        #expect(!screen.contains("\n0\n"), "\(screen)")
     }
 
     @Test("biometrics-or-passcode: a touch sent by `keyway sensor` from another process lets sudo through")

@@ -12,10 +12,11 @@ struct ModuleCall {
 
     /// pam_sm_authenticate.
     func authenticate() -> Int32 {
+        let conversation = PAMConversation(handle)
         let outcome = run { runtime, policy, user in
             let evaluation = runtime.context().evaluate(
                 policy, for: user, reason: "\(user.service) authentication",
-                conversation: PAMConversation(handle))
+                conversation: conversation)
             // A failure of Keyway itself (keywayd, the store) is an error for the administrator; a person's is not.
             let broken: Set<AuthenticationError.Code> = [.serviceUnavailable, .storeFailure, .internalFailure]
             var priority = evaluation.succeeded ? LOG_INFO : LOG_NOTICE
@@ -24,7 +25,12 @@ struct ModuleCall {
             guard let error = evaluation.error else { return .success }
             return .failure(error)
         }
-        if case .failure(let error) = outcome { handle.show(.error(Self.explanation(error))) }
+        if case .failure(let error) = outcome {
+            // The module's last word: why it gave up, after anything PAM_SILENT held back. Shown even then, once:
+            // without it the person meets the next module's prompt (sudo's password) with no idea why.
+            let words = conversation.held + [Self.explanation(error)]
+            handle.show(Message(kind: .error, text: words.joined(separator: "\n"), isInstruction: true))
+        }
         return outcome.code
     }
 

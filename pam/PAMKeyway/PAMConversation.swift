@@ -5,13 +5,21 @@ import KeywayCore
 ///
 /// A prompt that offers a fallback says so in its own text ("press Enter for the passcode"), because some greeters
 /// show only prompts; an empty reply to it chooses the fallback. No reply at all (end of input) is a cancel.
+///
+/// Under PAM_SILENT (which sudo always sets) no message is sent on its own, yet the person must still learn what
+/// happened: messages wait, and lead the text of the next prompt ("Not recognized. 2 attempts left." above
+/// "Pattern (dots 1-9): "); what is still waiting when the module gives up goes into its last word
+/// (`ModuleCall.authenticate`). Instructions the person cannot go on without are shown at once, as before.
 final class PAMConversation: Conversation {
     let handle: PAMHandle
+    /// Messages held back by PAM_SILENT, oldest first.
+    private(set) var held: [String] = []
 
     init(_ handle: PAMHandle) { self.handle = handle }
 
     func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply {
-        let text = prompt.textWithFallback
+        let text = (held + [prompt.textWithFallback]).joined(separator: "\n")
+        held = []
         switch handle.prompt(text, echo: prompt.echo) {
         case .failure(let error): throw error
         case .success(nil): return .cancel
@@ -21,5 +29,8 @@ final class PAMConversation: Conversation {
         }
     }
 
-    func tell(_ message: Message) { handle.show(message) }
+    func tell(_ message: Message) {
+        guard handle.silent && !message.isInstruction else { return handle.show(message) }
+        held.append(message.text)
+    }
 }

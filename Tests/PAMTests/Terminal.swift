@@ -1,0 +1,74 @@
+import Foundation
+
+/// A program in a real terminal, driven as a person would: keys in, the screen out. It is a detached tmux session on a
+/// server of its own (`tmux -L`), so tests never touch anyone's tmux, and `close()` ends the server and everything in
+/// it. The command runs in `sh`; when it ends, its exit status is printed ("[exit N]") and the pane stays two minutes,
+/// so the final screen can be read (and a test killed before `close()` leaves nothing running for long).
+struct Terminal {
+    let server: String
+
+    /// Starts `command` in a 120×40 terminal.
+    init(_ command: String) throws {
+        server = "keyway-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let shell = "\(command); echo \"[exit $?]\"; sleep 120"
+        // The tmux server outlives this call: it must hold none of this process's descriptors (Foundation's own
+        // pipes included, or waiting for the client never ends), so a shell closes them all before tmux starts, and
+        // the server's output goes to a file.
+        let log = NSTemporaryDirectory() + server + ".log"
+        defer { unlink(log) }
+        let closeAll = "for fd in /proc/$$/fd/*; do n=${fd##*/}; [ \"$n\" -gt 2 ] && eval \"exec $n>&-\"; done"
+        let started = try run(
+            "/bin/bash",
+            [
+                "-c", "\(closeAll); exec \"$@\" </dev/null >\"$0\" 2>&1", log, "/usr/bin/tmux", "-L", server,
+                "new-session", "-d", "-x", "120", "-y", "40", "sh", "-c", shell,
+            ])
+        guard started.status == 0 else {
+            throw TerminalError(
+                text: "tmux did not start: \((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+        }
+    }
+
+    /// Types `text` (literally), then Enter.
+    func type(_ text: String) throws {
+        if !text.isEmpty { _ = try run("/usr/bin/tmux", ["-L", server, "send-keys", "-t", "0", "-l", text]) }
+        _ = try run("/usr/bin/tmux", ["-L", server, "send-keys", "-t", "0", "Enter"])
+    }
+
+    /// What the terminal shows now, trailing blank lines removed.
+    func screen() throws -> String {
+        let captured = try run("/usr/bin/tmux", ["-L", server, "capture-pane", "-p", "-t", "0"])
+        return captured.output.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Waits until the screen shows `text` `count` times (the screen is polled every 50 ms, for at most `seconds`),
+    /// and returns the screen; throws with the last screen when it never does.
+    @discardableResult
+    func waitFor(_ text: String, count: Int = 1, seconds: Double = 15) throws -> String {
+        let deadline = Date().addingTimeInterval(seconds)
+        var shown = ""
+        repeat {
+            shown = try screen()
+            if shown.components(separatedBy: text).count - 1 >= count { return shown }
+            usleep(50_000)
+        } while Date() < deadline
+        throw TerminalError(text: "\"\(text)\" ×\(count) never appeared; the screen:\n\(shown)")
+    }
+
+    /// Ends the tmux server and the program in it.
+    /// tmux's own `kill-server` has been seen to answer 0 and leave its server running (a test's pane outlived it),
+    /// so the server and the pane's processes are also killed by pid.
+    func close() {
+        let pids =
+            (try? run("/usr/bin/tmux", ["-L", server, "display-message", "-p", "#{pid} #{pane_pid}"]))?
+            .output.first?.split(separator: " ").compactMap { pid_t($0) } ?? []
+        _ = try? run("/usr/bin/tmux", ["-L", server, "kill-server"])
+        if pids.count == 2 { kill(-pids[1], SIGKILL) }
+        for pid in pids { kill(pid, SIGKILL) }
+    }
+}
+
+struct TerminalError: Error, CustomStringConvertible {
+    let text: String
+    var description: String { text }
+}
