@@ -40,9 +40,15 @@ public final class BiometricAuthenticator: Authenticator {
     {
         if let reason = unusableReason(for: request.user) { throw AuthenticationError(.biometryNotAvailable, reason) }
         conversation.tell(.instruction(sensor.instruction))
+        // The wait has no prompt for Ctrl-C to end: the conversation says when the person has asked to stop.
+        nonisolated(unsafe) let person = conversation
+        let cancellation = CancellationFlag(following: request.cancellation) { person.personHasStopped }
         while true {
-            guard let event = sensor.next(cancellation: request.cancellation) else {
+            guard let event = sensor.next(cancellation: cancellation) else {
                 if request.cancellation.isCancelled { throw AuthenticationError(.appCancel) }
+                if conversation.personHasStopped {
+                    throw AuthenticationError(.userCancel, "the person stopped the wait at the sensor (Ctrl-C)")
+                }
                 throw AuthenticationError(
                     .timeout,
                     "nothing was presented to the sensor within "

@@ -36,6 +36,15 @@ static inline int keyway_open(const char *path, int flags, mode_t mode) { return
 /// fcntl(2) with an integer argument, for the same reason.
 static inline int keyway_fcntl(int fd, int command, int argument) { return fcntl(fd, command, argument); }
 
+/// True when an interrupt (SIGINT or SIGQUIT: Ctrl-C, Ctrl-\\) is pending for this thread or process, blocked by the
+/// host until it is ready for it (sudo blocks both while it authenticates). Looks only: the signal stays pending,
+/// for the host to act on once it unblocks it.
+static inline int keyway_interrupt_pending(void) {
+    sigset_t pending;
+    if (sigpending(&pending) != 0) return 0;
+    return sigismember(&pending, SIGINT) == 1 || sigismember(&pending, SIGQUIT) == 1;
+}
+
 /// Ignores a signal (SIG_IGN is a cast Swift cannot import).
 static inline void keyway_ignore_signal(int signal_number) { signal(signal_number, SIG_IGN); }
 

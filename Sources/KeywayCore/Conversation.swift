@@ -11,6 +11,15 @@ public protocol Conversation: AnyObject {
     func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply
     /// Shows the person a message that needs no reply.
     func tell(_ message: Message)
+
+    /// True when the person has asked to stop although nothing is being asked (Ctrl-C while the sensor waits): a
+    /// factor that waits without a prompt checks it, and ends with `.userCancel`. Cheap: it is polled.
+    var personHasStopped: Bool { get }
+}
+
+extension Conversation {
+    /// Most conversations learn of a stop only through their prompts.
+    public var personHasStopped: Bool { false }
 }
 
 /// A request for input.

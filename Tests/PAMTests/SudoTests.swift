@@ -98,6 +98,23 @@ struct SudoTests {
         #expect(!screen.contains("\n0\n"), "\(screen)")
     }
 
+    @Test("Ctrl-C while sudo waits at the sensor ends the wait at once, not at the sensor's timeout")
+    func interruptAtSensor() throws {
+        defer { uninstall() }
+        try fixture.enrollFinger(user, "right-index")
+        try fixture.enrollPasscode(user, "739155")
+        try install(policy: "biometrics-only")  // the sensor waits 15 s
+        let terminal = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
+        defer { terminal.close() }
+        try terminal.waitFor("Place your finger on the sensor.")
+        try terminal.sendKey("C-c")
+        // sudo blocks SIGINT while it authenticates; the module sees it pending and ends the wait, then sudo acts
+        // on it as on Ctrl-C at a prompt. Without that the screen would stay as it is until the 15 s timeout.
+        let screen = try terminal.waitFor("[exit ", seconds: 8)
+        #expect(!screen.contains("Timed out"), "\(screen)")
+        #expect(!screen.contains("\n0\n"), "\(screen)")
+    }
+
     @Test("biometrics-or-passcode: a touch sent by `keyway sensor` from another process lets sudo through")
     func sensorTouch() throws {
         defer { uninstall() }

@@ -10,7 +10,9 @@ struct Terminal {
     /// Starts `command` in a 120×40 terminal.
     init(_ command: String) throws {
         server = "keyway-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let shell = "\(command); echo \"[exit $?]\"; sleep 120"
+        // The shell catches Ctrl-C (a handler, which the command does not inherit), so a key meant for the command
+        // does not end the pane too.
+        let shell = "trap : INT QUIT; \(command); echo \"[exit $?]\"; sleep 120"
         // The tmux server outlives this call: it must hold none of this process's descriptors (Foundation's own
         // pipes included, or waiting for the client never ends), so a shell closes them all before tmux starts, and
         // the server's output goes to a file.
@@ -33,6 +35,11 @@ struct Terminal {
     func type(_ text: String) throws {
         if !text.isEmpty { _ = try run("/usr/bin/tmux", ["-L", server, "send-keys", "-t", "0", "-l", text]) }
         _ = try run("/usr/bin/tmux", ["-L", server, "send-keys", "-t", "0", "Enter"])
+    }
+
+    /// Presses a key by tmux's name for it ("C-c", "Escape", "Up").
+    func sendKey(_ key: String) throws {
+        _ = try run("/usr/bin/tmux", ["-L", server, "send-keys", "-t", "0", key])
     }
 
     /// What the terminal shows now, trailing blank lines removed.

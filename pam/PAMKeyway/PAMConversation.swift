@@ -1,3 +1,4 @@
+import CKeywayLibc
 import CPAM
 import KeywayCore
 
@@ -28,6 +29,11 @@ final class PAMConversation: Conversation {
             return .secret(secret)
         }
     }
+
+    /// Ctrl-C while nothing is asked: sudo blocks SIGINT while it authenticates, so the key leaves the signal
+    /// pending, and the sensor's wait sees it here within its 100 ms poll. The module never takes the signal: the
+    /// host gets it when it unblocks it, as after Ctrl-C at a prompt.
+    var personHasStopped: Bool { keyway_interrupt_pending() != 0 }
 
     func tell(_ message: Message) {
         guard handle.silent && !message.isInstruction else { return handle.show(message) }
