@@ -98,6 +98,24 @@ struct SudoTests {
         #expect(!screen.contains("\n0\n"), "\(screen)")
     }
 
+    @Test("sudo for a user with nothing enrolled: no prompt that cannot succeed; one line saying so, then the password")
+    func unenrolledOwner() throws {
+        defer { uninstall() }
+        _ = try fixture.vault()  // the store exists, with nothing in it for this user
+        try install(policy: "pattern", handover: true)
+        let terminal = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
+        defer { terminal.close() }
+        // The person proves who they are (sudo's real uid is theirs): hiding their own enrollment from them protects
+        // no one. A login prompt, or su to another account, still conceals it (the harness tests, run by root).
+        let screen = try terminal.waitFor("password for \(user):")
+        #expect(!screen.contains("Pattern (dots"), "\(screen)")
+        let lines = screen.split(separator: "\n").map(String.init)
+        #expect(
+            Array(lines.suffix(2)) == [
+                "Not set up for you yet (`keyway enroll` sets it up).", "[sudo] password for \(user):",
+            ], "\(screen)")
+    }
+
     @Test("Ctrl-C while sudo waits at the sensor ends the wait at once, not at the sensor's timeout")
     func interruptAtSensor() throws {
         defer { uninstall() }

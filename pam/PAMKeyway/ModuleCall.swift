@@ -85,11 +85,12 @@ struct ModuleCall {
         // keywayd owns the store and the slow hash; this process only talks (docs/ARCHITECTURE.md §10).
         let runtime = Runtime(
             vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)"), options: options)
-        // unenrolled=fail hides who has enrolled a pattern or passcode (docs/ARCHITECTURE.md §5); ignore must tell, to ignore.
+        // unenrolled=fail hides who has enrolled a pattern or passcode (docs/ARCHITECTURE.md §5), except from the
+        // account's owner proving who they are (sudo): see AccountOwner. ignore must tell, to ignore.
         let remote = handle.item(PAM_RHOST) != nil || RemoteSession.isRemote(tty: handle.item(PAM_TTY))
         let context = UserContext(
             name: user, service: service, isRemote: remote,
-            concealsEnrollment: parsed.unenrolled == .fail)
+            concealsEnrollment: parsed.unenrolled == .fail && !AccountOwner.isCaller(user))
         if parsed.debug {
             log(LOG_DEBUG, "user=\(user) service=\(service) policy=\(policy) socket=\(parsed.socket)")
         }
@@ -118,6 +119,8 @@ struct ModuleCall {
             return "Too many failed attempts; try again after \(until) (in \(wait.spokenDescription))."
         case .timeout, .biometryNotAvailable:
             return error.spoken
+        case .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled:
+            return "Not set up for you yet (`keyway enroll` sets it up)."
         case .invalidPolicy, .storeFailure, .internalFailure, .serviceUnavailable:
             return "Keyway is not available (see the system log)."
         default:
