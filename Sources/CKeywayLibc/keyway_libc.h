@@ -27,9 +27,6 @@
 /// errno of the calling thread.
 static inline int keyway_errno(void) { return errno; }
 
-/// Sets errno of the calling thread (to clear it before a call that reports failure only through it).
-static inline void keyway_set_errno(int value) { errno = value; }
-
 /// open(2) without its variadic mode argument, which Swift cannot call.
 static inline int keyway_open(const char *path, int flags, mode_t mode) { return open(path, flags, mode); }
 

@@ -25,12 +25,7 @@ struct LoginTests {
         let keyway = "auth required \(modulePath) policy=biometrics-only \(fixture.moduleArguments) timeout=15\n"
         try Data((keyway + String(decoding: original, as: UTF8.self)).utf8).write(to: URL(fileURLWithPath: stack))
 
-        let terminal = try Terminal("login \(user)")
-        defer { terminal.close() }
-        try terminal.waitFor("Place your finger on the sensor.")
-        try terminal.sendKey("C-c")
-        // Without an end at Ctrl-C the screen would stay as it is until the 15 s timeout.
-        let screen = try terminal.waitFor("[exit ", seconds: 8)
+        let screen = try screenAfterCtrlCAtSensor("login \(user)")
         #expect(!screen.contains("Timed out"), "\(screen)")
         #expect(screen.contains("[exit 130]") || screen.contains("Login incorrect"), "\(screen)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: stack)) != original, "the test ran with Keyway in the stack")

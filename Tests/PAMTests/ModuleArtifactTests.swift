@@ -11,6 +11,14 @@ struct ModuleArtifactTests {
     /// The plain C host, even when the suite runs with a sanitized one (KEYWAY_HARNESS): these tests watch what the
     /// module reads and loads, and an ASan host must come first among the libraries and brings libm with it.
     static let plainHarness = packageRoot + "/build/pam-harness"
+
+    /// A fixture where alice has the passcode 739155 and the service "passcode" asks for it; the caller removes it.
+    static func passcodeService() throws -> PAMFixture {
+        let fixture = PAMFixture()
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.service("passcode", "policy=passcode")
+        return fixture
+    }
     @Test("exports only pam_sm_authenticate, pam_sm_setcred and pam_sm_acct_mgmt")
     func exports() throws {
         let symbols = try run("/usr/bin/nm", ["-D", "--defined-only", modulePath])
@@ -70,10 +78,8 @@ struct ModuleArtifactTests {
 
         // At run time: a preloaded getenv/secure_getenv counter over a whole authentication, with Swift runtime
         // settings in the environment; it must see the harness's own control read, and nothing from the module.
-        let fixture = PAMFixture()
+        let fixture = try Self.passcodeService()
         defer { fixture.remove() }
-        try fixture.enrollPasscode("alice", "739155")
-        fixture.service("passcode", "policy=passcode")
         let log = fixture.directory + "/getenv.log"
         let result = try run(
             Self.plainHarness, ["--acct"] + answers("739155") + [fixture.services, "passcode", "alice"],
@@ -90,10 +96,8 @@ struct ModuleArtifactTests {
 
     @Test("a policy without the biometric never loads libm: only the simulated sensor's statistics need it")
     func noLibm() throws {
-        let fixture = PAMFixture()
+        let fixture = try Self.passcodeService()
         defer { fixture.remove() }
-        try fixture.enrollPasscode("alice", "739155")
-        fixture.service("passcode", "policy=passcode")
         // The dynamic loader's own trace (LD_DEBUG is read by ld.so, not by the module) lists every file it maps.
         let result = try run(
             Self.plainHarness, answers("739155") + [fixture.services, "passcode", "alice"],

@@ -122,13 +122,10 @@ struct SudoTests {
         try fixture.enrollFinger(user, "right-index")
         try fixture.enrollPasscode(user, "739155")
         try install(policy: "biometrics-only")  // the sensor waits 15 s
-        let terminal = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
-        defer { terminal.close() }
-        try terminal.waitFor("Place your finger on the sensor.")
-        try terminal.sendKey("C-c")
         // sudo blocks SIGINT while it authenticates; the module sees it pending and ends the wait, then sudo acts
-        // on it as on Ctrl-C at a prompt. Without that the screen would stay as it is until the 15 s timeout.
-        let screen = try terminal.waitFor("[exit ", seconds: 8)
+        // on it as on Ctrl-C at a prompt.
+        let screen = try screenAfterCtrlCAtSensor(
+            "setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
         #expect(!screen.contains("Timed out"), "\(screen)")
         #expect(!screen.contains("\n0\n"), "\(screen)")
     }

@@ -75,6 +75,17 @@ struct Terminal {
     }
 }
 
+/// Runs `command` (an authentication whose policy waits at the sensor for 15 s) in a terminal, presses Ctrl-C once the
+/// sensor's instruction is on the screen, and returns the screen after the command has ended. Throws when it has not
+/// ended 8 s later: without an end at Ctrl-C it would sit out the sensor's timeout.
+func screenAfterCtrlCAtSensor(_ command: String) throws -> String {
+    let terminal = try Terminal(command)
+    defer { terminal.close() }
+    try terminal.waitFor("Place your finger on the sensor.")
+    try terminal.sendKey("C-c")
+    return try terminal.waitFor("[exit ", seconds: 8)
+}
+
 struct TerminalError: Error, CustomStringConvertible {
     let text: String
     var description: String { text }

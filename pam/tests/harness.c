@@ -16,8 +16,8 @@
  *     --acct-only        call only pam_acct_mgmt
  *     --cycles N         repeat start/authenticate/end N times (answers restart each cycle); print RSS
  *     --bench            print microseconds to the first prompt and kB of RSS added by one authentication
- *   harness --dlopen PATH ROUNDS   print the median microseconds of dlopen(PATH) in fresh child processes, and the
- *                                  median kB of resident memory it added (ROUNDS 1: once, in this process)
+ *   harness --dlopen PATH          dlopen(PATH) once in this process: print the microseconds it took and the kB of
+ *                                  resident memory it added (a benchmark runs one process per sample)
  *   harness --utmp-add LINE HOST   add a logged-in user process on LINE from HOST to utmp (tests of remote sessions)
  *   harness --utmp-remove LINE     mark that entry dead again
  *
@@ -30,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <utmpx.h>
@@ -134,49 +133,16 @@ static long resident_kb(void) {  /* resident set of this process, from /proc/sel
     return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-static void sort_longs(long *values, int count) {  /* insertion sort: counts are small */
-    for (int i = 1; i < count; i++)
-        for (int j = i; j > 0 && values[j - 1] > values[j]; j--) { long t = values[j]; values[j] = values[j - 1]; values[j - 1] = t; }
-}
-
-/* The median time of dlopen(path) and the median resident memory it adds, each in a fresh child process. */
-static int dlopen_bench(const char *path, int rounds) {
-    long samples[1000], added[1000];
-    if (rounds > 1000) rounds = 1000;
-    if (rounds == 1) {  /* in this fresh process: a forked child's RSS also counts the parent's pages it touches */
-        long before = resident_kb();
-        struct timespec start;
-        clock_gettime(CLOCK_MONOTONIC, &start);
-        void *h = dlopen(path, RTLD_NOW);
-        long us = elapsed_us(&start);
-        if (!h) { fprintf(stderr, "dlopen %s failed: %s\n", path, dlerror()); return 1; }
-        printf("dlopen_us: %ld\ndlopen_rss_kb: %ld\n", us, resident_kb() - before);
-        return 0;
-    }
-    for (int r = 0; r < rounds; r++) {
-        int fds[2];
-        if (pipe(fds) != 0) return 1;
-        pid_t child = fork();
-        if (child == 0) {
-            long before = resident_kb();
-            struct timespec start;
-            clock_gettime(CLOCK_MONOTONIC, &start);
-            void *h = dlopen(path, RTLD_NOW);
-            long result[2] = { h ? elapsed_us(&start) : -1, resident_kb() - before };
-            if (write(fds[1], result, sizeof result) != sizeof result) _exit(1);
-            _exit(0);
-        }
-        long result[2] = { -1, 0 };
-        if (read(fds[0], result, sizeof result) != sizeof result) result[0] = -1;
-        waitpid(child, NULL, 0);
-        close(fds[0]); close(fds[1]);
-        if (result[0] < 0) { fprintf(stderr, "dlopen %s failed\n", path); return 1; }
-        samples[r] = result[0];
-        added[r] = result[1];
-    }
-    sort_longs(samples, rounds);
-    sort_longs(added, rounds);
-    printf("dlopen_us: %ld\ndlopen_rss_kb: %ld\n", samples[rounds / 2], added[rounds / 2]);
+/* One dlopen(path) in this process, which must be fresh (one run per sample: a forked child's RSS would also count
+   the parent's pages it touches): the microseconds it took and the kB of resident memory it added. */
+static int dlopen_bench(const char *path) {
+    long before = resident_kb();
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    void *h = dlopen(path, RTLD_NOW);
+    long us = elapsed_us(&start);
+    if (!h) { fprintf(stderr, "dlopen %s failed: %s\n", path, dlerror()); return 1; }
+    printf("dlopen_us: %ld\ndlopen_rss_kb: %ld\n", us, resident_kb() - before);
     return 0;
 }
 
@@ -209,7 +175,7 @@ int main(int argc, char **argv) {
     /* One environment read of the host's own, through the PLT as a module's would be: the control that shows a
        preloaded getenv counter (pam/tests/count-getenv.c) is seeing this process's reads at all. */
     if (getenv("KEYWAY_HARNESS_CONTROL")) fputs("KEYWAY_HARNESS_CONTROL is set\n", stderr);
-    if (argc == 4 && strcmp(argv[1], "--dlopen") == 0) return dlopen_bench(argv[2], atoi(argv[3]));
+    if (argc == 3 && strcmp(argv[1], "--dlopen") == 0) return dlopen_bench(argv[2]);
     if (argc == 4 && strcmp(argv[1], "--utmp-add") == 0) return utmp_change(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "--utmp-remove") == 0) return utmp_change(argv[2], NULL);
     const char *tty = NULL, *user_override = NULL;
