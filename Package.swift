@@ -52,24 +52,29 @@ let package = Package(
         .target(name: "KeywayPasscode", dependencies: ["KeywayCore"], path: "Plugins/Passcode",
                 swiftSettings: strictSettings),
 
+        // The configuration language: keyway.conf's sections, settings checked against what the plugins declare,
+        // the `require =` rules, diagnostics. Pure Swift, no files: the loader is in KeywayRuntime.
+        .target(name: "KeywayConfig", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
+
         // keywayd's protocol: the frames, the requests and answers, and who may ask what. Pure Swift.
         .target(name: "KeywayWire", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
 
         // The clients' composition (the PAM module, the CLI): the factors' person side over keywayd's socket.
         .target(name: "KeywayRuntime",
-                dependencies: ["KeywayCore", "KeywayPlatform", "KeywayWire", "KeywayGesture", "KeywayPasscode",
-                               "KeywayBiometricSimulator", "CKeywayLibc"],
+                dependencies: ["KeywayCore", "KeywayConfig", "KeywayPlatform", "KeywayWire", "KeywayGesture",
+                               "KeywayPasscode", "KeywayBiometricSimulator", "CKeywayLibc"],
                 swiftSettings: strictSettings),
 
         // The state's composition (keywayd, `keyway --store`, tests): the SQLite store, Argon2id, the keepers.
         .target(name: "KeywayVault",
                 dependencies: ["KeywayCore", "KeywayCrypto", "KeywayStore", "KeywayGesture", "KeywayPasscode",
-                               "KeywayBiometricSimulator", "KeywayWire", "KeywayPlatform"],
+                               "KeywayBiometricSimulator", "KeywayWire", "KeywayPlatform", "KeywayRuntime"],
                 swiftSettings: strictSettings),
 
         // keywayd: the one process that opens the store and runs the KDF (docs/ARCHITECTURE.md §10).
         .executableTarget(name: "keywayd",
-                          dependencies: ["KeywayCore", "KeywayVault", "KeywayWire", "KeywayPlatform"],
+                          dependencies: ["KeywayCore", "KeywayConfig", "KeywayRuntime", "KeywayVault", "KeywayWire",
+                                         "KeywayPlatform"],
                           swiftSettings: strictSettings),
 
         // The PAM module's sources in full mode, built on every `swift build` so that both modes keep compiling. The
@@ -77,7 +82,7 @@ let package = Package(
         // docs/ARCHITECTURE.md §4); this one links the static Swift runtime the way the module did before.
         .systemLibrary(name: "CPAM", path: "pam/CPAM", providers: [.apt(["libpam0g-dev"])]),
         .target(name: "PAMKeyway",
-                dependencies: ["CPAM", "CKeywayLibc", "KeywayCore", "KeywayPlatform", "KeywayRuntime"],
+                dependencies: ["CPAM", "CKeywayLibc", "KeywayCore", "KeywayConfig", "KeywayPlatform", "KeywayRuntime"],
                 path: "pam/PAMKeyway",
                 swiftSettings: strictSettings + [.unsafeFlags(["-static-stdlib"])],
                 linkerSettings: [.unsafeFlags([
@@ -87,7 +92,7 @@ let package = Package(
 
         // The `keyway` command line.
         .executableTarget(name: "keyway",
-                          dependencies: ["KeywayCore", "KeywayRuntime", "KeywayVault", "KeywayStore", "KeywayPlatform",
+                          dependencies: ["KeywayCore", "KeywayConfig", "KeywayRuntime", "KeywayVault", "KeywayStore", "KeywayPlatform",
                                          "KeywayCrypto", "KeywayBiometricSimulator", "KeywayGesture", "KeywayPasscode",
                                          "KeywayWire"],
                           swiftSettings: strictSettings),
@@ -114,7 +119,7 @@ let package = Package(
                                    "keyway-probe"],
                     swiftSettings: strictSettings),
         .testTarget(name: "PAMTests",
-                    dependencies: ["KeywayRuntime", "KeywayVault", "KeywayWire", "KeywayCrypto", "KeywayCore",
+                    dependencies: ["KeywayRuntime", "KeywayConfig", "KeywayVault", "KeywayWire", "KeywayCrypto", "KeywayCore",
                                    "KeywayTestSupport",
                                    "KeywayStore", "KeywayPlatform", "KeywayGesture",
                                    "KeywayPasscode", "KeywayBiometricSimulator"],
@@ -124,7 +129,7 @@ let package = Package(
             name: "keyway-fuzz",
             dependencies: [
                 "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPlatform", "KeywayStore",
-                "KeywayPasscode", "KeywayRuntime", "KeywayWire", "KeywayCrypto",
+                "KeywayPasscode", "KeywayRuntime", "KeywayWire", "KeywayCrypto", "KeywayConfig",
             ],
             path: "Tests/KeywayFuzz", swiftSettings: strictSettings),
         // A separate process that drives a real store, for the multi-process tests and the store benchmark.

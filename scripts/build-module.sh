@@ -31,6 +31,7 @@ fi
 modules=(
     KeywayCore:Sources/KeywayCore
     KeywayPlatform:Sources/KeywayPlatform
+    KeywayConfig:Sources/KeywayConfig
     KeywayGesture:Plugins/Gesture
     KeywayPasscode:Plugins/Passcode
     KeywayBiometricSimulator:Plugins/BiometricSimulator

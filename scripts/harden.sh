@@ -168,6 +168,7 @@ for target in $targets; do
             printf '\001\002\000\000\000\007gesture\000\000\000\005alice\000\000\000\004sudo\000\001\001\000\000\000\0042493' \
                 >"$corpus/seed-verify" ;;
         keywayd-response) printf '\001\004\001' >"$corpus/seed-verdict" ;;
+        config) cp man/examples/*.conf "$corpus"/ ;;  # keyway.conf(5)'s examples
     esac
     if ! KEYWAY_FUZZ_TARGET=$target .build/fuzz/debug/keyway-fuzz -runs="$FUZZ_RUNS" -max_len=4096 -seed=1 \
         -artifact_prefix="$out/fuzz-$target-" "$corpus" >"$out/fuzz-$target.txt" 2>&1; then

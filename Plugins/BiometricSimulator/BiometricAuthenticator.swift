@@ -10,11 +10,14 @@ public final class BiometricAuthenticator: Authenticator {
     public let sensor: SimulatedSensor
     /// Where samples are matched and templates kept.
     public let vault: any Vault
+    /// Whether a remote session may use this machine's sensor (`[biometric] remote = allow`).
+    public let servesRemoteSessions: Bool
 
     /// Creates the person's side of the factor over a vault (keywayd's, or a local one).
-    public init(vault: any Vault, sensor: SimulatedSensor) {
+    public init(vault: any Vault, sensor: SimulatedSensor, servesRemoteSessions: Bool = false) {
         self.vault = vault
         self.sensor = sensor
+        self.servesRemoteSessions = servesRemoteSessions
     }
 
     /// Creates the factor over a local vault of its own (with the sensor's model): for tests and tools that own the
@@ -80,7 +83,7 @@ public final class BiometricAuthenticator: Authenticator {
     private func unusableReason(for user: UserContext) -> String? {
         if sensor.configuration.biometry == .none { return "no biometric sensor is fitted" }
         if !sensor.isPluggedIn { return "the sensor is unplugged" }
-        if user.isRemote { return "the sensor is local and this session is remote" }
+        if user.isRemote && !servesRemoteSessions { return "the sensor is local and this session is remote" }
         return nil
     }
 

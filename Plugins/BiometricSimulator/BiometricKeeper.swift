@@ -12,15 +12,19 @@ public final class BiometricKeeper: FactorKeeper {
     public let model: NoiseModel
     /// Counts attempts.
     public let gate: AttemptGate
+    /// Biometrics need a passcode entry within this window (`[biometric] passcode-max-age`), or nil.
+    public let passcodeMaxAge: Duration?
     /// Makes a new domain-state value on each enrollment change.
     private let newDomainState: @Sendable () -> [UInt8]
 
     /// Creates the keeper; domain states come from the system's random generator unless given.
     public init(
         store: any Store, clock: any Clock, biometry: BiometryType = .fingerprint, model: NoiseModel = .default,
-        schedule: ThrottleSchedule = .biometric, newDomainState: (@Sendable () -> [UInt8])? = nil
+        schedule: ThrottleSchedule = .biometric, passcodeMaxAge: Duration? = nil,
+        newDomainState: (@Sendable () -> [UInt8])? = nil
     ) {
         self.biometry = biometry
+        self.passcodeMaxAge = passcodeMaxAge
         self.model = model
         gate = AttemptGate(factor: .biometric, store: store, clock: clock, schedule: schedule)
         self.newDomainState =
@@ -49,7 +53,10 @@ public final class BiometricKeeper: FactorKeeper {
         } catch {
             return .failed(error)
         }
-        guard records.contains(where: { $0.factor == .passcode }) else { return .failed(passcodeMissing(user.name)) }
+        guard let passcode = records.first(where: { $0.factor == .passcode }) else {
+            return .failed(passcodeMissing(user.name))
+        }
+        if let stale = passcodeTooOld(passcode, book) { return .lockedOut(until: nil, reason: stale.reason) }
         return gate.availability(of: book, whenAllowed: .available(biometry))
     }
 
@@ -61,9 +68,10 @@ public final class BiometricKeeper: FactorKeeper {
         guard let enrollment = try load(user.name), !enrollment.templates.isEmpty else {
             throw AuthenticationError(.biometryNotEnrolled, "no biometric is enrolled for \(user.name)")
         }
-        guard try gate.store.enrollment(user: user.name, factor: .passcode) != nil else {
+        guard let passcode = try gate.store.enrollment(user: user.name, factor: .passcode) else {
             throw passcodeMissing(user.name)
         }
+        if let stale = passcodeTooOld(passcode, try gate.store.attempts(user: user.name)) { throw stale }
         let reservation = try gate.reserve(for: user.name)
         let sample = FeatureVector(components: samples[0])
         if enrollment.templates.contains(where: { model.matches(sample, against: $0.template) }) {
@@ -119,6 +127,18 @@ public final class BiometricKeeper: FactorKeeper {
         try gate.store.enrollment(user: user, factor: .biometric).map { record throws(AuthenticationError) in
             try BiometricEnrollment(decoding: record.payload)
         }
+    }
+
+    /// With a passcode maximum age, the lockout for a passcode last entered (or set) longer ago than that, or nil.
+    /// Only a passcode success, which records its time, makes biometrics usable again.
+    private func passcodeTooOld(_ passcode: Enrollment, _ book: AttemptBook) -> AuthenticationError? {
+        guard let passcodeMaxAge else { return nil }
+        let entered = max(book[.passcode].lastSuccess ?? passcode.changedAt, passcode.changedAt)
+        guard entered.adding(passcodeMaxAge) <= gate.clock.now() else { return nil }
+        return AuthenticationError(
+            .biometryLockout,
+            "the passcode was last entered more than \(passcodeMaxAge.spokenDescription) ago "
+                + "(passcode-max-age); enter the passcode to use biometrics again")
     }
 
     /// As LocalAuthentication: biometrics are only usable with a passcode to fall back on, since only a passcode

@@ -6,9 +6,11 @@
 // same types keywayd and the CLI see through `import Glibc`.
 #pragma once
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -52,3 +54,9 @@ static inline void *keyway_libm_function(const char *name) {
     void *libm = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
     return libm ? dlsym(libm, name) : NULL;
 }
+
+/// openat(2) without its variadic mode argument.
+static inline int keyway_openat(int directory, const char *path, int flags) { return openat(directory, path, flags); }
+
+/// The name of a directory entry (a fixed array Swift sees as a tuple).
+static inline const char *keyway_dirent_name(const struct dirent *entry) { return entry->d_name; }

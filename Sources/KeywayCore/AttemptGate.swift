@@ -74,11 +74,12 @@ public struct AttemptGate: Sendable {
         return Reservation(user: user)
     }
 
-    /// Records a verified success: resets this factor and the factors it clears.
+    /// Records a verified success: resets this factor (keeping when it succeeded) and the factors it clears.
     public func settleSuccess(_ reservation: Reservation) throws(AuthenticationError) {
+        let now = clock.now()
         try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: stays counted
-            book[factor] = AttemptState()
-            for cleared in clears { book[cleared] = AttemptState() }
+            book[factor] = AttemptState(lastSuccess: now)
+            for cleared in clears { book[cleared] = AttemptState(lastSuccess: book[cleared].lastSuccess) }
             book.accountStreak = 0
         }
     }

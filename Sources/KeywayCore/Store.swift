@@ -160,12 +160,18 @@ public struct AttemptState: Sendable, Equatable {
     /// Fingerprints of recent wrong secrets, oldest first, so the same wrong secret does not count twice.
     /// A fingerprint is derived from the slow hash, so it is as hard to invert as the enrollment itself.
     public var recentMismatches: [[UInt8]]
+    /// When the factor last succeeded (what `[biometric] passcode-max-age` measures from).
+    public var lastSuccess: Timestamp?
 
     /// Creates a state.
-    public init(consecutiveFailures: Int = 0, lastFailure: Timestamp? = nil, recentMismatches: [[UInt8]] = []) {
+    public init(
+        consecutiveFailures: Int = 0, lastFailure: Timestamp? = nil, recentMismatches: [[UInt8]] = [],
+        lastSuccess: Timestamp? = nil
+    ) {
         self.consecutiveFailures = consecutiveFailures
         self.lastFailure = lastFailure
         self.recentMismatches = recentMismatches
+        self.lastSuccess = lastSuccess
     }
 
     /// How many recent wrong-secret fingerprints are kept.

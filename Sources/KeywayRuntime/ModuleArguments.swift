@@ -1,23 +1,24 @@
+public import KeywayConfig
 public import KeywayCore
 
 /// The arguments after `pam_keyway.so` in a PAM stack, parsed; an unknown, malformed or repeated one is an error.
 /// It lives here rather than in the module so the fuzzer (Tests/KeywayFuzz) drives the very parser the module uses.
 public struct ModuleArguments: Equatable, Sendable {
-    /// The policy (`policy=`); built-in names until the policy language lands.
-    public var policy = Policy.biometricsOrPasscode
+    /// The policy's name (`policy=`): a built-in or one defined in the configuration.
+    public var policy = Policy.biometricsOrPasscode.name
+    /// The configuration's main file (`config=`), or nil for /etc/keyway/keyway.conf.
+    public var config: String?
     /// keywayd's socket (`socket=`).
     public var socket = "/run/keyway/keywayd.sock"
     /// The sensor control directory (`sensor=`).
     public var sensorDirectory = "/run/keyway/sensor"
-    /// Seconds to wait for a touch (`timeout=`).
-    public var sensorTimeout = 30
-    /// What to do for a user with none of the policy's factors enrolled (`unenrolled=`).
-    public var unenrolled = Unenrolled.fail
+    /// Seconds to wait for a touch (`timeout=`), replacing `[biometric] timeout`; nil when not given.
+    public var sensorTimeout: Int?
+    /// What to do for a user with none of the policy's factors enrolled (`unenrolled=`), replacing the policy's
+    /// `unenrolled =`; nil when not given.
+    public var unenrolled: Configuration.Unenrolled?
     /// Log every step (`debug`).
     public var debug = false
-
-    /// `unenrolled=fail|ignore`.
-    public enum Unenrolled: String, Sendable { case fail, ignore }
 
     /// Every argument the module knows, for messages.
     public static let known = ["policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "debug"]
@@ -44,16 +45,10 @@ public struct ModuleArguments: Equatable, Sendable {
             switch (key, value) {
             case ("debug", nil):
                 parsed.debug = true
-            case ("policy", let name?):
-                guard let policy = Policy.builtIn(named: name) else {
-                    let names = Policy.builtIns.map { $0.name }.joined(separator: ", ")
-                    return bad("unknown policy '\(name)' in 'policy=\(name)'; the built-in policies are \(names)")
-                }
-                parsed.policy = policy
-            case ("config", _):
-                return bad(
-                    "'\(argument)': configuration files need the policy language, which this version does "
-                        + "not have yet; use a built-in policy= instead")
+            case ("policy", let name?) where !name.isEmpty:
+                parsed.policy = name  // checked against the configuration, which knows every policy
+            case ("config", let path?) where path.hasPrefix("/"):
+                parsed.config = path
             case ("socket", let path?) where path.hasPrefix("/"):
                 parsed.socket = path
             case ("store", _):
@@ -68,11 +63,12 @@ public struct ModuleArguments: Equatable, Sendable {
                 }
                 parsed.sensorTimeout = value
             case ("unenrolled", let mode?):
-                guard let choice = Unenrolled(rawValue: mode) else {
-                    return bad("'\(argument)': unenrolled= takes fail or ignore")
+                // `ignore` is the older spelling of `skip`.
+                guard let choice = Configuration.Unenrolled(rawValue: mode == "ignore" ? "skip" : mode) else {
+                    return bad("'\(argument)': unenrolled= takes conceal, fail or skip")
                 }
                 parsed.unenrolled = choice
-            case ("socket", _), ("sensor", _):
+            case ("socket", _), ("sensor", _), ("config", _):
                 return bad("'\(argument)': the path must be absolute")
             default:
                 return bad("unknown argument '\(argument)'; known: \(known.joined(separator: " "))")

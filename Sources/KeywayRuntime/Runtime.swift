@@ -1,23 +1,26 @@
 import CKeywayLibc
 public import KeywayBiometricSimulator
+public import KeywayConfig
 public import KeywayCore
 public import KeywayGesture
 public import KeywayPasscode
 
-/// The person's side of the three factors over one vault: keywayd's (`DaemonVault`, the PAM module and the CLI) or
-/// a local one (keywayd itself, tests, `keyway --store`). The module and the CLI share it, so they cannot drift
+/// The person's side of the factors over one vault: keywayd's (`DaemonVault`, the PAM module and the CLI) or a
+/// local one (keywayd itself, tests, `keyway --store`). The module and the CLI share it, so they cannot drift
 /// apart. Built per call: nothing here outlives a `pam_end`.
 public struct Runtime: Sendable {
-    /// The sensor's settings.
+    /// Every factor Keyway has, as data: the one place that lists the plugins (docs/ARCHITECTURE.md §11). The
+    /// configuration, keywayd's keepers, the CLI and keyway.conf(5) all come from this list.
+    public static var plugins: [FactorPlugin] {
+        [GestureAuthenticator.plugin, BiometricAuthenticator.plugin, PasscodeAuthenticator.plugin]
+    }
+
+    /// Where the factors find their devices.
     public struct Options: Sendable, Equatable {
         /// The simulated sensor's control directory.
         public var sensorDirectory = SensorControl.defaultDirectory
         /// Accept a sensor directory owned by the current user instead of root: tests and the demo only.
         public var sensorOwnedByCurrentUser = false
-        /// How long the sensor waits for a touch.
-        public var sensorTimeout: Duration = .seconds(30)
-        /// The simulated sensor's kind.
-        public var biometry: BiometryType = .fingerprint
 
         /// Defaults: the system sensor.
         public init() {}
@@ -27,30 +30,42 @@ public struct Runtime: Sendable {
     public let options: Options
     /// Where state is kept and secrets checked.
     public let vault: any Vault
-    /// The pattern factor.
-    public let gesture: GestureAuthenticator
-    /// The passcode factor.
-    public let passcode: PasscodeAuthenticator
-    /// The simulated biometric factor.
-    public let biometric: BiometricAuthenticator
+    /// The factors' settings in effect (global, or a policy's).
+    public let settings: SettingsBook
+    /// The factors, in `plugins` order.
+    public let authenticators: [any Authenticator]
 
-    /// Builds the factors over `vault`.
-    public init(vault: any Vault, options: Options = Options()) {
+    /// Builds every plugin's person side over `vault` with `settings`.
+    public init(vault: any Vault, options: Options = Options(), settings: SettingsBook = SettingsBook()) {
         self.options = options
         self.vault = vault
-        gesture = GestureAuthenticator(vault: vault)
-        passcode = PasscodeAuthenticator(vault: vault)
-        let events = SocketSensorEvents(
-            directory: options.sensorDirectory, owner: options.sensorOwnedByCurrentUser ? geteuid() : 0)
-        let sensor = SimulatedSensor(.init(biometry: options.biometry, timeout: options.sensorTimeout), events: events)
-        biometric = BiometricAuthenticator(vault: vault, sensor: sensor)
+        self.settings = settings
+        let owner = options.sensorOwnedByCurrentUser ? geteuid() : 0
+        authenticators = Self.plugins.map { plugin in
+            plugin.personSide(
+                FactorPlugin.PersonSide(
+                    vault: vault, settings: settings[plugin.kind], sensorDirectory: options.sensorDirectory,
+                    sensorOwner: owner))
+        }
     }
 
-    /// The registry of the three factors.
-    public var registry: FactorRegistry { FactorRegistry([gesture, biometric, passcode]) }
+    /// The factor's plugin, if Keyway has it.
+    public func authenticator(_ kind: FactorKind) -> (any Authenticator)? {
+        authenticators.first { $0.factor == kind }
+    }
 
-    /// A fresh evaluation context over the three factors.
+    /// The registry of the factors.
+    public var registry: FactorRegistry { FactorRegistry(authenticators) }
+
+    /// A fresh evaluation context over the factors.
     public func context(_ options: EvaluationContext.Options = .init()) -> EvaluationContext {
         EvaluationContext(registry: registry, options: options)
+    }
+}
+
+extension SettingsBook {
+    /// Replaces `[biometric] timeout` (the module's `timeout=` argument).
+    public mutating func setSensorTimeout(seconds: Int) {
+        self[.biometric].set(BiometricAuthenticator.timeoutSetting.key, .duration(Int64(seconds) * 1000))
     }
 }

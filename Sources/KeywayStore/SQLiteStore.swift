@@ -259,11 +259,13 @@ public final class SQLiteStore: Store {
                     } else {
                         try db.query(
                             "INSERT OR REPLACE INTO attempts "
-                                + "(user, factor, failures, last_failure, recent_mismatches) VALUES (?, ?, ?, ?, ?)",
+                                + "(user, factor, failures, last_failure, recent_mismatches, last_success) "
+                                + "VALUES (?, ?, ?, ?, ?, ?)",
                             [
                                 .text(user), .text(factor.rawValue), .integer(Int64(state.consecutiveFailures)),
                                 state.lastFailure.map { .integer($0.milliseconds) } ?? .null,
                                 .blob(Self.encode(state.recentMismatches)),
+                                state.lastSuccess.map { .integer($0.milliseconds) } ?? .null,
                             ])
                     }
                 }
@@ -292,14 +294,15 @@ public final class SQLiteStore: Store {
     private static func book(_ db: SQLiteConnection, _ user: String) throws(SQLiteError) -> AttemptBook {
         var book = AttemptBook()
         let rows = try db.query(
-            "SELECT factor, failures, last_failure, recent_mismatches FROM attempts WHERE user = ?",
+            "SELECT factor, failures, last_failure, recent_mismatches, last_success FROM attempts WHERE user = ?",
             [.text(user)])
         for row in rows {
             guard let factor = row[0].text, let failures = row[1].integer else { continue }
             book[FactorKind(rawValue: factor)] = AttemptState(
                 consecutiveFailures: Int(clamping: failures),
                 lastFailure: row[2].integer.map { Timestamp(milliseconds: $0) },
-                recentMismatches: decode(row[3].blob ?? []))
+                recentMismatches: decode(row[3].blob ?? []),
+                lastSuccess: row[4].integer.map { Timestamp(milliseconds: $0) })
         }
         return book
     }

@@ -31,7 +31,11 @@ enum Schema {
             factor TEXT
         );
         CREATE INDEX audit_by_user ON audit (user, id);
+        """,
+        // 2: when each factor last succeeded ([biometric] passcode-max-age).
         """
+        ALTER TABLE attempts ADD COLUMN last_success INTEGER;
+        """,
     ]
 
     /// The newest schema this build knows.

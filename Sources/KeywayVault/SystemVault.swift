@@ -1,13 +1,12 @@
 public import KeywayBiometricSimulator
 public import KeywayCore
 public import KeywayCrypto
-import KeywayGesture
-import KeywayPasscode
 import KeywayPlatform
+import KeywayRuntime
 public import KeywayStore
 
-/// The vault keywayd serves: the SQLite store, Argon2id, and the three factors' keepers. `keyway --store` and the
-/// tests open one directly.
+/// The vault keywayd serves: the SQLite store, Argon2id, and every factor's keeper built from its settings.
+/// `keyway --store` and the tests open one directly.
 public enum SystemVault {
     /// Where the store is and how new secrets are hashed.
     public struct Options: Sendable, Equatable {
@@ -19,8 +18,8 @@ public enum SystemVault {
         public var createStore = false
         /// The Argon2id cost for new enrollments (verification reads the cost from each hash).
         public var hashCost: Argon2idHasher.Cost = .default
-        /// The kind of biometry reported as available.
-        public var biometry: BiometryType = .fingerprint
+        /// The factors' settings (keyway.conf): rules, lockouts, the passcode's maximum age.
+        public var settings = SettingsBook()
 
         /// Defaults: the system store.
         public init() {}
@@ -37,10 +36,10 @@ public enum SystemVault {
         let hasher = try Argon2idHasher(cost: options.hashCost)
         return LocalVault(
             store: store, clock: clock,
-            keepers: [
-                GestureAuthenticator.keeper(store: store, clock: clock, hasher: hasher),
-                BiometricKeeper(store: store, clock: clock, biometry: options.biometry),
-                PasscodeAuthenticator.keeper(store: store, clock: clock, hasher: hasher),
-            ])
+            keepers: Runtime.plugins.map { plugin in
+                plugin.vaultSide(
+                    FactorPlugin.VaultSide(
+                        store: store, clock: clock, hasher: hasher, settings: options.settings[plugin.kind]))
+            })
     }
 }

@@ -4,6 +4,10 @@ import KeywayCore
 enum ExitStatus {
     static let success: Int32 = 0
     static let usage: Int32 = 64  // EX_USAGE
+    /// The configuration has errors.
+    static let dataError: Int32 = 65  // EX_DATAERR
+    /// A configuration file that was named does not exist.
+    static let noInput: Int32 = 66  // EX_NOINPUT
     /// Standard output could not be written (a full disk, a closed terminal); not a reader that left.
     static let outputFailure: Int32 = 74  // EX_IOERR
 

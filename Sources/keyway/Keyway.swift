@@ -1,5 +1,6 @@
 import Glibc
 import KeywayBiometricSimulator
+import KeywayConfig
 import KeywayCore
 import KeywayCrypto
 import KeywayGesture
@@ -12,7 +13,7 @@ import KeywayVault
 @main
 struct Keyway {
     static let usage = """
-        usage: keyway [--socket PATH | --store PATH] [--sensor DIR] COMMAND ...
+        usage: keyway [--socket PATH | --store PATH] [--sensor DIR] [--config FILE] COMMAND ...
 
           enroll gesture|passcode --user USER [--stdin]     set a pattern or passcode (asked twice)
           enroll biometric --user USER [--finger NAME] [--simulate-touches]
@@ -24,24 +25,32 @@ struct Keyway {
           unlock --user USER [--policy NAME] [--stdin]     evaluate a policy, as the PAM module would
           sensor present USER FINGER | stranger | retry REASON | cancel | fallback | unplug | plug | error REASON
                  [--wait SECONDS]                          drive the simulated sensor
-          policies                                         list the built-in policies
+          policy check                                     check the configuration (exit 0 valid, 65 errors,
+                                                           66 a named file missing)
+          policy list                                      every policy, built-in and configured, and where
+          policy show NAME [--user U] [--group G] [--remote]
+                                                           the rule as a tree, the variant that applies, every
+                                                           setting with its origin, what happens after each factor
           audit [--user USER]                              who changed what, when
           bench [--rounds N]                               time Argon2id at the default cost, measure the sensor,
                                                            and keywayd's round trip when --socket is given
 
         keyway asks keywayd (--socket, default /run/keyway/keywayd.sock); --store PATH works on a store file directly
-        instead (root, e.g. while keywayd is stopped). Users other than root may verify themselves (unlock), change
+        instead (root, e.g. while keywayd is stopped). --config names the configuration (default
+        /etc/keyway/keyway.conf and its keyway.conf.d/*.conf; see keyway.conf(5)). Users other than root may verify themselves (unlock), change
         their own pattern or passcode, and see their own status.
         --stdin reads secrets from standard input, one per line (enroll: one line, used for both entries;
         change: the current one, then the new one). Exit status: 0 success, 1 failed, 2 locked out, 3 not enrolled or
-        unavailable, 4 cancelled, 64 usage, 69 keywayd unreachable or busy, 70 internal, 74 store, 77 not permitted,
+        unavailable, 4 cancelled, 64 usage, 65 configuration errors, 66 configuration file missing, 69 keywayd unreachable or busy, 70 internal, 74 store, 77 not permitted,
         78 configuration.
         """
 
     static let parser = CommandLineParser(options: [
         .init(name: "--socket", takesValue: true, help: "keywayd's socket (default /run/keyway/keywayd.sock)"),
         .init(name: "--store", takesValue: true, help: "work on this store directly instead of through keywayd"),
-        .init(name: "--config", takesValue: true, help: "a policy file (not supported yet)"),
+        .init(name: "--config", takesValue: true, help: "the configuration (default /etc/keyway/keyway.conf)"),
+        .init(name: "--group", takesValue: true, help: "a group the user is taken to be in (policy show)"),
+        .init(name: "--remote", takesValue: false, help: "a remote session (policy show)"),
         .init(name: "--sensor", takesValue: true, help: "the sensor control directory (default /run/keyway/sensor)"),
         .init(name: "--user", takesValue: true, help: "the account"),
         .init(name: "--finger", takesValue: true, help: "the finger name"),
@@ -66,13 +75,6 @@ struct Keyway {
             if parsed.has("--help") || parsed.positional.isEmpty {
                 print(usage)
                 finish(parsed.has("--help") ? 0 : ExitStatus.usage)
-            }
-            if parsed.value("--config") != nil {
-                report(
-                    AuthenticationError(
-                        .invalidPolicy,
-                        "--config needs the policy language, which this version "
-                            + "does not have yet; use a built-in --policy"))
             }
             let command = Command(parsed: parsed)
             finish(command.run())
@@ -121,12 +123,13 @@ struct Command {
         case "reset": return reset()
         case "unlock": return unlock()
         case "sensor": return sensor()
-        case "policies": return policies()
+        case "policies": return policyList()
+        case "policy": return policy()
         case "audit": return audit()
         case "bench": return bench()
         default:
             let known = [
-                "enroll", "change", "remove", "status", "reset", "unlock", "sensor", "policies", "audit", "bench",
+                "enroll", "change", "remove", "status", "reset", "unlock", "sensor", "policy", "audit", "bench",
             ]
             let near = known.min { Keyway.parser.distance($0, words[0]) < Keyway.parser.distance($1, words[0]) }
             let hint = near.map { Keyway.parser.distance($0, words[0]) <= 3 ? " Did you mean '\($0)'?" : "" } ?? ""
@@ -137,19 +140,35 @@ struct Command {
     // MARK: Helpers
 
     /// The factors over keywayd's vault, or over the store named by `--store` (created when `creating`).
-    func runtime(creating: Bool = false) -> Runtime {
+    func runtime(creating: Bool = false, settings chosen: SettingsBook? = nil) -> Runtime {
         var options = Runtime.Options()
         if let sensor = parsed.value("--sensor") { options.sensorDirectory = sensor }
+        let configuration = configuration()
+        let settings = chosen ?? configuration.settings
         guard let store = parsed.value("--store") else {
             let socket = parsed.value("--socket") ?? DaemonVault.defaultSocket
-            return Runtime(vault: DaemonVault(socketPath: socket, via: tool), options: options)
+            return Runtime(vault: DaemonVault(socketPath: socket, via: tool), options: options, settings: settings)
         }
         if parsed.value("--socket") != nil { Keyway.fail(usage: "Give --socket or --store, not both.") }
         var vaultOptions = SystemVault.Options()
         vaultOptions.storePath = store
         vaultOptions.createStore = creating
-        do { return Runtime(vault: try SystemVault.open(vaultOptions), options: options) } catch {
+        vaultOptions.settings = configuration.settings
+        do { return Runtime(vault: try SystemVault.open(vaultOptions), options: options, settings: settings) } catch {
             Keyway.report(error)
+        }
+    }
+
+    /// The configuration (--config, or /etc/keyway/keyway.conf); its errors end the command (65, or 66 for a named
+    /// file that is missing), its warnings go to standard error.
+    func configuration() -> Configuration {
+        switch ConfigurationFiles.load(parsed.value("--config")) {
+        case .success(let configuration):
+            for warning in configuration.warnings { Keyway.printError(warning.description) }
+            return configuration
+        case .failure(let problems):
+            Keyway.printError(problems.description)
+            Keyway.finish(problems.isMissingFile ? ExitStatus.noInput : ExitStatus.dataError)
         }
     }
 
@@ -162,14 +181,19 @@ struct Command {
     }
 
     func factor(at index: Int = 1) -> FactorKind {
-        guard words.count > index else { Keyway.fail(usage: "Missing the factor: gesture, passcode or biometric.") }
-        switch words[index] {
-        case "gesture", "pattern": return .gesture
-        case "passcode": return .passcode
-        case "biometric", "fingerprint", "face": return .biometric
-        default: Keyway.fail(usage: "Unknown factor '\(words[index])'; use gesture, passcode or biometric.")
-        }
+        guard words.count > index else { Keyway.fail(usage: "Missing the factor: \(Self.factorNames).") }
+        return Self.factor(named: words[index])
     }
+
+    /// The factor a command-line word names (its name or an alias), from the plugins' declarations.
+    static func factor(named word: String) -> FactorKind {
+        guard let plugin = Runtime.plugins.plugin(named: word) else {
+            Keyway.fail(usage: "Unknown factor '\(word)'; use \(factorNames).")
+        }
+        return plugin.kind
+    }
+
+    static var factorNames: String { Setting.list(Runtime.plugins.map { $0.kind.rawValue }) }
 
     /// This command, as the audit trail names the tool.
     var tool: String { "keyway \(words[0])" }
@@ -201,22 +225,21 @@ struct Command {
         let user = user()
         let runtime = runtime(creating: true)
         return attempt { () throws(AuthenticationError) in
-            switch factor {
-            case .gesture:
-                try runtime.gesture.enroll(user: user, by: actor, conversation: repeatingConversation())
-                print("Pattern set for \(user).")
-            case .passcode:
-                try runtime.passcode.enroll(user: user, by: actor, conversation: repeatingConversation())
-                print("Passcode set for \(user).")
-            default:
+            let authenticator = runtime.authenticator(factor)
+            if let knowledge = authenticator as? any KnowledgeAuthenticator {
+                try knowledge.enroll(user: user, by: actor, conversation: repeatingConversation())
+                print("The \(factor) of \(user) is set.")
+            } else if let sensor = authenticator as? BiometricAuthenticator {
                 let finger = parsed.value("--finger") ?? "right-index"
-                let plugin: BiometricAuthenticator
+                var plugin = sensor
                 if parsed.has("--simulate-touches") {
                     let touches = ScriptedSensorEvents(
                         Array(repeating: .present(user: user, finger: finger), count: 16))
-                    plugin = BiometricAuthenticator(vault: runtime.vault, sensor: SimulatedSensor(events: touches))
-                } else {
-                    plugin = runtime.biometric
+                    plugin = BiometricAuthenticator(
+                        vault: runtime.vault,
+                        sensor: SimulatedSensor(
+                            .init(biometry: sensor.sensor.configuration.biometry, model: sensor.sensor.configuration.model),
+                            events: touches))
                 }
                 try plugin.enroll(user: user, finger: finger, by: actor, conversation: conversation)
                 print("Enrolled \(finger) for \(user).")
@@ -241,13 +264,11 @@ struct Command {
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
             let talk: any Conversation = parsed.has("--stdin") ? ChangeConversation() : conversation
-            switch factor {
-            case .gesture: try runtime.gesture.change(user: user, by: actor, conversation: talk)
-            case .passcode: try runtime.passcode.change(user: user, by: actor, conversation: talk)
-            default:
+            guard let knowledge = runtime.authenticator(factor) as? any KnowledgeAuthenticator else {
                 Keyway.fail(
-                    usage: "A biometric is changed by enrolling it again: keyway enroll biometric --user \(user).")
+                    usage: "A \(factor) is changed by enrolling it again: keyway enroll \(factor) --user \(user).")
             }
+            try knowledge.change(user: user, by: actor, conversation: talk)
             print("Changed the \(factor) of \(user).")
         }
     }
@@ -298,22 +319,20 @@ struct Command {
         }
     }
 
-    func factorOption() -> FactorKind {
-        switch parsed.value("--factor") {
-        case "gesture", "pattern": .gesture
-        case "passcode": .passcode
-        case "biometric": .biometric
-        default: Keyway.fail(usage: "Unknown factor '\(parsed.value("--factor") ?? "")'.")
-        }
-    }
+    func factorOption() -> FactorKind { Self.factor(named: parsed.value("--factor") ?? "") }
 
     func unlock() -> Int32 {
         let user = user()
         let name = parsed.value("--policy") ?? Policy.biometricsOrPasscode.name
-        guard let policy = Policy.builtIn(named: name) else {
-            Keyway.report(AuthenticationError(.invalidPolicy, "unknown policy '\(name)'; see `keyway policies`"))
+        // As the module: the variant for this user, its settings, `when` (the CLI is a local session).
+        let subject = Configuration.Subject(user: user, isRemote: false) { Accounts.isMember(user, of: $0) }
+        let resolved: Configuration.Resolved
+        switch configuration().resolve(name, for: subject) {
+        case .success(let found): resolved = found
+        case .failure(let error): Keyway.report(error)
         }
-        let runtime = runtime()
+        let policy = resolved.policy
+        let runtime = runtime(settings: resolved.settings)
         let evaluation = runtime.context().evaluate(
             policy, for: UserContext(name: user, service: "keyway"),
             reason: "keyway unlock", conversation: conversation)
@@ -340,10 +359,6 @@ struct Command {
         }
     }
 
-    func policies() -> Int32 {
-        for policy in Policy.builtIns { print(policy.description) }
-        return ExitStatus.success
-    }
 
     func audit() -> Int32 {
         let runtime = runtime()

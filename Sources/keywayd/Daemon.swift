@@ -1,7 +1,9 @@
 import Dispatch
 import Glibc
+import KeywayConfig
 import KeywayCore
 import KeywayPlatform
+import KeywayRuntime
 import KeywayVault
 import KeywayWire
 import Synchronization
@@ -14,13 +16,15 @@ import Synchronization
 @main
 struct KeywayDaemon {
     static let usage = """
-        usage: keywayd [--foreground] [--socket PATH] [--store PATH] [--workers N] [--queue N]
+        usage: keywayd [--foreground] [--socket PATH] [--store PATH] [--config FILE] [--workers N] [--queue N]
                        [--request-timeout MS] [--idle-exit SECONDS]
 
           --foreground          stay in the foreground (keywayd never forks; accepted for init scripts)
           --socket PATH         where to listen (default /run/keyway/keywayd.sock); ignored when systemd passes
                                 the socket (keywayd.socket)
           --store PATH          the store (default /var/lib/keyway/keyway.db), created if missing
+          --config FILE         the configuration (default /etc/keyway/keyway.conf and its .conf.d): the
+                                factors' rules, lockouts and passcode-max-age are enforced here; read at start
           --workers N           requests running the slow hash at once (default: the number of cores)
           --queue N             requests waiting for a worker before new ones are answered "busy" (default 32)
           --request-timeout MS  how long a client may take to send its request (default 2000)
@@ -36,6 +40,7 @@ struct KeywayDaemon {
         var socketPath = "/run/keyway/keywayd.sock"
         var vaultOptions = SystemVault.Options()
         vaultOptions.createStore = true
+        var configPath: String? = nil
         var words = Array(CommandLine.arguments.dropFirst())[...]
         func value(_ flag: String) -> String {
             guard let next = words.popFirst() else { fail("\(flag) needs a value") }
@@ -53,6 +58,7 @@ struct KeywayDaemon {
             case "--foreground": break
             case "--socket": socketPath = value(word)
             case "--store": vaultOptions.storePath = value(word)
+            case "--config": configPath = value(word)
             case "--workers": options.workers = number(word, 1...256)
             case "--queue": options.queueLimit = number(word, 0...4096)
             case "--request-timeout": options.requestTimeout = Int64(number(word, 10...600_000))
@@ -63,6 +69,15 @@ struct KeywayDaemon {
                 exit(0)
             default: fail("unknown argument '\(word)'")
             }
+        }
+        switch ConfigurationFiles.load(configPath) {
+        case .success(let configuration):
+            for warning in configuration.warnings { Server.log(warning.description) }
+            vaultOptions.settings = configuration.settings
+        case .failure(let problems):
+            let text = "keywayd: refusing to start: the configuration has errors\n\(problems)\n"
+            _ = text.withCString { write(2, $0, strlen($0)) }
+            exit(78)
         }
         let vault: LocalVault
         do { vault = try SystemVault.open(vaultOptions) } catch {

@@ -7,6 +7,7 @@
 // libFuzzer; in a normal build it replays the files given on the command line, so the target always compiles.
 import Glibc
 import KeywayBiometricSimulator
+import KeywayConfig
 import KeywayCore
 import KeywayGesture
 import KeywayPlatform
@@ -65,9 +66,27 @@ let fuzzTargets: [FuzzTarget] = [
             .map { String(decoding: $0, as: UTF8.self) }
         if case .success(let parsed) = ModuleArguments.parse(words) {
             precondition(parsed.socket.hasPrefix("/") && parsed.sensorDirectory.hasPrefix("/"))
-            precondition((1...600).contains(parsed.sensorTimeout))
+            precondition(parsed.sensorTimeout.map { (1...600).contains($0) } ?? true)
             let keys = words.map { $0.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0] }
             precondition(Set(keys).count == keys.count)
+        }
+    },
+    FuzzTarget(name: "config") { bytes in
+        // keyway.conf as a damaged disk or a careless edit leaves it: a configuration or diagnostics, never a crash;
+        // every accepted rule reads back the same from what `keyway policy show` prints.
+        switch Configuration.parse([ConfigSource(path: "fuzz.conf", bytes: bytes)], plugins: Runtime.plugins) {
+        case .success(let configuration):
+            for named in configuration.policies {
+                let text = "[policy round-trip]\nrequire = \(Configuration.text(of: named.base.rule))\n"
+                let again = Configuration.parse([ConfigSource(path: "again.conf", text: text)], plugins: Runtime.plugins)
+                guard case .success(let reread) = again, reread.policy(named: "round-trip")?.base.rule == named.base.rule
+                else { preconditionFailure("the rule of \(named.base.name) does not read back from '\(text)'") }
+            }
+        case .failure(let problems):
+            precondition(!problems.errors.isEmpty)
+            for problem in problems.diagnostics {
+                precondition(!problem.description.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" })
+            }
         }
     },
     FuzzTarget(name: "sensor-command") { bytes in

@@ -1,5 +1,6 @@
 import CKeywayLibc
 import CPAM
+import KeywayConfig
 import KeywayCore
 import KeywayPlatform
 import KeywayRuntime
@@ -13,15 +14,20 @@ struct ModuleCall {
     /// pam_sm_authenticate.
     func authenticate() -> Int32 {
         let conversation = PAMConversation(handle)
-        let outcome = run { runtime, policy, user in
-            let evaluation = runtime.context().evaluate(
-                policy, for: user, reason: "\(user.service) authentication",
+        var audit = false
+        let outcome = run { call in
+            audit = call.definition.mode == .audit
+            let policy = call.definition.policy
+            let evaluation = call.runtime.context().evaluate(
+                policy, for: call.user, reason: "\(call.user.service) authentication",
                 conversation: conversation)
             // A failure of Keyway itself (keywayd, the store) is an error for the administrator; a person's is not.
             let broken: Set<AuthenticationError.Code> = [.serviceUnavailable, .storeFailure, .internalFailure]
             var priority = evaluation.succeeded ? LOG_INFO : LOG_NOTICE
             if let error = evaluation.error, broken.contains(error.code) { priority = LOG_ERR }
-            log(priority, "\(evaluation) service=\(user.service)" + (user.isRemote ? " remote=yes" : ""))
+            let mode = audit ? " mode=audit (not enforced: PAM_IGNORE)" : ""
+            log(priority, "\(evaluation) service=\(call.user.service)\(call.where)\(mode)")
+            if audit { return .ignored }
             guard let error = evaluation.error else { return .success }
             return .failure(error)
         }
@@ -41,10 +47,15 @@ struct ModuleCall {
         let harmless: Set<AuthenticationError.Code> = [
             .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled, .biometryNotAvailable, .factorNotAvailable,
         ]
-        let outcome = run { runtime, policy, user in
-            guard let error = runtime.context().canEvaluate(policy, for: user) else { return .success }
+        let outcome = run { call in
+            let policy = call.definition.policy
+            guard let error = call.runtime.context().canEvaluate(policy, for: call.user) else { return .success }
             if harmless.contains(error.code) { return .success }
-            log(LOG_NOTICE, "user=\(user.name) policy=\(policy.name) account refused: \(error.reason)")
+            if call.definition.mode == .audit {
+                log(LOG_NOTICE, "user=\(call.user.name) policy=\(policy.name) mode=audit account would be refused: \(error.reason)")
+                return .ignored
+            }
+            log(LOG_NOTICE, "user=\(call.user.name) policy=\(policy.name) account refused: \(error.reason)")
             return .failure(error)
         }
         if case .failure(let error) = outcome, error.code.isLockout {
@@ -54,14 +65,35 @@ struct ModuleCall {
         return outcome.code
     }
 
-    /// Parses, builds the runtime and the user, and runs `body`; any error before or inside becomes a logged failure.
-    private func run(_ body: (Runtime, Policy, UserContext) -> PAMOutcome) -> PAMOutcome {
+    /// What one call works with: the factors with the policy's settings, the policy as it applies to this user,
+    /// and the user.
+    struct Call {
+        let runtime: Runtime
+        let definition: Configuration.Definition
+        let user: UserContext
+
+        /// " remote=yes" for a remote session, for logs.
+        var `where`: String { user.isRemote ? " remote=yes" : "" }
+    }
+
+    /// Parses, reads the configuration, resolves the policy for the user, builds the runtime, and runs `body`; any
+    /// error before or inside becomes a logged failure.
+    private func run(_ body: (Call) -> PAMOutcome) -> PAMOutcome {
         let parsed: ModuleArguments
         switch ModuleArguments.parse(arguments) {
         case .success(let arguments): parsed = arguments
         case .failure(let error):
             log(LOG_ERR, "configuration error, failing closed: \(error.reason)")
             return .failure(error)
+        }
+        // Read on every call, so an edit applies to the next authentication and nothing outlives pam_end.
+        let configuration: Configuration
+        switch ConfigurationFiles.load(parsed.config) {
+        case .success(let loaded): configuration = loaded
+        case .failure(let problems):
+            for problem in problems.errors { log(LOG_ERR, "configuration error, failing closed: \(problem.headline)") }
+            let first = problems.errors.first?.headline ?? "the configuration could not be read"
+            return .failure(AuthenticationError(.invalidPolicy, first))
         }
         let user: String
         switch handle.user() {
@@ -77,34 +109,52 @@ struct ModuleCall {
             log(LOG_NOTICE, "user=\(shown) refused: \(problem)")
             return .failure(AuthenticationError(.invalidUserName, problem))
         }
-        let policy = parsed.policy
         let service = handle.item(PAM_SERVICE) ?? "unknown"
+        let remote = handle.item(PAM_RHOST) != nil || RemoteSession.isRemote(tty: handle.item(PAM_TTY))
+        let subject = Configuration.Subject(user: user, isRemote: remote) { group in
+            Accounts.isMember(user, of: group)
+        }
+        let resolved: Configuration.Resolved
+        switch configuration.resolve(parsed.policy, for: subject) {
+        case .success(let found): resolved = found
+        case .failure(let error):
+            let priority = error.code == .invalidPolicy ? LOG_ERR : LOG_NOTICE
+            log(priority, "user=\(user) service=\(service) policy=\(parsed.policy) refused: \(error.reason)")
+            return .failure(error)
+        }
+        var settings = resolved.settings
+        if let seconds = parsed.sensorTimeout { settings.setSensorTimeout(seconds: seconds) }
         var options = Runtime.Options()
         options.sensorDirectory = parsed.sensorDirectory
-        options.sensorTimeout = .seconds(parsed.sensorTimeout)
         // keywayd owns the store and the slow hash; this process only talks (docs/ARCHITECTURE.md §10).
         let runtime = Runtime(
-            vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)"), options: options)
-        // unenrolled=fail hides who has enrolled a pattern or passcode (docs/ARCHITECTURE.md §5), except from the
-        // account's owner proving who they are (sudo): see AccountOwner. ignore must tell, to ignore.
-        let remote = handle.item(PAM_RHOST) != nil || RemoteSession.isRemote(tty: handle.item(PAM_TTY))
+            vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)"), options: options,
+            settings: settings)
+        // conceal hides who has enrolled a pattern or passcode (docs/ARCHITECTURE.md §5), except from the account's
+        // owner proving who they are (sudo): see AccountOwner. skip must tell, to skip.
+        let unenrolled = parsed.unenrolled ?? resolved.definition.unenrolled ?? .conceal
         let context = UserContext(
             name: user, service: service, isRemote: remote,
-            concealsEnrollment: parsed.unenrolled == .fail && !AccountOwner.isCaller(user))
+            concealsEnrollment: unenrolled == .conceal && !AccountOwner.isCaller(user))
+        let policy = resolved.policy
         if parsed.debug {
-            log(LOG_DEBUG, "user=\(user) service=\(service) policy=\(policy) socket=\(parsed.socket)")
+            let variant = resolved.definition.variant.map { " (\($0))" } ?? ""
+            log(
+                LOG_DEBUG,
+                "user=\(user) service=\(service) policy=\(policy)\(variant) unenrolled=\(unenrolled.rawValue) "
+                    + "socket=\(parsed.socket)")
         }
-        if parsed.unenrolled == .ignore && !hasAnyFactor(of: policy, runtime, context) { return .ignored }
-        return body(runtime, policy, context)
+        if unenrolled == .skip && !hasAnyFactor(of: policy, runtime, context) { return .ignored }
+        return body(Call(runtime: runtime, definition: resolved.definition, user: context))
     }
 
     /// True when the user has at least one of the policy's factors enrolled (or keywayd cannot say: then the
-    /// evaluation reports that failure instead of ignoring the user).
+    /// evaluation reports that failure instead of skipping the user).
     private func hasAnyFactor(of policy: Policy, _ runtime: Runtime, _ user: UserContext) -> Bool {
         guard let status = try? runtime.vault.status(of: user.name).first,
             Set(status.factors.filter { $0.enrolled != nil }.map { $0.factor }).isDisjoint(with: policy.rule.factors)
         else { return true }
-        log(LOG_INFO, "user=\(user.name) policy=\(policy.name) outcome=ignored (nothing enrolled, unenrolled=ignore)")
+        log(LOG_INFO, "user=\(user.name) policy=\(policy.name) outcome=ignored (nothing enrolled, unenrolled=skip)")
         return false
     }
 
@@ -123,6 +173,8 @@ struct ModuleCall {
             return "Not set up for you yet (`keyway enroll` sets it up)."
         case .invalidPolicy, .storeFailure, .internalFailure, .serviceUnavailable:
             return "Keyway is not available (see the system log)."
+        case .notPermitted:
+            return "Keyway does not allow this here: \(error.reason)."
         default:
             return error.code.summary
         }

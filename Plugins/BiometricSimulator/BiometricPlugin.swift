@@ -1,0 +1,90 @@
+public import KeywayCore
+
+extension BiometricAuthenticator {
+    /// `[biometric] type`.
+    public static var typeSetting: Setting {
+        Setting(
+            "type", .choice(["fingerprint", "face"]), default: .choice("fingerprint"),
+            help: "what the sensor reads; the prompt and `keyway status` say so")
+    }
+
+    /// `[biometric] timeout`.
+    public static var timeoutSetting: Setting {
+        Setting(
+            "timeout", .duration(1000...600_000, offAllowed: false), default: .duration(30_000), perPolicy: true,
+            help: "how long to wait at the sensor before the policy moves on")
+    }
+
+    /// `[biometric] remote`.
+    public static var remoteSetting: Setting {
+        Setting(
+            "remote", .choice(["deny", "allow"]), default: .choice("deny"),
+            help: "deny: a remote session never uses this machine's sensor; allow: it may (someone at the machine "
+                + "touches it)")
+    }
+
+    /// `[biometric] lockout-after`.
+    public static var lockoutSetting: Setting {
+        Setting(
+            "lockout-after", .integer(1...20), default: .integer(5), enforcedBy: .daemon,
+            help: "consecutive failures, across evaluations, after which only the passcode unlocks the sensor")
+    }
+
+    /// `[biometric] false-match-rate`.
+    public static var falseMatchSetting: Setting {
+        Setting(
+            "false-match-rate", .rate(1000...10_000_000), default: .rate(50_000), enforcedBy: .daemon,
+            help: "the chance that a stranger's finger matches, which sets the match threshold (1/50000, as Touch ID)")
+    }
+
+    /// `[biometric] passcode-max-age`.
+    public static var passcodeMaxAgeSetting: Setting {
+        Setting(
+            "passcode-max-age", .duration(3_600_000...7_776_000_000, offAllowed: true), default: .duration(nil),
+            enforcedBy: .daemon,
+            help: "biometrics need a passcode entry within this window; after it only the passcode unlocks "
+                + "(iOS asks after 48h, Android's CDD after 72h)")
+    }
+
+    /// The simulated sensor as a plugin.
+    public static var plugin: FactorPlugin {
+        FactorPlugin(
+            .biometric, aliases: ["fingerprint", "face"], summary: "a fingerprint or face sensor (simulated)",
+            settings: [
+                Setting.attempts(), typeSetting, timeoutSetting, remoteSetting, lockoutSetting, falseMatchSetting,
+                passcodeMaxAgeSetting,
+            ],
+            servesRemoteSessions: { settings in settings.choice(remoteSetting) == "allow" },
+            personSide: { side in
+                let events = SocketSensorEvents(directory: side.sensorDirectory, owner: side.sensorOwner)
+                let sensor = SimulatedSensor(
+                    .init(
+                        biometry: biometry(side.settings), model: model(side.settings),
+                        timeout: side.settings.duration(timeoutSetting) ?? .seconds(30)),
+                    events: events)
+                return BiometricAuthenticator(
+                    vault: side.vault, sensor: sensor,
+                    servesRemoteSessions: side.settings.choice(remoteSetting) == "allow")
+            },
+            vaultSide: { side in
+                BiometricKeeper(
+                    store: side.store, clock: side.clock, biometry: biometry(side.settings),
+                    model: model(side.settings) ?? .default,
+                    schedule: ThrottleSchedule(lockAfter: side.settings.integer(lockoutSetting)),
+                    passcodeMaxAge: side.settings.duration(passcodeMaxAgeSetting))
+            })
+    }
+
+    /// The sensor kind the settings name.
+    public static func biometry(_ settings: FactorSettings) -> BiometryType {
+        settings.choice(typeSetting) == "face" ? .face : .fingerprint
+    }
+
+    /// The noise model for the configured false-match rate, or nil for the default (derived only when first used,
+    /// so a module whose policy never touches the sensor does not load libm).
+    public static func model(_ settings: FactorSettings) -> NoiseModel? {
+        let denominator = settings.rate(falseMatchSetting)
+        guard denominator != 50_000 else { return nil }
+        return try? NoiseModel(falseMatchRate: 1.0 / Double(denominator))
+    }
+}

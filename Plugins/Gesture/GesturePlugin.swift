@@ -1,0 +1,35 @@
+public import KeywayCore
+
+extension GestureAuthenticator {
+    /// `[gesture] min-dots`: the shortest pattern accepted at enrollment and change.
+    public static var minimumDotsSetting: Setting {
+        Setting(
+            "min-dots", .integer(PatternRules.minimumDotsRange), default: .integer(4), enforcedBy: .daemon,
+            help: "the fewest dots a new pattern may have (patterns already enrolled keep working)")
+    }
+
+    /// `[gesture] blocklist`: refuse the most common shapes.
+    public static var blocklistSetting: Setting {
+        Setting(
+            "blocklist", .boolean, default: .boolean(true), enforcedBy: .daemon,
+            help: "refuse common shapes (L, Z, the square, straight lines) and their rotations and mirror images")
+    }
+
+    /// The pattern lock as a plugin: its settings, and how its two sides are built from them.
+    public static var plugin: FactorPlugin {
+        FactorPlugin(
+            .gesture, aliases: ["pattern"], summary: "the 3×3 pattern lock",
+            settings: [Setting.attempts(), minimumDotsSetting, blocklistSetting],
+            personSide: { side in GestureAuthenticator(vault: side.vault, rules: rules(side.settings)) },
+            vaultSide: { side in
+                keeper(store: side.store, clock: side.clock, hasher: side.hasher, rules: rules(side.settings))
+            })
+    }
+
+    /// The enrollment rules the settings ask for.
+    public static func rules(_ settings: FactorSettings) -> PatternRules {
+        PatternRules(
+            minimumDots: settings.integer(minimumDotsSetting),
+            blocklist: settings.boolean(blocklistSetting) ? .builtIn : .empty)
+    }
+}

@@ -1,0 +1,536 @@
+import KeywayCore
+
+/// Reads INI sections into a `Configuration`: checks every key and value against what the plugins declare, then
+/// compiles every policy's rule. Collects every problem instead of stopping at the first.
+struct Builder {
+    /// The most policies, and variants of one policy, a configuration may define.
+    static let maximumPolicies = 256
+    static let maximumVariants = 32
+
+    /// One logical section: a factor's, a policy's base, or a variant, continued across files.
+    struct Body {
+        var words: [String]
+        var place: Place
+        /// The values by key, with where each was set (a later file's value replaces an earlier one).
+        var entries: [String: INI.Entry] = [:]
+        /// The keys in the order they were first set.
+        var order: [String] = []
+    }
+
+    let plugins: [FactorPlugin]
+    var diagnostics: [Diagnostic] = []
+    var settings = SettingsBook()
+    var settingOrigins: [String: Configuration.Origin] = [:]
+    var bodies: [String: Body] = [:]
+    var bodyOrder: [String] = []
+    var files: [String] = []
+
+    // Compilation state.
+    var compiled: [String: Policy.Rule] = [:]
+    var policyBodies: [String: Body] = [:]
+
+    init(plugins: [FactorPlugin]) { self.plugins = plugins }
+
+    var factorNames: [String] { plugins.map { $0.kind.rawValue } }
+
+    // MARK: Reading
+
+    mutating func read(_ sources: [ConfigSource]) {
+        for source in sources {
+            files.append(source.path)
+            var seenInFile: [String: [String: Place]] = [:]
+            for section in INI.parse(source, into: &diagnostics) {
+                guard let identity = classify(section) else { continue }
+                var body = bodies[identity] ?? Body(words: section.words.map { $0.text }, place: section.place)
+                for entry in section.entries {
+                    if let first = seenInFile[identity]?[entry.key] {
+                        diagnostics.append(
+                            entry.keyPlace.error(
+                                "duplicate key '\(entry.key)' in [\(body.words.joined(separator: " "))]",
+                                help: "it is already set at line \(first.line); a later drop-in file may replace it"))
+                        continue
+                    }
+                    seenInFile[identity, default: [:]][entry.key] = entry.keyPlace
+                    if body.entries[entry.key] == nil { body.order.append(entry.key) }
+                    body.entries[entry.key] = entry
+                }
+                if bodies[identity] == nil { bodyOrder.append(identity) }
+                bodies[identity] = body
+            }
+        }
+    }
+
+    /// The section's identity ("gesture", "policy sudo", "policy sudo for group wheel"), or nil when it is wrong.
+    mutating func classify(_ section: INI.Section) -> String? {
+        let words = section.words
+        let first = words[0]
+        if plugins.plugin(FactorKind(rawValue: first.text)) != nil {
+            guard words.count == 1 else {
+                diagnostics.append(
+                    words[1].place.error("unexpected '\(words[1].text)' after the factor name '\(first.text)'"))
+                return nil
+            }
+            return first.text
+        }
+        guard first.text == "policy" else {
+            let candidates = factorNames + ["policy"]
+            diagnostics.append(
+                first.place.error(
+                    "unknown section '\(first.text)'",
+                    help: Suggest.help(first.text, in: candidates)
+                        ?? "sections are \(factorNames.map { "[\($0)]" }.joined(separator: ", ")) and [policy NAME]"))
+            return nil
+        }
+        guard words.count >= 2 else {
+            diagnostics.append(section.place.error("the policy has no name", help: "write [policy NAME]"))
+            return nil
+        }
+        let name = words[1]
+        if let problem = Self.nameProblem(name.text) {
+            diagnostics.append(name.place.error("'\(name.text)' cannot name a policy: \(problem)"))
+            return nil
+        }
+        if plugins.plugin(FactorKind(rawValue: name.text)) != nil {
+            diagnostics.append(
+                name.place.error(
+                    "a policy cannot be named '\(name.text)': that is a factor's name, and a rule could not tell them apart"))
+            return nil
+        }
+        if Configuration.builtInRules.contains(where: { $0.name == name.text }) {
+            diagnostics.append(
+                name.place.error(
+                    "'\(name.text)' is a built-in policy and cannot be redefined",
+                    help: words.count > 2
+                        ? "define a policy of your own with the built-in as its rule: [policy my-\(name.text)], "
+                            + "require = \(name.text), then add the variant to it"
+                        : "choose another name; a rule may use '\(name.text)' as a term"))
+            return nil
+        }
+        if words.count == 2 { return "policy \(name.text)" }
+        guard words.count == 5, words[2].text == "for", words[3].text == "group" || words[3].text == "user" else {
+            let extra = words[2]
+            diagnostics.append(
+                extra.place.at(column: extra.place.column, length: section.place.column + section.place.length - extra.place.column - 1)
+                    .error(
+                        "expected 'for group NAME' or 'for user NAME' after the policy name",
+                        help: "a variant is written [policy \(name.text) for group wheel]"))
+            return nil
+        }
+        let who = words[4]
+        if who.text.isEmpty || who.text.utf8.count > 256 || who.text.utf8.contains(UInt8(ascii: "/")) {
+            diagnostics.append(who.place.error("'\(who.text)' cannot name a \(words[3].text)"))
+            return nil
+        }
+        return "policy \(name.text) for \(words[3].text) \(who.text)"
+    }
+
+    /// Why `name` cannot name a policy, or nil: a letter, then letters, digits and '-', at most 64.
+    static func nameProblem(_ name: String) -> String? {
+        let bytes = Array(name.utf8)
+        guard let first = bytes.first, first >= 0x61, first <= 0x7A else { return "a name starts with a lower-case letter" }
+        guard bytes.count <= 64 else { return "a name has at most 64 characters" }
+        guard bytes.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }) else {
+            return "a name is lower-case letters, digits and '-'"
+        }
+        if ["and", "or", "of"].contains(name) { return "'\(name)' is a word of the rule language" }
+        return nil
+    }
+
+    // MARK: Checking and compiling
+
+    mutating func finish() -> Result<Configuration, ConfigurationProblems> {
+        var configuration = Configuration(plugins: plugins, settings: SettingsBook())
+        // Factor sections first: policies read the global settings (attempts) when compiling.
+        for identity in bodyOrder where !identity.hasPrefix("policy ") {
+            readFactorSection(bodies[identity]!)
+        }
+        configuration.settings = settings
+        configuration.settingOrigins = settingOrigins
+
+        var policyNames: [String] = []
+        for identity in bodyOrder where identity.hasPrefix("policy ") {
+            let body = bodies[identity]!
+            if body.words.count == 2 {
+                policyNames.append(body.words[1])
+                policyBodies[body.words[1]] = body
+            }
+        }
+        if policyNames.count > Self.maximumPolicies {
+            let extra = policyBodies[policyNames[Self.maximumPolicies]]!
+            diagnostics.append(extra.place.error("more than \(Self.maximumPolicies) policies are defined"))
+        }
+
+        for (name, require) in Configuration.builtInRules {
+            let place = Place(file: "built-in", line: 0, column: 1, length: 1, text: require)
+            var definition = Configuration.Definition(
+                name: name, rule: .factor(.passcode, attempts: 1), origin: .builtIn)
+            definition.origins["require"] = .builtIn
+            if case .success(let node) = RuleSyntax.parse(require, at: place),
+                let rule = compile(node, in: name, overrides: [:], stack: [name])
+            {
+                definition.rule = rule
+                definition.impossible = impossibleContexts(rule, when: .any, settings: settings)
+                configuration.policies.append(.init(base: definition, variants: [], isBuiltIn: true))
+            }
+        }
+        var defined: [String: Int] = [:]
+        for name in policyNames.prefix(Self.maximumPolicies) {
+            guard let definition = define(name, body: policyBodies[name]!, base: nil) else { continue }
+            defined[name] = configuration.policies.count
+            configuration.policies.append(.init(base: definition, variants: [], isBuiltIn: false))
+        }
+        // Variants, in file order.
+        for identity in bodyOrder where identity.hasPrefix("policy ") {
+            let body = bodies[identity]!
+            guard body.words.count == 5 else { continue }
+            let name = body.words[1]
+            guard let base = policyBodies[name] else {
+                diagnostics.append(
+                    body.place.error(
+                        "a variant of policy '\(name)', which is not defined",
+                        help: Suggest.help(name, in: policyNames).map { "\($0) Otherwise define [policy \(name)] first." }
+                            ?? "define [policy \(name)] first"))
+                continue
+            }
+            guard let index = defined[name] else { continue }  // the base had errors, already reported
+            guard configuration.policies[index].variants.count < Self.maximumVariants else {
+                diagnostics.append(body.place.error("policy '\(name)' has more than \(Self.maximumVariants) variants"))
+                continue
+            }
+            var merged = base
+            merged.place = body.place
+            for key in body.order {
+                if merged.entries[key] == nil { merged.order.append(key) }
+                merged.entries[key] = body.entries[key]
+            }
+            let variant = Configuration.Variant(kind: body.words[3], name: body.words[4])
+            guard var definition = define(name, body: merged, base: variant) else { continue }
+            definition.origin = Self.origin(body.place)
+            configuration.policies[index].variants.append(definition)
+        }
+        configuration.files = files
+        let errors = diagnostics.filter { $0.severity == .error }
+        let warnings = diagnostics.filter { $0.severity == .warning }
+        guard errors.isEmpty else { return .failure(ConfigurationProblems(sorted(errors) + sorted(warnings))) }
+        configuration.warnings = warnings
+        return .success(configuration)
+    }
+
+    /// In file order, then line and column: how a person reads them.
+    func sorted(_ list: [Diagnostic]) -> [Diagnostic] {
+        func rank(_ file: String) -> Int { files.firstIndex(of: file) ?? files.count }
+        return list.enumerated().sorted { a, b in
+            let left = (rank(a.element.file), a.element.line, a.element.column, a.offset)
+            let right = (rank(b.element.file), b.element.line, b.element.column, b.offset)
+            return left < right
+        }.map { $0.element }
+    }
+
+    static func origin(_ place: Place) -> Configuration.Origin {
+        Configuration.Origin(file: place.file, line: place.line, missing: "")
+    }
+
+    mutating func readFactorSection(_ body: Body) {
+        let factor = FactorKind(rawValue: body.words[0])
+        guard let plugin = plugins.plugin(factor) else { return }
+        var values = settings[factor]
+        for key in body.order {
+            let entry = body.entries[key]!
+            guard let setting = plugin.setting(key) else {
+                diagnostics.append(
+                    entry.keyPlace.error(
+                        "unknown setting '\(key)' for \(factor)",
+                        help: Suggest.help(key, in: plugin.settings.map { $0.key })
+                            ?? "\(factor) settings are \(Setting.list(plugin.settings.map { $0.key }))"))
+                continue
+            }
+            switch setting.parse(entry.value) {
+            case .success(let value):
+                values.set(key, value)
+                settingOrigins["\(factor).\(key)"] = Self.origin(entry.keyPlace)
+            case .failure(let problem):
+                diagnostics.append(entry.valuePlace.error(problem.message))
+            }
+        }
+        settings[factor] = values
+    }
+
+    /// Checks one policy body's keys and compiles its rule; nil when it has errors (reported).
+    mutating func define(_ name: String, body: Body, base variant: Configuration.Variant?) -> Configuration.Definition? {
+        let before = diagnostics.count
+        var definition = Configuration.Definition(
+            name: name, variant: variant, rule: .factor(.passcode, attempts: 1), origin: Self.origin(body.place))
+        var requireEntry: INI.Entry? = nil
+        for key in body.order {
+            let entry = body.entries[key]!
+            definition.origins[key] = Self.origin(entry.keyPlace)
+            switch key {
+            case "require":
+                requireEntry = entry
+            case "when":
+                guard let value = Configuration.When(rawValue: entry.value) else {
+                    badChoice(entry, Configuration.When.allCases.map { $0.rawValue })
+                    continue
+                }
+                definition.when = value
+            case "mode":
+                guard let value = Configuration.Mode(rawValue: entry.value) else {
+                    badChoice(entry, Configuration.Mode.allCases.map { $0.rawValue })
+                    continue
+                }
+                definition.mode = value
+            case "unenrolled":
+                guard let value = Configuration.Unenrolled(rawValue: entry.value) else {
+                    badChoice(entry, Configuration.Unenrolled.allCases.map { $0.rawValue })
+                    continue
+                }
+                definition.unenrolled = value
+            default:
+                readOverride(entry, into: &definition)
+            }
+        }
+        guard let requireEntry else {
+            diagnostics.append(
+                body.place.error(
+                    "policy '\(name)' has no 'require =' line",
+                    help: "say what must succeed, e.g. require = gesture or passcode"))
+            return nil
+        }
+        let keysHaveErrors = diagnostics.count != before
+        switch RuleSyntax.parse(requireEntry.value, at: requireEntry.valuePlace) {
+        case .failure(let problem):
+            diagnostics.append(problem)
+            return nil
+        case .success(let node):
+            guard let rule = compile(node, in: name, overrides: definition.overrides, stack: [name]), !keysHaveErrors
+            else { return nil }
+            if let repeated = Self.repeatedFactor(in: rule) {
+                diagnostics.append(
+                    requireEntry.valuePlace.error(
+                        "the factor '\(repeated)' appears more than once in the rule of policy '\(name)'",
+                        help: "a factor counts once: name it in one place (a policy used as a term brings its factors too)"))
+                return nil
+            }
+            definition.rule = rule
+            definition.impossible = impossibleContexts(rule, when: definition.when, settings: settingsBook(definition))
+            let possible = Self.contexts(definition.when).count > definition.impossible.count
+            if !possible {
+                diagnostics.append(
+                    requireEntry.valuePlace.error(
+                        "policy '\(name)'\(variant.map { " \($0)" } ?? "") can never succeed: "
+                            + definition.impossible.joined(separator: "; ")))
+                return nil
+            }
+            for reason in definition.impossible {
+                diagnostics.append(requireEntry.valuePlace.warning("policy '\(name)' cannot succeed in a \(reason)"))
+            }
+        }
+        return definition
+    }
+
+    mutating func badChoice(_ entry: INI.Entry, _ choices: [String]) {
+        diagnostics.append(
+            entry.valuePlace.error(
+                "'\(entry.value)' is not valid for \(entry.key): expected \(Setting.list(choices))",
+                help: Suggest.help(entry.value, in: choices)))
+    }
+
+    /// `factor.key = value` in a policy.
+    mutating func readOverride(_ entry: INI.Entry, into definition: inout Configuration.Definition) {
+        let policyKeys = ["require", "when", "mode", "unenrolled"]
+        let parts = entry.key.split(separator: ".", maxSplits: 1).map(String.init)
+        guard parts.count == 2, let plugin = plugins.plugin(FactorKind(rawValue: parts[0])) else {
+            let overridable = plugins.flatMap { plugin in
+                plugin.settings.filter { $0.perPolicy }.map { "\(plugin.kind).\($0.key)" }
+            }
+            diagnostics.append(
+                entry.keyPlace.error(
+                    "unknown key '\(entry.key)' in a policy",
+                    help: Suggest.help(entry.key, in: policyKeys + overridable)
+                        ?? "a policy takes \(Setting.list(policyKeys)), and factor settings such as gesture.attempts"))
+            return
+        }
+        guard let setting = plugin.setting(parts[1]) else {
+            diagnostics.append(
+                entry.keyPlace.error(
+                    "unknown setting '\(parts[1])' for \(plugin.kind)",
+                    help: Suggest.help(parts[1], in: plugin.settings.map { $0.key }).map { $0 }))
+            return
+        }
+        guard setting.perPolicy else {
+            diagnostics.append(
+                entry.keyPlace.error(
+                    "\(plugin.kind).\(setting.key) cannot be set per policy",
+                    help: "set it in the [\(plugin.kind)] section; it applies to every policy"))
+            return
+        }
+        switch setting.parse(entry.value) {
+        case .success(let value): definition.overrides[plugin.kind, default: FactorSettings()].set(setting.key, value)
+        case .failure(let problem): diagnostics.append(entry.valuePlace.error(problem.message))
+        }
+    }
+
+    func settingsBook(_ definition: Configuration.Definition) -> SettingsBook {
+        var book = settings
+        for (factor, overrides) in definition.overrides {
+            guard let plugin = plugins.plugin(factor) else { continue }
+            for setting in plugin.settings where overrides.isSet(setting.key) {
+                book[factor].set(setting.key, overrides[setting])
+            }
+        }
+        return book
+    }
+
+    /// Compiles a parsed rule: names resolved (factors, then policies), attempts filled in, K checked.
+    mutating func compile(
+        _ node: RuleSyntax.Node, in policy: String, overrides: [FactorKind: FactorSettings], stack: [String]
+    ) -> Policy.Rule? {
+        switch node {
+        case .name(let word, let attempts, let place):
+            if let plugin = plugins.plugin(FactorKind(rawValue: word)) {
+                let limit = plugin.setting("attempts") ?? Setting.attempts()
+                let count =
+                    attempts
+                    ?? (overrides[plugin.kind].map { $0.integer(limit) } ?? settings[plugin.kind].integer(limit))
+                guard case .integer(let range) = limit.kind, range.contains(count) else {
+                    diagnostics.append(place.error("\(word)*\(count): attempts must be from 1 to 20"))
+                    return nil
+                }
+                return .factor(plugin.kind, attempts: count)
+            }
+            let isPolicy = policyBodies[word] != nil || Configuration.builtInRules.contains { $0.name == word }
+            guard isPolicy else {
+                let policies = Configuration.builtInRules.map { $0.name } + Array(policyBodies.keys).sorted()
+                let near = Suggest.nearest(word, in: factorNames + policies)
+                let what = near.map { factorNames.contains($0) ? "factor" : "policy" } ?? "factor or policy"
+                diagnostics.append(
+                    place.error(
+                        "unknown \(what) '\(word)'",
+                        help: near.map { "did you mean '\($0)'?" }
+                            ?? "the factors are \(Setting.list(factorNames)); `keyway policy list` shows the policies"))
+                return nil
+            }
+            if attempts != nil {
+                diagnostics.append(
+                    place.error(
+                        "'*N' counts a factor's attempts; '\(word)' is a policy",
+                        help: "set attempts in the policy '\(word)' itself"))
+                return nil
+            }
+            if stack.contains(word) {
+                var cycle = place.error(
+                    "policy '\(stack[0])' refers to itself: \((stack + [word]).joined(separator: " → "))",
+                    help: "a rule may use another policy only if that policy does not use it back")
+                cycle.isCycle = true
+                diagnostics.append(cycle)
+                return nil
+            }
+            if let rule = compiled[word] { return rule }
+            let rule: Policy.Rule?
+            if let body = policyBodies[word] {
+                guard let entry = body.entries["require"],
+                    case .success(let inner) = RuleSyntax.parse(entry.value, at: entry.valuePlace)
+                else { return nil }  // reported where that policy is defined
+                var local: [FactorKind: FactorSettings] = [:]
+                for key in body.order where key.contains(".") {
+                    let parts = key.split(separator: ".", maxSplits: 1).map(String.init)
+                    guard parts.count == 2, let plugin = plugins.plugin(FactorKind(rawValue: parts[0])),
+                        let setting = plugin.setting(parts[1]), setting.perPolicy,
+                        case .success(let value) = setting.parse(body.entries[key]!.value)
+                    else { continue }
+                    local[plugin.kind, default: FactorSettings()].set(setting.key, value)
+                }
+                rule = quietly { builder in builder.compile(inner, in: word, overrides: local, stack: stack + [word]) }
+            } else {
+                let text = Configuration.builtInRules.first { $0.name == word }!.require
+                let place = Place(file: "built-in", line: 0, column: 1, length: 1, text: text)
+                guard case .success(let inner) = RuleSyntax.parse(text, at: place) else { return nil }
+                rule = compile(inner, in: word, overrides: [:], stack: stack + [word])
+            }
+            if let rule { compiled[word] = rule }
+            if rule == nil {
+                diagnostics.append(
+                    place.error("policy '\(word)' has errors of its own, reported where it is defined"))
+            }
+            return rule
+        case .atLeast(let count, let nodes, let place):
+            var rules: [Policy.Rule] = []
+            var failed = false
+            for child in nodes {
+                if let rule = compile(child, in: policy, overrides: overrides, stack: stack) {
+                    rules.append(rule)
+                } else {
+                    failed = true
+                }
+            }
+            guard count >= 1, count <= nodes.count else {
+                let help = "K of (…) needs K from 1 to the number of terms listed (\(nodes.count))"
+                diagnostics.append(
+                    place.error(
+                        count < 1
+                            ? "'\(count) of' requires nothing" : "'\(count) of' lists only \(nodes.count) term\(nodes.count == 1 ? "" : "s")",
+                        help: help))
+                return nil
+            }
+            return failed ? nil : .atLeast(count, of: rules)
+        }
+    }
+
+    /// Runs `body` and drops the diagnostics it adds: a referenced policy's own errors are reported once, where it
+    /// is defined.
+    mutating func quietly(_ body: (inout Builder) -> Policy.Rule?) -> Policy.Rule? {
+        let before = diagnostics.count
+        let rule = body(&self)
+        if diagnostics.count > before {
+            let cycle = diagnostics[before...].first { $0.isCycle }
+            diagnostics.removeSubrange(before...)
+            if let cycle { diagnostics.append(cycle) }
+        }
+        return rule
+    }
+
+    /// The first factor named twice in the rule.
+    static func repeatedFactor(in rule: Policy.Rule) -> FactorKind? {
+        var seen: [FactorKind] = []
+        func walk(_ rule: Policy.Rule) -> FactorKind? {
+            switch rule {
+            case .factor(let kind, _):
+                if seen.contains(kind) { return kind }
+                seen.append(kind)
+                return nil
+            case .atLeast(_, let rules):
+                for child in rules { if let repeated = walk(child) { return repeated } }
+                return nil
+            }
+        }
+        return walk(rule)
+    }
+
+    static func contexts(_ when: Configuration.When) -> [Bool] {
+        switch when {
+        case .local: [false]
+        case .remote: [true]
+        case .any: [false, true]
+        }
+    }
+
+    /// The contexts `when` allows in which the rule cannot be satisfied, each with why.
+    func impossibleContexts(_ rule: Policy.Rule, when: Configuration.When, settings: SettingsBook) -> [String] {
+        var reasons: [String] = []
+        for remote in Self.contexts(when) where remote {
+            let unusable = plugins.filter { !$0.servesRemoteSessions(settings[$0.kind]) }.map { $0.kind }
+            if !Self.satisfiable(rule, without: unusable) {
+                let names = unusable.filter { rule.factors.contains($0) }.map { $0.rawValue }
+                reasons.append("remote session: \(Setting.list(names)) cannot serve remote sessions")
+            }
+        }
+        return reasons
+    }
+
+    static func satisfiable(_ rule: Policy.Rule, without unusable: [FactorKind]) -> Bool {
+        switch rule {
+        case .factor(let kind, _): !unusable.contains(kind)
+        case .atLeast(let count, let rules): rules.count { satisfiable($0, without: unusable) } >= count
+        }
+    }
+}

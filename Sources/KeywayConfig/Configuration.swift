@@ -1,0 +1,203 @@
+public import KeywayCore
+
+/// Keyway's configuration: the factors' settings and the policies, built-in and configured, checked and compiled.
+///
+/// Built from `keyway.conf` and its drop-ins (read by `ConfigurationFiles` in KeywayRuntime, which checks who owns
+/// them); this type knows no files, so the fuzzer and the tests drive it with text (docs/ARCHITECTURE.md §11).
+public struct Configuration: Sendable {
+    /// Where a policy applies: `when =`.
+    public enum When: String, Sendable, CaseIterable { case local, remote, any }
+    /// `mode =`: enforce the outcome, or only log it (a roll-out).
+    public enum Mode: String, Sendable, CaseIterable { case enforce, audit }
+    /// `unenrolled =`: what a user without the needed factors gets.
+    public enum Unenrolled: String, Sendable, CaseIterable {
+        /// Prompted like anyone, at the same cost, never a success: nobody learns who has enrolled.
+        case conceal
+        /// Fails at once, without a prompt.
+        case fail
+        /// PAM_IGNORE at once: the stack decides (a roll-out).
+        case skip
+    }
+
+    /// Where a value was set: `file:line`, or the default.
+    public struct Origin: Sendable, Equatable, CustomStringConvertible {
+        /// The file, or nil for a default or a built-in.
+        public var file: String?
+        /// The line in it.
+        public var line: Int
+        /// What stands in for a file: "default" or "built-in".
+        public var missing: String
+
+        /// A default.
+        public static let defaulted = Origin(file: nil, line: 0, missing: "default")
+        /// A built-in policy.
+        public static let builtIn = Origin(file: nil, line: 0, missing: "built-in")
+
+        public var description: String { file.map { "\($0):\(line)" } ?? missing }
+    }
+
+    /// Whom a variant is for: `[policy NAME for group G]` or `[policy NAME for user U]`.
+    public struct Variant: Sendable, Equatable, CustomStringConvertible {
+        /// `group` or `user`.
+        public var kind: String
+        /// The group's or user's name.
+        public var name: String
+
+        public var description: String { "for \(kind) \(name)" }
+    }
+
+    /// One policy body, compiled: the base of a policy or one of its variants (with the base's keys it does not set).
+    public struct Definition: Sendable {
+        /// The policy's name.
+        public var name: String
+        /// The variant, or nil for the base.
+        public var variant: Variant?
+        /// The rule, with every factor's attempts resolved.
+        public var rule: Policy.Rule
+        /// `when =`.
+        public var when: When = .any
+        /// `mode =`.
+        public var mode: Mode = .enforce
+        /// `unenrolled =`, or nil when not set (the caller's default applies).
+        public var unenrolled: Unenrolled?
+        /// Factor settings set for this policy only (`gesture.attempts = 5`).
+        public var overrides: [FactorKind: FactorSettings] = [:]
+        /// Where each key was set (`require`, `when`, `gesture.attempts`…).
+        public var origins: [String: Origin] = [:]
+        /// Where the section starts.
+        public var origin: Origin
+        /// Contexts in which the rule can never succeed ("remote: biometric does not serve remote sessions").
+        public var impossible: [String] = []
+
+        /// The policy the engine evaluates.
+        public var policy: Policy { Policy(name: name, rule: rule) }
+    }
+
+    /// A policy: its base and its variants in file order.
+    public struct NamedPolicy: Sendable {
+        /// The base.
+        public var base: Definition
+        /// The variants, in file order; the first that matches is used.
+        public var variants: [Definition]
+        /// True for the five built-ins.
+        public var isBuiltIn: Bool
+    }
+
+    /// Who is authenticating, for variants and `when`.
+    public struct Subject: Sendable {
+        /// The account name.
+        public var user: String
+        /// True for a remote session.
+        public var isRemote: Bool
+        /// Whether the account is a member of a group (asked only when a variant names one).
+        public var isMember: @Sendable (String) -> Bool
+
+        /// Creates a subject.
+        public init(user: String, isRemote: Bool = false, isMember: @escaping @Sendable (String) -> Bool = { _ in false })
+        {
+            self.user = user
+            self.isRemote = isRemote
+            self.isMember = isMember
+        }
+    }
+
+    /// A policy chosen for a subject: the definition that applies and the settings in effect.
+    public struct Resolved: Sendable {
+        /// The base or the variant that matched.
+        public var definition: Definition
+        /// The factors' settings: global, overlaid with the policy's.
+        public var settings: SettingsBook
+        /// The policy to evaluate.
+        public var policy: Policy { definition.policy }
+    }
+
+    /// The plugins whose settings and factors the configuration uses.
+    public let plugins: [FactorPlugin]
+    /// The factors' global settings.
+    public internal(set) var settings: SettingsBook
+    /// Where each global setting was set, by `factor.key`.
+    public internal(set) var settingOrigins: [String: Origin] = [:]
+    /// Every policy: the built-ins first, then the configured ones in the order they first appear.
+    public internal(set) var policies: [NamedPolicy] = []
+    /// Problems that do not stop the configuration from being used.
+    public internal(set) var warnings: [Diagnostic] = []
+    /// The files read, in order.
+    public internal(set) var files: [String] = []
+
+    /// The built-in policies as rules: they exist without any file and cannot be redefined.
+    public static let builtInRules: [(name: String, require: String)] = [
+        ("biometrics-only", "biometric"),
+        ("biometrics-or-passcode", "biometric or passcode"),
+        ("pattern", "gesture"),
+        ("passcode", "passcode"),
+        ("pattern-or-passcode", "gesture or passcode"),
+    ]
+
+    /// The built-ins and default settings only: what a system without `keyway.conf` has.
+    public static func builtInsOnly(plugins: [FactorPlugin]) -> Configuration {
+        switch parse([], plugins: plugins) {
+        case .success(let configuration): return configuration
+        case .failure: return Configuration(plugins: plugins, settings: SettingsBook())
+        }
+    }
+
+    init(plugins: [FactorPlugin], settings: SettingsBook) {
+        self.plugins = plugins
+        self.settings = settings
+    }
+
+    /// Checks and compiles the sources, in order (the main file, then the drop-ins in name order). On failure,
+    /// every error of every file, then the warnings.
+    public static func parse(_ sources: [ConfigSource], plugins: [FactorPlugin]) -> Result<Configuration, ConfigurationProblems>
+    {
+        var builder = Builder(plugins: plugins)
+        builder.read(sources)
+        return builder.finish()
+    }
+
+    /// The policy named `name`.
+    public func policy(named name: String) -> NamedPolicy? { policies.first { $0.base.name == name } }
+
+    /// The policy `name` as it applies to `subject`: the first matching variant or the base, its `when` checked.
+    public func resolve(_ name: String, for subject: Subject) -> Result<Resolved, AuthenticationError> {
+        guard let named = policy(named: name) else {
+            let known = policies.map { $0.base.name }.joined(separator: ", ")
+            return .failure(AuthenticationError(.invalidPolicy, "unknown policy '\(name)'; the policies are \(known)"))
+        }
+        let definition =
+            named.variants.first { variant in
+                guard let matcher = variant.variant else { return false }
+                return matcher.kind == "user" ? matcher.name == subject.user : subject.isMember(matcher.name)
+            } ?? named.base
+        switch (definition.when, subject.isRemote) {
+        case (.local, true):
+            return .failure(
+                AuthenticationError(
+                    .notPermitted, "policy '\(name)' applies to local sessions only (when = local), and this one is remote"))
+        case (.remote, false):
+            return .failure(
+                AuthenticationError(
+                    .notPermitted, "policy '\(name)' applies to remote sessions only (when = remote), and this one is local"))
+        default:
+            break
+        }
+        return .success(Resolved(definition: definition, settings: settings(for: definition)))
+    }
+
+    /// The global settings overlaid with the definition's.
+    public func settings(for definition: Definition) -> SettingsBook {
+        var book = settings
+        for (factor, overrides) in definition.overrides {
+            guard let plugin = plugins.plugin(factor) else { continue }
+            var merged = book[factor]
+            for setting in plugin.settings where overrides.isSet(setting.key) {
+                merged.set(setting.key, overrides[setting])
+            }
+            book[factor] = merged
+        }
+        return book
+    }
+
+    /// The rule as `keyway policy show` prints it and `require =` reads it.
+    public static func text(of rule: Policy.Rule) -> String { RuleSyntax.text(of: rule) }
+}

@@ -1,0 +1,87 @@
+/// A factor plugin as data: its name, what it is, the settings it declares, and how to build its two halves — the
+/// person's side (`Authenticator`, in the PAM module and the CLI) and the vault's side (`FactorKeeper`, in keywayd).
+///
+/// The set of factors is a list of these, kept in one place (`Runtime.plugins`); the configuration parser, the CLI,
+/// keywayd and keyway.conf(5) all read that list, so a new factor is one more entry (docs/ARCHITECTURE.md §11).
+public struct FactorPlugin: Sendable {
+    /// What the person's side is built from.
+    public struct PersonSide: Sendable {
+        /// Where the state is kept and secrets checked.
+        public var vault: any Vault
+        /// The factor's settings (global, overlaid with the policy's).
+        public var settings: FactorSettings
+        /// The simulated sensor's control directory, and the owner it must have.
+        public var sensorDirectory: String
+        public var sensorOwner: UInt32
+
+        /// Creates the inputs.
+        public init(vault: any Vault, settings: FactorSettings, sensorDirectory: String, sensorOwner: UInt32) {
+            self.vault = vault
+            self.settings = settings
+            self.sensorDirectory = sensorDirectory
+            self.sensorOwner = sensorOwner
+        }
+    }
+
+    /// What the vault's side is built from.
+    public struct VaultSide: Sendable {
+        /// The store, the clock and the slow hash.
+        public var store: any Store
+        public var clock: any Clock
+        public var hasher: any SecretHasher
+        /// The factor's global settings.
+        public var settings: FactorSettings
+
+        /// Creates the inputs.
+        public init(store: any Store, clock: any Clock, hasher: any SecretHasher, settings: FactorSettings) {
+            self.store = store
+            self.clock = clock
+            self.hasher = hasher
+            self.settings = settings
+        }
+    }
+
+    /// The factor.
+    public let kind: FactorKind
+    /// Other names the command line accepts for it (`pattern` for the gesture).
+    public let aliases: [String]
+    /// One line: what it is.
+    public let summary: String
+    /// The settings it declares (keys of its `[factor]` section).
+    public let settings: [Setting]
+    /// Whether it can serve a remote session with these settings (a local sensor cannot).
+    public let servesRemoteSessions: @Sendable (FactorSettings) -> Bool
+    /// Builds the person's side.
+    public let personSide: @Sendable (PersonSide) -> any Authenticator
+    /// Builds the vault's side.
+    public let vaultSide: @Sendable (VaultSide) -> any FactorKeeper
+
+    /// Declares a plugin.
+    public init(
+        _ kind: FactorKind, aliases: [String] = [], summary: String, settings: [Setting],
+        servesRemoteSessions: @escaping @Sendable (FactorSettings) -> Bool = { _ in true },
+        personSide: @escaping @Sendable (PersonSide) -> any Authenticator,
+        vaultSide: @escaping @Sendable (VaultSide) -> any FactorKeeper
+    ) {
+        self.kind = kind
+        self.aliases = aliases
+        self.summary = summary
+        self.settings = settings
+        self.servesRemoteSessions = servesRemoteSessions
+        self.personSide = personSide
+        self.vaultSide = vaultSide
+    }
+
+    /// The declared setting named `key`.
+    public func setting(_ key: String) -> Setting? { settings.first { $0.key == key } }
+}
+
+extension Array where Element == FactorPlugin {
+    /// The plugin for `kind`, if any.
+    public func plugin(_ kind: FactorKind) -> FactorPlugin? { first { $0.kind == kind } }
+
+    /// The plugin a command-line word names (its factor name or an alias).
+    public func plugin(named word: String) -> FactorPlugin? {
+        first { $0.kind.rawValue == word || $0.aliases.contains(word) }
+    }
+}
