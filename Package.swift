@@ -102,6 +102,10 @@ let package = Package(
 
         .testTarget(name: "KeywayCoreTests", dependencies: ["KeywayCore", "KeywayTestSupport", "KeywayPlatform"],
                     swiftSettings: strictSettings),
+        .testTarget(name: "KeywayConfigTests",
+                    dependencies: ["KeywayConfig", "KeywayCore", "KeywayRuntime", "KeywayTestSupport", "KeywayCrypto",
+                                   "KeywayGesture", "KeywayPasscode", "KeywayBiometricSimulator"],
+                    swiftSettings: strictSettings),
         .testTarget(name: "KeywayPlatformTests", dependencies: ["KeywayPlatform", "KeywayCore", "KeywayCrypto"],
                     swiftSettings: strictSettings),
         .testTarget(name: "GestureTests",

@@ -427,6 +427,7 @@ struct Builder {
             }
             if let rule = compiled[word] { return rule }
             let rule: Policy.Rule?
+            var cycle = false
             if let body = policyBodies[word] {
                 guard let entry = body.entries["require"],
                     case .success(let inner) = RuleSyntax.parse(entry.value, at: entry.valuePlace)
@@ -440,7 +441,9 @@ struct Builder {
                     else { continue }
                     local[plugin.kind, default: FactorSettings()].set(setting.key, value)
                 }
-                rule = quietly { builder in builder.compile(inner, in: word, overrides: local, stack: stack + [word]) }
+                (rule, cycle) = quietly { builder in
+                    builder.compile(inner, in: word, overrides: local, stack: stack + [word])
+                }
             } else {
                 let text = Configuration.builtInRules.first { $0.name == word }!.require
                 let place = Place(file: "built-in", line: 0, column: 1, length: 1, text: text)
@@ -448,7 +451,7 @@ struct Builder {
                 rule = compile(inner, in: word, overrides: [:], stack: stack + [word])
             }
             if let rule { compiled[word] = rule }
-            if rule == nil {
+            if rule == nil && !cycle {
                 diagnostics.append(
                     place.error("policy '\(word)' has errors of its own, reported where it is defined"))
             }
@@ -478,15 +481,15 @@ struct Builder {
 
     /// Runs `body` and drops the diagnostics it adds: a referenced policy's own errors are reported once, where it
     /// is defined.
-    mutating func quietly(_ body: (inout Builder) -> Policy.Rule?) -> Policy.Rule? {
+    /// True with the rule when the errors included a cycle, which is kept.
+    mutating func quietly(_ body: (inout Builder) -> Policy.Rule?) -> (Policy.Rule?, Bool) {
         let before = diagnostics.count
         let rule = body(&self)
-        if diagnostics.count > before {
-            let cycle = diagnostics[before...].first { $0.isCycle }
-            diagnostics.removeSubrange(before...)
-            if let cycle { diagnostics.append(cycle) }
-        }
-        return rule
+        guard diagnostics.count > before else { return (rule, false) }
+        let cycle = diagnostics[before...].first { $0.isCycle }
+        diagnostics.removeSubrange(before...)
+        if let cycle { diagnostics.append(cycle) }
+        return (rule, cycle != nil)
     }
 
     /// The first factor named twice in the rule.

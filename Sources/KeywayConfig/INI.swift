@@ -154,8 +154,9 @@ enum INI {
             return nil
         }
         guard close == end - 1 else {
+            let extra = bytes[(close + 1)..<end].firstIndex { !isSpace($0) } ?? close + 1
             diagnostics.append(
-                line.at(column: column(of: close + 1, in: bytes), length: scalars(bytes[(close + 1)..<end]))
+                line.at(column: column(of: extra, in: bytes), length: scalars(bytes[extra..<end]))
                     .error("unexpected text after the section name"))
             return nil
         }

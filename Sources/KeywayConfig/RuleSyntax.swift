@@ -1,4 +1,4 @@
-public import KeywayCore
+import KeywayCore
 
 /// The `require =` expression language: factor names, `and`, `or`, `K of (…)`, parentheses, `factor*N`, and
 /// other policies' names as terms. `and` binds tighter than `or`; both are n-ary, so `a or b or c` is one

@@ -13,7 +13,7 @@ struct CommandLineTests {
             (["enroll", "gesture", "--user"], "Error: Missing value for '--user <user>'."),
             (
                 ["enroll", "retina", "--user", "alice"],
-                "Error: Unknown factor 'retina'; use gesture, passcode or biometric."
+                "Error: Unknown factor 'retina'; use gesture, biometric or passcode."
             ),
             (["enroll", "gesture"], "Error: Missing '--user <user>'."),
             (["sensor", "present", "alice"], "Error: unknown command 'present' with 1 arguments"),
@@ -37,7 +37,7 @@ struct CommandLineTests {
         #expect(result.output.contains("See 'keyway --help'."))
     }
 
-    @Test("outcomes map to exit statuses: 0 success, 1 failed, 2 locked, 3 not enrolled, 74 store, 78 configuration")
+    @Test("outcomes map to exit statuses: 0 success, 1 failed, 2 locked, 3 not enrolled, 65/66 config, 74 store, 78 policy")
     func exitStatuses() throws {
         let fixture = PAMFixture()
         defer { fixture.remove() }
@@ -53,8 +53,16 @@ struct CommandLineTests {
         #expect(locked.status == 2, "\(locked.text)")
         #expect(locked.text.contains("gesture is locked until 20"), "\(locked.text)")
         #expect(try unlock("bob", "2-4-9-3\n").status == 3)
-        let config = try run(cliPath, store + ["--config", "/etc/keyway/keyway.conf", "status"])
-        #expect(config.status == 78, "\(config.text)")
+        let unknown = try run(cliPath, store + ["unlock", "--user", "alice", "--policy", "no-such", "--stdin"])
+        #expect(unknown.status == 78, "\(unknown.text)")
+        #expect(unknown.text.contains("unknown policy 'no-such'"), "\(unknown.text)")
+        let missing = try run(cliPath, store + ["--config", fixture.directory + "/absent.conf", "status"])
+        #expect(missing.status == 66, "\(missing.text)")
+        #expect(missing.text.contains("absent.conf: error: the file does not exist"), "\(missing.text)")
+        fixture.writeConfig("[gesture]\nmin-dots = 12\n")
+        let broken = try run(cliPath, store + ["--config", fixture.configPath, "status"])
+        #expect(broken.status == 65, "\(broken.text)")
+        #expect(broken.text.contains("keyway.conf:2:12: error: min-dots = 12 is out of range"), "\(broken.text)")
         chmod(fixture.store, 0o644)
         let unsafe = try run(cliPath, store + ["status"])
         #expect(unsafe.status == 74, "\(unsafe.text)")

@@ -118,12 +118,25 @@ struct PAMFixture {
 
     func enrollPattern(_ user: String, _ pattern: String) throws {
         let text = Array(pattern.utf8)
-        try runtime().gesture.enroll(user: user, by: "test", conversation: Answers([text, text]))
+        let gesture = try runtime().authenticator(.gesture) as! GestureAuthenticator
+        try gesture.enroll(user: user, by: "test", conversation: Answers([text, text]))
     }
 
     func enrollPasscode(_ user: String, _ passcode: String) throws {
         let text = Array(passcode.utf8)
-        try runtime().passcode.enroll(user: user, by: "test", conversation: Answers([text, text]))
+        let passcode = try runtime().authenticator(.passcode) as! PasscodeAuthenticator
+        try passcode.enroll(user: user, by: "test", conversation: Answers([text, text]))
+    }
+
+    /// Where `writeConfig` puts the configuration (`config=` names it).
+    var configPath: String { directory + "/keyway.conf" }
+
+    /// Writes the configuration as root would (owned by root, mode 0644) and returns `config=PATH`.
+    @discardableResult
+    func writeConfig(_ text: String, mode: mode_t = 0o644) -> String {
+        _ = FileManager.default.createFile(atPath: configPath, contents: Data(text.utf8))
+        chmod(configPath, mode)
+        return "config=\(configPath)"
     }
 
     func enrollFinger(_ user: String, _ finger: String) throws {
