@@ -93,7 +93,8 @@ struct Builder {
         if plugins.plugin(FactorKind(rawValue: name.text)) != nil {
             diagnostics.append(
                 name.place.error(
-                    "a policy cannot be named '\(name.text)': that is a factor's name, and a rule could not tell them apart"))
+                    "a policy cannot be named '\(name.text)': that is a factor's name, and a rule could not tell them apart"
+                ))
             return nil
         }
         if Configuration.builtInRules.contains(where: { $0.name == name.text }) {
@@ -110,10 +111,13 @@ struct Builder {
         guard words.count == 5, words[2].text == "for", words[3].text == "group" || words[3].text == "user" else {
             let extra = words[2]
             diagnostics.append(
-                extra.place.at(column: extra.place.column, length: section.place.column + section.place.length - extra.place.column - 1)
-                    .error(
-                        "expected 'for group NAME' or 'for user NAME' after the policy name",
-                        help: "a variant is written [policy \(name.text) for group wheel]"))
+                extra.place.at(
+                    column: extra.place.column,
+                    length: section.place.column + section.place.length - extra.place.column - 1
+                )
+                .error(
+                    "expected 'for group NAME' or 'for user NAME' after the policy name",
+                    help: "a variant is written [policy \(name.text) for group wheel]"))
             return nil
         }
         let who = words[4]
@@ -127,7 +131,9 @@ struct Builder {
     /// Why `name` cannot name a policy, or nil: a letter, then letters, digits and '-', at most 64.
     static func nameProblem(_ name: String) -> String? {
         let bytes = Array(name.utf8)
-        guard let first = bytes.first, first >= 0x61, first <= 0x7A else { return "a name starts with a lower-case letter" }
+        guard let first = bytes.first, first >= 0x61, first <= 0x7A else {
+            return "a name starts with a lower-case letter"
+        }
         guard bytes.count <= 64 else { return "a name has at most 64 characters" }
         guard bytes.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }) else {
             return "a name is lower-case letters, digits and '-'"
@@ -188,7 +194,9 @@ struct Builder {
                 diagnostics.append(
                     body.place.error(
                         "a variant of policy '\(name)', which is not defined",
-                        help: Suggest.help(name, in: policyNames).map { "\($0) Otherwise define [policy \(name)] first." }
+                        help: Suggest.help(name, in: policyNames).map {
+                            "\($0) Otherwise define [policy \(name)] first."
+                        }
                             ?? "define [policy \(name)] first"))
                 continue
             }
@@ -256,7 +264,8 @@ struct Builder {
     }
 
     /// Checks one policy body's keys and compiles its rule; nil when it has errors (reported).
-    mutating func define(_ name: String, body: Body, base variant: Configuration.Variant?) -> Configuration.Definition? {
+    mutating func define(_ name: String, body: Body, base variant: Configuration.Variant?) -> Configuration.Definition?
+    {
         let before = diagnostics.count
         var definition = Configuration.Definition(
             name: name, variant: variant, rule: .factor(.passcode, attempts: 1), origin: Self.origin(body.place))
@@ -308,7 +317,9 @@ struct Builder {
                 diagnostics.append(
                     requireEntry.valuePlace.error(
                         "the factor '\(repeated)' appears more than once in the rule of policy '\(name)'",
-                        help: "a factor counts once: name it in one place (a policy used as a term brings its factors too)"))
+                        help:
+                            "a factor counts once: name it in one place (a policy used as a term brings its factors too)"
+                    ))
                 return nil
             }
             definition.rule = rule
@@ -471,7 +482,8 @@ struct Builder {
                 diagnostics.append(
                     place.error(
                         count < 1
-                            ? "'\(count) of' requires nothing" : "'\(count) of' lists only \(nodes.count) term\(nodes.count == 1 ? "" : "s")",
+                            ? "'\(count) of' requires nothing"
+                            : "'\(count) of' lists only \(nodes.count) term\(nodes.count == 1 ? "" : "s")",
                         help: help))
                 return nil
             }

@@ -93,8 +93,9 @@ public struct Configuration: Sendable {
         public var isMember: @Sendable (String) -> Bool
 
         /// Creates a subject.
-        public init(user: String, isRemote: Bool = false, isMember: @escaping @Sendable (String) -> Bool = { _ in false })
-        {
+        public init(
+            user: String, isRemote: Bool = false, isMember: @escaping @Sendable (String) -> Bool = { _ in false }
+        ) {
             self.user = user
             self.isRemote = isRemote
             self.isMember = isMember
@@ -148,8 +149,9 @@ public struct Configuration: Sendable {
 
     /// Checks and compiles the sources, in order (the main file, then the drop-ins in name order). On failure,
     /// every error of every file, then the warnings.
-    public static func parse(_ sources: [ConfigSource], plugins: [FactorPlugin]) -> Result<Configuration, ConfigurationProblems>
-    {
+    public static func parse(_ sources: [ConfigSource], plugins: [FactorPlugin]) -> Result<
+        Configuration, ConfigurationProblems
+    > {
         var builder = Builder(plugins: plugins)
         builder.read(sources)
         return builder.finish()
@@ -173,11 +175,13 @@ public struct Configuration: Sendable {
         case (.local, true):
             return .failure(
                 AuthenticationError(
-                    .notPermitted, "policy '\(name)' applies to local sessions only (when = local), and this one is remote"))
+                    .notPermitted,
+                    "policy '\(name)' applies to local sessions only (when = local), and this one is remote"))
         case (.remote, false):
             return .failure(
                 AuthenticationError(
-                    .notPermitted, "policy '\(name)' applies to remote sessions only (when = remote), and this one is local"))
+                    .notPermitted,
+                    "policy '\(name)' applies to remote sessions only (when = remote), and this one is local"))
         default:
             break
         }

@@ -61,7 +61,8 @@ public struct Diagnostic: Sendable, Equatable, CustomStringConvertible {
             let shown = Self.printable(source)
             text += "\n    \(shown)"
             if column > 0 {
-                text += "\n    " + String(repeating: " ", count: column - 1) + "^"
+                text +=
+                    "\n    " + String(repeating: " ", count: column - 1) + "^"
                     + String(repeating: "~", count: max(0, min(length, 200) - 1))
             }
         }

@@ -48,7 +48,9 @@ enum RuleSyntax {
         }
     }
 
-    struct ParseError: Error { let diagnostic: Diagnostic; init(_ diagnostic: Diagnostic) { self.diagnostic = diagnostic } }
+    struct ParseError: Error {
+        let diagnostic: Diagnostic; init(_ diagnostic: Diagnostic) { self.diagnostic = diagnostic }
+    }
 
     static func describe(_ kind: Token.Kind) -> String {
         switch kind {
@@ -109,7 +111,10 @@ enum RuleSyntax {
                 return .failure(spot(start, index).error("the rule is longer than \(maximumTokens) terms"))
             }
         }
-        tokens.append(Token(kind: .end, place: spot(bytes.count, bytes.count).at(column: place.column + INI.scalars(bytes[...]), length: 1)))
+        tokens.append(
+            Token(
+                kind: .end,
+                place: spot(bytes.count, bytes.count).at(column: place.column + INI.scalars(bytes[...]), length: 1)))
         return .success(tokens)
     }
 
@@ -189,7 +194,8 @@ enum RuleSyntax {
                 return .name(
                     word, attempts: attempts,
                     place: token.place.at(
-                        column: token.place.column, length: count.place.column + count.place.length - token.place.column))
+                        column: token.place.column, length: count.place.column + count.place.length - token.place.column
+                    ))
             case .end:
                 throw ParseError(token.place.error("the rule ends where a factor or policy name was expected"))
             default:

@@ -62,7 +62,8 @@ public enum ConfigurationFiles {
         }
         if names.count > maximumDropIns {
             problems.append(
-                Diagnostic(.error, file: directory, "it holds \(names.count) drop-ins; at most \(maximumDropIns) are read"))
+                Diagnostic(
+                    .error, file: directory, "it holds \(names.count) drop-ins; at most \(maximumDropIns) are read"))
             return .failure(ConfigurationProblems(problems))
         }
         for name in names {
@@ -131,7 +132,8 @@ public enum ConfigurationFiles {
         let mode = info.st_mode & 0o7777
         if mode & 0o022 != 0 {
             let octal = String(mode, radix: 8)
-            return "it is writable by \(mode & 0o020 != 0 ? "its group" : "others") (mode 0\(octal)); "
+            let who = mode & 0o022 == 0o022 ? "group and others" : mode & 0o020 != 0 ? "its group" : "others"
+            return "it is writable by \(who) (mode 0\(octal)); "
                 + "anyone who can write it could weaken every policy (chmod go-w)"
         }
         return nil

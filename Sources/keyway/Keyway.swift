@@ -238,7 +238,9 @@ struct Command {
                     plugin = BiometricAuthenticator(
                         vault: runtime.vault,
                         sensor: SimulatedSensor(
-                            .init(biometry: sensor.sensor.configuration.biometry, model: sensor.sensor.configuration.model),
+                            .init(
+                                biometry: sensor.sensor.configuration.biometry, model: sensor.sensor.configuration.model
+                            ),
                             events: touches))
                 }
                 try plugin.enroll(user: user, finger: finger, by: actor, conversation: conversation)
@@ -358,7 +360,6 @@ struct Command {
             return 3
         }
     }
-
 
     func audit() -> Int32 {
         let runtime = runtime()

@@ -77,7 +77,8 @@ extension Command {
         print("mode = \(definition.mode.rawValue)  (\(definition.origins["mode"] ?? .defaulted))")
         print(
             "unenrolled = \(definition.unenrolled?.rawValue ?? "conceal")  "
-                + "(\(definition.origins["unenrolled"].map { "\($0)" } ?? "default; the module's unenrolled= replaces it"))")
+                + "(\(definition.origins["unenrolled"].map { "\($0)" } ?? "default; the module's unenrolled= replaces it"))"
+        )
         print("")
         print("what happens, in order:")
         for line in Self.tree(definition.rule, depth: 1, isTop: true) { print(line) }
@@ -104,7 +105,8 @@ extension Command {
             return outcomes(rule, index: 0, of: [rule], needing: 1, depth: depth, isTop: isTop)
         }
         let kind =
-            count == 1 ? "any of, tried in order (the first success is enough)"
+            count == 1
+            ? "any of, tried in order (the first success is enough)"
             : count == rules.count ? "all of, in order" : "\(count) of these \(rules.count), tried in order"
         var lines = ["\(indent)\(kind):"]
         for (index, child) in rules.enumerated() {

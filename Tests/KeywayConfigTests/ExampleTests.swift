@@ -179,7 +179,12 @@ struct ExampleTests {
         #expect(throws: AuthenticationError.self) { try rig.enroll(.passcode, "alice", "7391552") }
         try rig.enroll(.passcode, "alice", "73915528")
         let login = try #require(rig.configuration.policy(named: "login")?.base)
-        #expect(login.rule == .allOf([.anyOf([.factor(.biometric, attempts: 3), .factor(.gesture, attempts: 5)]), .factor(.passcode, attempts: 3)]))
+        #expect(
+            login.rule
+                == .allOf([
+                    .anyOf([.factor(.biometric, attempts: 3), .factor(.gesture, attempts: 5)]),
+                    .factor(.passcode, attempts: 3),
+                ]))
         #expect(rig.configuration.settings[.biometric].integer(BiometricAuthenticator.lockoutSetting) == 5)
         #expect(rig.configuration.settingOrigins["gesture.min-dots"]?.line == 3)
     }
@@ -244,13 +249,18 @@ struct RoundTripTests {
         }
         #expect(
             configuration.policy(named: "p")?.base.rule
-                == .anyOf([.factor(.gesture, attempts: 3), .allOf([.factor(.passcode, attempts: 3), .factor(.biometric, attempts: 3)])]))
+                == .anyOf([
+                    .factor(.gesture, attempts: 3),
+                    .allOf([.factor(.passcode, attempts: 3), .factor(.biometric, attempts: 3)]),
+                ]))
     }
 
     @Test("drop-ins: a later file replaces a key, continues a section, and the built-ins cannot be redefined")
     func dropIns() throws {
-        let main = ConfigSource(path: "keyway.conf", text: "[gesture]\nattempts = 4\n[policy sudo]\nrequire = gesture\n")
-        let later = ConfigSource(path: "keyway.conf.d/50.conf", text: "[gesture]\nattempts = 2\n[policy sudo]\nwhen = local\n")
+        let main = ConfigSource(
+            path: "keyway.conf", text: "[gesture]\nattempts = 4\n[policy sudo]\nrequire = gesture\n")
+        let later = ConfigSource(
+            path: "keyway.conf.d/50.conf", text: "[gesture]\nattempts = 2\n[policy sudo]\nwhen = local\n")
         guard case .success(let configuration) = Configuration.parse([main, later], plugins: Runtime.plugins) else {
             Issue.record("refused")
             return

@@ -56,18 +56,27 @@ struct MalformedConfigTests {
                 "[biometric]\nfalse-match-rate = 1/10\n",
                 "t.conf:2:20: error: false-match-rate = 1/10 is out of range: expected 1/N with N from 1000 to 10000000"
             ),
-            ("[gesture]\nblocklist = maybe\n", "t.conf:2:13: error: 'maybe' is not valid for blocklist: expected yes or no"),
+            (
+                "[gesture]\nblocklist = maybe\n",
+                "t.conf:2:13: error: 'maybe' is not valid for blocklist: expected yes or no"
+            ),
             (
                 "[biometric]\npasscode-max-age = 10m\n",
                 "t.conf:2:20: error: passcode-max-age = 10m is out of range: expected a duration from 1h to 90d "
                     + "(e.g. 500ms, 30s, 5m, 72h, 2d), or off"
             ),
-            ("[passcode]\nmin-length = 4\n", "t.conf:2:14: error: min-length = 4 is out of range: expected a whole number from 6 to 64"),
+            (
+                "[passcode]\nmin-length = 4\n",
+                "t.conf:2:14: error: min-length = 4 is out of range: expected a whole number from 6 to 64"
+            ),
             ("min-dots = 5\n", "t.conf:1:1: error: 'min-dots' is outside any section"),
             ("[gesture]\nmin-dots 5\n", "t.conf:2:1: error: expected 'key = value', a [section] or a comment"),
             ("[gesture]\nmin-dots =\n", "t.conf:2:10: error: 'min-dots' has no value"),
             ("[gesture]\n= 5\n", "t.conf:2:1: error: a key is missing before '='"),
-            ("[gesture]\nMin = 3\n", "t.conf:2:1: error: 'Min' is not a key: keys are lower-case letters, digits, '-' and '.'"),
+            (
+                "[gesture]\nMin = 3\n",
+                "t.conf:2:1: error: 'Min' is not a key: keys are lower-case letters, digits, '-' and '.'"
+            ),
             ("[gesture\n", "t.conf:1:1: error: the section name has no closing ']'"),
             ("[gesture] x\n", "t.conf:1:11: error: unexpected text after the section name"),
             ("[]\n", "t.conf:1:1: error: the section has no name"),
@@ -78,7 +87,10 @@ struct MalformedConfigTests {
                 "[policy Sudo]\nrequire = gesture\n",
                 "t.conf:1:9: error: 'Sudo' cannot name a policy: a name starts with a lower-case letter"
             ),
-            ("[policy pattern]\nrequire = passcode\n", "t.conf:1:9: error: 'pattern' is a built-in policy and cannot be redefined"),
+            (
+                "[policy pattern]\nrequire = passcode\n",
+                "t.conf:1:9: error: 'pattern' is a built-in policy and cannot be redefined"
+            ),
             (
                 "[policy gesture]\nrequire = passcode\n",
                 "t.conf:1:9: error: a policy cannot be named 'gesture': that is a factor's name, and a rule could not "
@@ -104,10 +116,16 @@ struct MalformedConfigTests {
                 "[policy sudo]\nrequire = (gesture or passcode\n",
                 "t.conf:2:31: error: expected ')' to close the '(' at column 11, found the end of the rule"
             ),
-            ("[policy sudo]\nrequire = gesture or passcode)\n", "t.conf:2:30: error: unbalanced ')': nothing opened it"),
+            (
+                "[policy sudo]\nrequire = gesture or passcode)\n",
+                "t.conf:2:30: error: unbalanced ')': nothing opened it"
+            ),
             ("[policy sudo]\nrequire = 2 of (gesture)\n", "t.conf:2:11: error: '2 of' lists only 1 term"),
             ("[policy sudo]\nrequire = 0 of (gesture, passcode)\n", "t.conf:2:11: error: '0 of' requires nothing"),
-            ("[policy sudo]\nrequire = 2 (gesture, passcode)\n", "t.conf:2:13: error: expected 'of' after 2, found '('"),
+            (
+                "[policy sudo]\nrequire = 2 (gesture, passcode)\n",
+                "t.conf:2:13: error: expected 'of' after 2, found '('"
+            ),
             ("[policy sudo]\nrequire = gesture*0\n", "t.conf:2:11: error: gesture*0: attempts must be from 1 to 20"),
             ("[policy sudo]\nrequire = gesture*21\n", "t.conf:2:11: error: gesture*21: attempts must be from 1 to 20"),
             (
@@ -120,7 +138,10 @@ struct MalformedConfigTests {
             ),
             ("[policy sudo]\nrequire = gesture & passcode\n", "t.conf:2:19: error: unexpected '&' in the rule"),
             ("[policy sudo]\nrequire = GESTURE\n", "t.conf:2:11: error: unexpected 'G' in the rule"),
-            ("[policy sudo]\nrequire = or gesture\n", "t.conf:2:11: error: expected a factor or policy name before 'or'"),
+            (
+                "[policy sudo]\nrequire = or gesture\n",
+                "t.conf:2:11: error: expected a factor or policy name before 'or'"
+            ),
             (
                 "[policy sudo]\nrequire = gesture and gesture\n",
                 "t.conf:2:11: error: the factor 'gesture' appears more than once in the rule of policy 'sudo'"
@@ -130,21 +151,42 @@ struct MalformedConfigTests {
                 "t.conf:2:11: error: the factor 'passcode' appears more than once in the rule of policy 'sudo'"
             ),
             ("[policy a]\nrequire = a\n", "t.conf:2:11: error: policy 'a' refers to itself: a → a"),
-            ("[policy a]\nrequire = b\n[policy b]\nrequire = a\n", "t.conf:2:11: error: policy 'b' refers to itself: b → a → b"),
-            ("[policy sudo]\nrequire = pattern*2\n", "t.conf:2:11: error: '*N' counts a factor's attempts; 'pattern' is a policy"),
+            (
+                "[policy a]\nrequire = b\n[policy b]\nrequire = a\n",
+                "t.conf:2:11: error: policy 'b' refers to itself: b → a → b"
+            ),
+            (
+                "[policy sudo]\nrequire = pattern*2\n",
+                "t.conf:2:11: error: '*N' counts a factor's attempts; 'pattern' is a policy"
+            ),
             (
                 "[policy sudo]\nrequire = biometric\nwhen = remote\n",
                 "t.conf:2:11: error: policy 'sudo' can never succeed: remote session: biometric cannot serve remote sessions"
             ),
-            ("[policy sudo]\nrequire = gesture\nmode = dry-run\n", "t.conf:3:8: error: 'dry-run' is not valid for mode: expected enforce or audit"),
+            (
+                "[policy sudo]\nrequire = gesture\nmode = dry-run\n",
+                "t.conf:3:8: error: 'dry-run' is not valid for mode: expected enforce or audit"
+            ),
             (
                 "[policy sudo]\nrequire = gesture\nunenrolled = ignore\n",
                 "t.conf:3:14: error: 'ignore' is not valid for unenrolled: expected conceal, fail or skip"
             ),
-            ("[policy sudo]\nrequire = gesture\ngesture.min-dots = 5\n", "t.conf:3:1: error: gesture.min-dots cannot be set per policy"),
-            ("[policy sudo]\nrequire = gesture\nretina.attempts = 2\n", "t.conf:3:1: error: unknown key 'retina.attempts' in a policy"),
-            ("[policy sudo]\nrequire = gesture\ngesture.attempt = 2\n", "t.conf:3:1: error: unknown setting 'attempt' for gesture"),
-            ("[policy sudo]\nrequire = gesture\nrequire = passcode\n", "t.conf:3:1: error: duplicate key 'require' in [policy sudo]"),
+            (
+                "[policy sudo]\nrequire = gesture\ngesture.min-dots = 5\n",
+                "t.conf:3:1: error: gesture.min-dots cannot be set per policy"
+            ),
+            (
+                "[policy sudo]\nrequire = gesture\nretina.attempts = 2\n",
+                "t.conf:3:1: error: unknown key 'retina.attempts' in a policy"
+            ),
+            (
+                "[policy sudo]\nrequire = gesture\ngesture.attempt = 2\n",
+                "t.conf:3:1: error: unknown setting 'attempt' for gesture"
+            ),
+            (
+                "[policy sudo]\nrequire = gesture\nrequire = passcode\n",
+                "t.conf:3:1: error: duplicate key 'require' in [policy sudo]"
+            ),
             ("[gesture]\nmin-dots = 5\u{1}\n", "t.conf:2:13: error: a control character is not allowed here"),
             ("[policy sudo]\nrequire = \(deep)\n", "t.conf:2:27: error: the rule nests deeper than 16 levels"),
         ])
@@ -155,9 +197,13 @@ struct MalformedConfigTests {
 
     @Test("bytes that are not text, and a file too large to be a configuration")
     func notText() {
-        #expect(Self.problems(bytes: Array("[gesture]\n".utf8) + [0xFF, 0x0A]).first?.headline == "t.conf:2: error: the line is not valid UTF-8")
+        #expect(
+            Self.problems(bytes: Array("[gesture]\n".utf8) + [0xFF, 0x0A]).first?.headline
+                == "t.conf:2: error: the line is not valid UTF-8")
         let huge = [UInt8](repeating: UInt8(ascii: "#"), count: 70_000)
-        #expect(Self.problems(bytes: huge).first?.headline == "t.conf: error: the file is 70000 bytes; at most 65536 are read")
+        #expect(
+            Self.problems(bytes: huge).first?.headline
+                == "t.conf: error: the file is 70000 bytes; at most 65536 are read")
     }
 
     @Test("the report shows the line, a caret under the problem, and a suggestion")
@@ -171,7 +217,8 @@ struct MalformedConfigTests {
                                              ^~~~~~~
                 help: did you mean 'passcode'?
                 """)
-        #expect(Self.problems("[policy sudo]\nrequire = gesture\nwhen = lcoal\n").first?.help == "did you mean 'local'?")
+        #expect(
+            Self.problems("[policy sudo]\nrequire = gesture\nwhen = lcoal\n").first?.help == "did you mean 'local'?")
         #expect(Self.problems("[gestur]\n").first?.help == "did you mean 'gesture'?")
         #expect(Self.problems("[gesture]\nmin-dot = 5\n").first?.help == "did you mean 'min-dots'?")
     }

@@ -78,8 +78,10 @@ let fuzzTargets: [FuzzTarget] = [
         case .success(let configuration):
             for named in configuration.policies {
                 let text = "[policy round-trip]\nrequire = \(Configuration.text(of: named.base.rule))\n"
-                let again = Configuration.parse([ConfigSource(path: "again.conf", text: text)], plugins: Runtime.plugins)
-                guard case .success(let reread) = again, reread.policy(named: "round-trip")?.base.rule == named.base.rule
+                let again = Configuration.parse(
+                    [ConfigSource(path: "again.conf", text: text)], plugins: Runtime.plugins)
+                guard case .success(let reread) = again,
+                    reread.policy(named: "round-trip")?.base.rule == named.base.rule
                 else { preconditionFailure("the rule of \(named.base.name) does not read back from '\(text)'") }
             }
         case .failure(let problems):

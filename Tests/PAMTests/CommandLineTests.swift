@@ -37,7 +37,9 @@ struct CommandLineTests {
         #expect(result.output.contains("See 'keyway --help'."))
     }
 
-    @Test("outcomes map to exit statuses: 0 success, 1 failed, 2 locked, 3 not enrolled, 65/66 config, 74 store, 78 policy")
+    @Test(
+        "outcomes map to exit statuses: 0 success, 1 failed, 2 locked, 3 not enrolled, 65/66 config, 74 store, 78 policy"
+    )
     func exitStatuses() throws {
         let fixture = PAMFixture()
         defer { fixture.remove() }

@@ -52,7 +52,9 @@ struct ModuleCall {
             guard let error = call.runtime.context().canEvaluate(policy, for: call.user) else { return .success }
             if harmless.contains(error.code) { return .success }
             if call.definition.mode == .audit {
-                log(LOG_NOTICE, "user=\(call.user.name) policy=\(policy.name) mode=audit account would be refused: \(error.reason)")
+                log(
+                    LOG_NOTICE,
+                    "user=\(call.user.name) policy=\(policy.name) mode=audit account would be refused: \(error.reason)")
                 return .ignored
             }
             log(LOG_NOTICE, "user=\(call.user.name) policy=\(policy.name) account refused: \(error.reason)")

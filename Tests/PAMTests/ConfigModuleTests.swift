@@ -1,0 +1,221 @@
+import Foundation
+import Testing
+
+/// keyway.conf through the real module: the harness drives libpam (pam_start_confdir) on a service in the fixture,
+/// the module reads the configuration named by config=, and keywayd enforces what it must.
+@Suite("keyway.conf through pam_keyway.so", .serialized)
+struct ConfigModuleTests {
+    let fixture = PAMFixture()
+
+    /// A service whose auth line is `control pam_keyway.so ARGS`, optionally followed by pam_permit.
+    func stack(_ name: String, _ arguments: String, control: String = "required", permit: Bool = false) {
+        var text = "auth \(control) \(modulePath) \(fixture.moduleArguments) \(arguments)\n"
+        if permit { text += "auth required pam_permit.so\n" }
+        text += "account required \(modulePath) \(fixture.moduleArguments) \(arguments)\n"
+        _ = FileManager.default.createFile(atPath: fixture.services + "/" + name, contents: Data(text.utf8))
+    }
+
+    @Test("2 of (gesture, passcode, biometric): two of them succeed; one is not enough")
+    func twoOfThree() throws {
+        defer { fixture.remove() }
+        let config = fixture.writeConfig("[policy ssh]\nrequire = 2 of (gesture, passcode, biometric)\n")
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.service("kwssh", "policy=ssh \(config)")
+        let both = try harness(fixture, "kwssh", "alice", answers("2-4-9-3", "739155"))
+        #expect(both.result == "PAM_SUCCESS", "\(both.text)")
+        // The pattern three times wrong, then the passcode: one of two, and no finger is enrolled.
+        let one = try harness(fixture, "kwssh", "alice", answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6", "739155"))
+        #expect(one.result == "PAM_AUTH_ERR", "\(one.text)")
+        #expect(one.text.contains("prompt: Passcode: "), "\(one.text)")
+    }
+
+    @Test("a variant for a group: root (in group root) needs both factors; another account needs either")
+    func groupVariant() throws {
+        defer { fixture.remove() }
+        let config = fixture.writeConfig(
+            """
+            [policy sudo]
+            require = gesture or passcode
+
+            [policy sudo for group root]
+            require = gesture and passcode
+            """)
+        for user in ["root", "alice"] {
+            try fixture.enrollPattern(user, "2-4-9-3")
+            try fixture.enrollPasscode(user, "739155")
+        }
+        fixture.service("kwsudo", "policy=sudo \(config)")
+        let rootPattern = try harness(fixture, "kwsudo", "root", answers("2-4-9-3"))
+        #expect(rootPattern.result != "PAM_SUCCESS", "\(rootPattern.text)")
+        #expect(rootPattern.text.contains("prompt: Passcode: "), "\(rootPattern.text)")
+        let rootBoth = try harness(fixture, "kwsudo", "root", answers("2-4-9-3", "739155"))
+        #expect(rootBoth.result == "PAM_SUCCESS", "\(rootBoth.text)")
+        let alice = try harness(fixture, "kwsudo", "alice", answers("2-4-9-3"))
+        #expect(alice.result == "PAM_SUCCESS", "\(alice.text)")
+        #expect(!alice.text.contains("prompt: Passcode: "), "\(alice.text)")
+    }
+
+    @Test("when = local: a remote session is refused with PAM_PERM_DENIED and a reason; a local one is asked")
+    func localOnly() throws {
+        defer { fixture.remove() }
+        let config = fixture.writeConfig("[policy console]\nrequire = gesture\nwhen = local\n")
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        fixture.service("kwconsole", "policy=console \(config)")
+        let remote = try harness(fixture, "kwconsole", "alice", ["--rhost", "203.0.113.9"] + answers("2-4-9-3"))
+        #expect(remote.result == "PAM_PERM_DENIED", "\(remote.text)")
+        #expect(!remote.text.contains("prompt:"), "\(remote.text)")
+        #expect(remote.text.contains("local sessions only"), "\(remote.text)")
+        let local = try harness(fixture, "kwconsole", "alice", answers("2-4-9-3"))
+        #expect(local.result == "PAM_SUCCESS", "\(local.text)")
+    }
+
+    @Test("mode = audit: PAM_IGNORE whatever happens, and the would-be outcome in the system log")
+    func audit() throws {
+        defer { fixture.remove() }
+        let config = fixture.writeConfig("[policy roll-out]\nrequire = gesture\nmode = audit\n")
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        fixture.startDaemon()
+        // requisite: a failure would stop the stack at once; only PAM_IGNORE lets pam_permit decide.
+        stack("kwaudit", "policy=roll-out \(config)", control: "requisite", permit: true)
+        stack("kwaudit-alone", "policy=roll-out \(config)")
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        func authenticate(_ service: String, _ typed: [String]) throws -> Run {
+            let (executable, arguments) = capture.command(
+                harnessPath, typed.flatMap { ["--answer", $0] } + [fixture.services, service, "alice"])
+            return try run(executable, arguments)
+        }
+        let wrong = try authenticate("kwaudit", ["3-4-9-2", "6-1-8-3", "4-3-8-1-6"])
+        #expect(wrong.result == "PAM_SUCCESS", "a wrong pattern in audit mode is ignored: \(wrong.text)")
+        let right = try authenticate("kwaudit", ["2-4-9-3"])
+        #expect(right.result == "PAM_SUCCESS", "\(right.text)")
+        // Alone, an ignoring module leaves libpam without a decision: never a success.
+        let alone = try authenticate("kwaudit-alone", ["2-4-9-3"])
+        #expect(alone.result != "PAM_SUCCESS" && alone.result != nil, "\(alone.text)")
+        let lines = capture.lines.filter { $0.contains("pam_keyway") }
+        #expect(
+            lines.contains {
+                $0.contains("user=alice policy=roll-out outcome=failure(authenticationFailed)")
+                    && $0.contains("mode=audit (not enforced: PAM_IGNORE)")
+            }, "\(lines)")
+        #expect(
+            lines.contains {
+                $0.contains("user=alice policy=roll-out outcome=success") && $0.contains("mode=audit")
+            }, "\(lines)")
+    }
+
+    @Test(
+        "passcode-max-age (keywayd): a passcode not entered for 73 hours sends the user to the passcode, which renews it"
+    )
+    func passcodeMaxAge() throws {
+        defer { fixture.remove() }
+        let config = fixture.writeConfig("[biometric]\npasscode-max-age = 72h\n")
+        fixture.startDaemon(["--config", fixture.configPath])
+        try fixture.enrollPasscode("alice", "739155")
+        try fixture.enrollFinger("alice", "right-index")
+        fixture.service("kwbio", "policy=biometrics-or-passcode \(config) timeout=1")
+        func status() throws -> String {
+            try run(cliPath, ["--socket", fixture.socket, "--config", fixture.configPath, "status", "--user", "alice"])
+                .text
+        }
+        let fresh = try status()
+        #expect(!fresh.contains("LOCKED"), "\(fresh)")
+        // Set 73 hours ago, as if nobody had typed it since (the store's own clock is the system's).
+        let aged = try run(
+            "/usr/bin/sqlite3",
+            [
+                fixture.store,
+                "UPDATE enrollments SET changed_at = changed_at - \(73 * 3_600_000) WHERE factor = 'passcode'",
+            ])
+        #expect(aged.status == 0, "\(aged.text)")
+        let before = try status()
+        #expect(
+            before.contains("biometric: enrolled") && before.contains("LOCKED") && before.contains("passcode-max-age"),
+            "\(before)")
+        let result = try harness(fixture, "kwbio", "alice", answers("739155"))
+        #expect(result.result == "PAM_SUCCESS", "\(result.text)")
+        #expect(!result.text.contains("Place your finger"), "\(result.text)")
+        #expect(result.text.contains("prompt: Passcode: "), "\(result.text)")
+        let after = try status()
+        #expect(!after.contains("LOCKED"), "the passcode entry renews the window: \(after)")
+    }
+
+    @Test(
+        "a world-writable, foreign-owned or symlinked configuration: the module fails closed and the log names the file"
+    )
+    func untrustedFiles() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        let config = fixture.writeConfig("[policy sudo]\nrequire = gesture\n")
+        fixture.service("kwtrust", "policy=sudo \(config)")
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        func authenticate() throws -> Run {
+            let (executable, arguments) = capture.command(
+                harnessPath, ["--answer", "2-4-9-3", fixture.services, "kwtrust", "alice"])
+            return try run(executable, arguments)
+        }
+        #expect(try authenticate().result == "PAM_SUCCESS")
+        chmod(fixture.configPath, 0o666)
+        let writable = try authenticate()
+        #expect(writable.result == "PAM_SERVICE_ERR", "\(writable.text)")
+        #expect(!writable.text.contains("prompt:"))
+        #expect(writable.text.contains("Keyway is not available (see the system log)."), "\(writable.text)")
+        chmod(fixture.configPath, 0o644)
+        chown(fixture.configPath, 65534, 65534)
+        #expect(try authenticate().result == "PAM_SERVICE_ERR")
+        chown(fixture.configPath, 0, 0)
+        let real = fixture.directory + "/real.conf"
+        rename(fixture.configPath, real)
+        symlink(real, fixture.configPath)
+        #expect(try authenticate().result == "PAM_SERVICE_ERR")
+        unlink(fixture.configPath)
+        let lines = capture.lines.filter { $0.contains("pam_keyway") }
+        let path = fixture.configPath
+        #expect(
+            lines.contains {
+                $0.contains(
+                    "configuration error, failing closed: \(path): error: it is writable by group and others (mode 0666)"
+                )
+            },
+            "\(lines)")
+        #expect(lines.contains { $0.contains("\(path): error: it is owned by uid 65534, not root") }, "\(lines)")
+        #expect(lines.contains { $0.contains("\(path): error: it is a symbolic link") }, "\(lines)")
+        // A named file that does not exist is an error too, never the built-ins.
+        #expect(try authenticate().result == "PAM_SERVICE_ERR")
+        #expect(capture.lines.contains { $0.contains("\(path): error: the file does not exist") })
+    }
+
+    @Test("a configuration error: PAM_SERVICE_ERR, and the log has every error as file:line:col")
+    func malformed() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        let config = fixture.writeConfig("[policy sudo]\nrequire = gesture or pascode\n[gesture]\nmin-dots = 12\n")
+        fixture.service("kwbad", "policy=sudo \(config)")
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        let (executable, arguments) = capture.command(
+            harnessPath, ["--answer", "2-4-9-3", fixture.services, "kwbad", "alice"])
+        let result = try run(executable, arguments)
+        #expect(result.result == "PAM_SERVICE_ERR", "\(result.text)")
+        let lines = capture.lines.filter { $0.contains("pam_keyway") }
+        #expect(
+            lines.contains { $0.hasPrefix("<83>") && $0.contains("keyway.conf:2:22: error: unknown factor 'pascode'") },
+            "\(lines)")
+        #expect(lines.contains { $0.contains("keyway.conf:4:12: error: min-dots = 12 is out of range") }, "\(lines)")
+        // An unknown policy name is a configuration error too.
+        stack("kwnone", "policy=no-such \(config.replacingOccurrences(of: "keyway.conf", with: "absent.conf"))")
+        #expect(try harness(fixture, "kwnone", "alice", answers("2-4-9-3")).result == "PAM_SERVICE_ERR")
+    }
+
+    @Test("keywayd refuses to start on a configuration with errors, and says why")
+    func daemonRefuses() throws {
+        defer { fixture.remove() }
+        fixture.writeConfig("[biometric]\nlockout-after = 0\n")
+        let result = try run(
+            daemonPath, ["--socket", fixture.socket, "--store", fixture.store, "--config", fixture.configPath])
+        #expect(result.status == 78, "\(result.text)")
+        #expect(result.text.contains("keyway.conf:2:17: error: lockout-after = 0 is out of range"), "\(result.text)")
+    }
+}
