@@ -189,6 +189,27 @@ struct ExampleTests {
         #expect(rig.configuration.settingOrigins["gesture.min-dots"]?.line == 3)
     }
 
+    @Test("every stack in pam/examples gives the module arguments it accepts and a policy that exists")
+    func pamExamples() throws {
+        let directory = packageDirectory + "/pam/examples"
+        let builtIns = Configuration.builtInsOnly(plugins: Runtime.plugins)
+        var lines = 0
+        for file in try FileManager.default.contentsOfDirectory(atPath: directory) {
+            let text = try String(contentsOfFile: directory + "/" + file, encoding: .utf8)
+            for line in text.split(separator: "\n") where !line.hasPrefix("#") && line.contains("pam_keyway.so") {
+                let words = line.split(separator: " ").map(String.init).filter { !$0.isEmpty }
+                let arguments = Array(words.drop { $0 != "pam_keyway.so" }.dropFirst())
+                guard case .success(let parsed) = ModuleArguments.parse(arguments) else {
+                    Issue.record("pam/examples/\(file): '\(line)' is refused")
+                    continue
+                }
+                #expect(builtIns.policy(named: parsed.policy) != nil, "pam/examples/\(file): \(parsed.policy)")
+                lines += 1
+            }
+        }
+        #expect(lines >= 3)
+    }
+
     @Test("every example is in keyway.conf(5), line for line")
     func examplesAreInTheManual() throws {
         let manual = try String(contentsOfFile: packageDirectory + "/man/keyway.conf.5", encoding: .utf8)
