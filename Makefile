@@ -102,7 +102,10 @@ install: module cli daemon
 	install -D -m 644 systemd/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.socket
 	sed 's|@SBINDIR@|$(PREFIX)/sbin|' systemd/keywayd.service.in > build/keywayd.service
 	install -D -m 644 build/keywayd.service $(DESTDIR)$(UNIT_DIR)/keywayd.service
-	install -d -m 700 -o root -g root $(DESTDIR)/etc/keyway $(DESTDIR)/var/lib/keyway
+	install -D -m 644 man/keyway.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/keyway.conf.5
+	install -d -m 755 -o root -g root $(DESTDIR)/etc/keyway
+	install -d -m 700 -o root -g root $(DESTDIR)/var/lib/keyway
+	install -D -m 644 -t $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/keyway.conf man/examples/*.conf
 	install -D -m 644 pam/examples/sudo $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/sudo
 	install -D -m 644 pam/examples/login $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/login
 	install -D -m 644 pam/examples/two-factor $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/two-factor
@@ -121,7 +124,7 @@ uninstall:
 		systemctl disable --now keywayd.socket keywayd.service 2>/dev/null || true; fi
 	rm -f $(DESTDIR)$(PAM_DIR)/pam_keyway.so $(DESTDIR)$(PREFIX)/sbin/keyway $(DESTDIR)$(PREFIX)/sbin/keywayd
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
-	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/keywayd.8
+	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/keywayd.8 $(DESTDIR)$(PREFIX)/share/man/man5/keyway.conf.5
 	rm -f $(DESTDIR)$(UNIT_DIR)/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.service
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/keyway
 	-rmdir $(DESTDIR)/etc/keyway 2>/dev/null

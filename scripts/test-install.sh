@@ -17,7 +17,9 @@ expect_mode /usr/local/sbin/keyway 755 root
 expect_mode /usr/local/share/man/man8/pam_keyway.8 644 root
 expect_mode /usr/local/share/man/man8/keyway.8 644 root
 expect_mode /usr/local/share/doc/keyway/examples/sudo 644 root
-expect_mode /etc/keyway 700 root
+expect_mode /usr/local/share/man/man5/keyway.conf.5 644 root
+expect_mode /usr/local/share/doc/keyway/examples/keyway.conf/wheel.conf 644 root
+expect_mode /etc/keyway 755 root
 expect_mode /var/lib/keyway 700 root
 cmp -s build/pam_keyway.so "$stage$pamdir/pam_keyway.so" || fail "the installed module is not build/pam_keyway.so"
 mkdir -p "$stage/etc/pam.d"
