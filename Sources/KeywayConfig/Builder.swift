@@ -18,6 +18,8 @@ struct Builder {
     }
 
     let plugins: [FactorPlugin]
+    /// The built-in policies' rules, as text.
+    let builtInRules = Configuration.builtInRules
     var diagnostics: [Diagnostic] = []
     var settings = SettingsBook()
     var settingOrigins: [String: Configuration.Origin] = [:]
@@ -97,7 +99,7 @@ struct Builder {
                 ))
             return nil
         }
-        if Configuration.builtInRules.contains(where: { $0.name == name.text }) {
+        if builtInRules.contains(where: { $0.name == name.text }) {
             diagnostics.append(
                 name.place.error(
                     "'\(name.text)' is a built-in policy and cannot be redefined",
@@ -166,7 +168,7 @@ struct Builder {
             diagnostics.append(extra.place.error("more than \(Self.maximumPolicies) policies are defined"))
         }
 
-        for (name, require) in Configuration.builtInRules {
+        for (name, require) in builtInRules {
             let place = Place(file: "built-in", line: 0, column: 1, length: 1, text: require)
             var definition = Configuration.Definition(
                 name: name, rule: .factor(.passcode, attempts: 1), origin: .builtIn)
@@ -409,9 +411,9 @@ struct Builder {
                 }
                 return .factor(plugin.kind, attempts: count)
             }
-            let isPolicy = policyBodies[word] != nil || Configuration.builtInRules.contains { $0.name == word }
+            let isPolicy = policyBodies[word] != nil || builtInRules.contains { $0.name == word }
             guard isPolicy else {
-                let policies = Configuration.builtInRules.map { $0.name } + Array(policyBodies.keys).sorted()
+                let policies = builtInRules.map { $0.name } + Array(policyBodies.keys).sorted()
                 let near = Suggest.nearest(word, in: factorNames + policies)
                 let what = near.map { factorNames.contains($0) ? "factor" : "policy" } ?? "factor or policy"
                 diagnostics.append(
@@ -456,7 +458,7 @@ struct Builder {
                     builder.compile(inner, in: word, overrides: local, stack: stack + [word])
                 }
             } else {
-                let text = Configuration.builtInRules.first { $0.name == word }!.require
+                let text = builtInRules.first { $0.name == word }!.require
                 let place = Place(file: "built-in", line: 0, column: 1, length: 1, text: text)
                 guard case .success(let inner) = RuleSyntax.parse(text, at: place) else { return nil }
                 rule = compile(inner, in: word, overrides: [:], stack: stack + [word])

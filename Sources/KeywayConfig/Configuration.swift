@@ -125,14 +125,11 @@ public struct Configuration: Sendable {
     /// The files read, in order.
     public internal(set) var files: [String] = []
 
-    /// The built-in policies as rules: they exist without any file and cannot be redefined.
-    public static let builtInRules: [(name: String, require: String)] = [
-        ("biometrics-only", "biometric"),
-        ("biometrics-or-passcode", "biometric or passcode"),
-        ("pattern", "gesture"),
-        ("passcode", "passcode"),
-        ("pattern-or-passcode", "gesture or passcode"),
-    ]
+    /// The built-in policies (`Policy.builtIns`) as `require =` text without attempts, so that the factors'
+    /// `attempts` settings apply to them too. They exist without any file and cannot be redefined.
+    public static var builtInRules: [(name: String, require: String)] {
+        Policy.builtIns.map { ($0.name, RuleSyntax.text(of: $0.rule, attempts: false)) }
+    }
 
     /// The built-ins and default settings only: what a system without `keyway.conf` has.
     public static func builtInsOnly(plugins: [FactorPlugin]) -> Configuration {

@@ -51,7 +51,7 @@ public struct Diagnostic: Sendable, Equatable, CustomStringConvertible {
         var place = file
         if line > 0 { place += ":\(line)" }
         if line > 0 && column > 0 { place += ":\(column)" }
-        return "\(place): \(severity.rawValue): \(message)"
+        return Self.printable("\(place): \(severity.rawValue): \(message)")
     }
 
     /// The whole report: the headline, the line with a caret under the problem, and the help.
@@ -66,12 +66,12 @@ public struct Diagnostic: Sendable, Equatable, CustomStringConvertible {
                     + String(repeating: "~", count: max(0, min(length, 200) - 1))
             }
         }
-        if let help { text += "\nhelp: \(help)" }
+        if let help { text += "\nhelp: " + Self.printable(help) }
         return text
     }
 
-    /// The text with control characters (a tab, an escape) shown as one `?` each, so the caret stays aligned and a
-    /// hostile file cannot drive the terminal.
+    /// The text with control characters (a tab, an escape, C1 controls such as U+009B) shown as one `?` each, so the
+    /// caret stays aligned and a hostile file (or file name) cannot drive the terminal or forge a log line.
     static func printable(_ text: String) -> String {
         var scalars = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {

@@ -214,10 +214,11 @@ enum RuleSyntax {
 
     /// The rule as `require =` writes it; parsing the text gives the same rule. Every factor carries its attempts,
     /// so the text means the same whatever the settings.
-    static func text(of rule: Policy.Rule) -> String {
+    static func text(of rule: Policy.Rule, attempts written: Bool = true) -> String {
+        func text(of rule: Policy.Rule) -> String { RuleSyntax.text(of: rule, attempts: written) }
         switch rule {
         case .factor(let kind, let attempts):
-            return "\(kind)*\(attempts)"
+            return written ? "\(kind)*\(attempts)" : "\(kind)"
         case .atLeast(let count, let rules) where count == 1 && rules.count > 1:
             return rules.map { child in
                 if case .atLeast(1, let inner) = child, inner.count > 1 { return "(\(text(of: child)))" }

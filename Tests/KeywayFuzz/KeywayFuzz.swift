@@ -76,18 +76,26 @@ let fuzzTargets: [FuzzTarget] = [
         // every accepted rule reads back the same from what `keyway policy show` prints.
         switch Configuration.parse([ConfigSource(path: "fuzz.conf", bytes: bytes)], plugins: Runtime.plugins) {
         case .success(let configuration):
-            for named in configuration.policies {
-                let text = "[policy round-trip]\nrequire = \(Configuration.text(of: named.base.rule))\n"
-                let again = Configuration.parse(
-                    [ConfigSource(path: "again.conf", text: text)], plugins: Runtime.plugins)
-                guard case .success(let reread) = again,
-                    reread.policy(named: "round-trip")?.base.rule == named.base.rule
-                else { preconditionFailure("the rule of \(named.base.name) does not read back from '\(text)'") }
+            // Every rule printed into one file, read back at once.
+            var text = ""
+            for (index, named) in configuration.policies.enumerated() {
+                text += "[policy round-trip-\(index)]\nrequire = \(Configuration.text(of: named.base.rule))\n"
+            }
+            let again = Configuration.parse([ConfigSource(path: "again.conf", text: text)], plugins: Runtime.plugins)
+            guard case .success(let reread) = again else { preconditionFailure("'\(text)' is refused") }
+            for (index, named) in configuration.policies.enumerated() {
+                precondition(
+                    reread.policy(named: "round-trip-\(index)")?.base.rule == named.base.rule,
+                    "the rule of \(named.base.name) does not read back")
             }
         case .failure(let problems):
             precondition(!problems.errors.isEmpty)
             for problem in problems.diagnostics {
-                precondition(!problem.description.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" })
+                // Shown on terminals and in syslog: no control character but the line breaks between its parts.
+                precondition(
+                    !problem.description.unicodeScalars.contains {
+                        ($0.value < 0x20 && $0 != "\n") || (0x7F..<0xA0).contains($0.value)
+                    })
             }
         }
     },

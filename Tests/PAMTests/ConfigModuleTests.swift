@@ -219,3 +219,45 @@ struct ConfigModuleTests {
         #expect(result.text.contains("keyway.conf:2:17: error: lockout-after = 0 is out of range"), "\(result.text)")
     }
 }
+
+/// keyway.conf(5)'s examples, each in front of a real /etc/pam.d service (in the private /etc of
+/// scripts/test-isolated.sh), driven by the real pamtester.
+@Suite("keyway.conf(5)'s examples through pamtester and /etc/pam.d", .serialized)
+struct ConfigExamplePamtesterTests {
+    @Test(
+        "each example's policy authenticates as the page says",
+        arguments: [
+            ("sudo-pattern.conf", "sudo", "3-4-9-2\n6-1-8-3\n4-3-8-1-6\n739155\n", true),
+            ("sudo-pattern.conf", "sudo", "3-4-9-2\n6-1-8-3\n4-3-8-1-6\n111111\n", false),
+            ("two-of-three.conf", "ssh", "2-4-9-3\n739155\n", true),
+            ("two-of-three.conf", "ssh", "2-4-9-3\n111111\n111112\n111113\n", false),
+            ("wheel.conf", "sudo", "2-4-9-3\n", true),
+            ("console.conf", "console", "3-4-9-2\n6-1-8-3\n4-3-8-1-6\n7-5-3-6\n2-4-9-3\n739155\n", true),
+            ("roll-out.conf", "roll-out", "3-4-9-2\n6-1-8-3\n4-3-8-1-6\n", true),
+            ("passcode-max-age.conf", "unlock", "739155\n", true),
+            ("settings.conf", "login", "2-4-9-3\n739155\n", true),
+            ("settings.conf", "login", "2-4-9-3\n", false),
+        ])
+    func example(file: String, policy: String, typed: String, succeeds: Bool) throws {
+        try requireIsolation()
+        let fixture = PAMFixture()
+        let service = "kwconf-\(getpid())"
+        defer {
+            unlink("/etc/pam.d/\(service)")
+            fixture.remove()
+        }
+        let example = try String(contentsOfFile: packageRoot + "/man/examples/" + file, encoding: .utf8)
+        let config = fixture.writeConfig(example)
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.startDaemon()
+        // mode = audit returns PAM_IGNORE: requisite and pam_permit let the stack decide, as keyway.conf(5) says.
+        let control = policy == "roll-out" ? "requisite" : "required"
+        var stack = "auth \(control) \(modulePath) \(fixture.moduleArguments) policy=\(policy) \(config)\n"
+        if policy == "roll-out" { stack += "auth required pam_permit.so\n" }
+        _ = FileManager.default.createFile(atPath: "/etc/pam.d/\(service)", contents: Data(stack.utf8))
+        let result = try run("/usr/bin/pamtester", ["-v", service, "alice", "authenticate"], input: typed)
+        #expect((result.status == 0) == succeeds, "\(file) \(policy): \(result.text)")
+        #expect(result.text.contains("successfully authenticated") == succeeds, "\(result.text)")
+    }
+}
