@@ -379,6 +379,7 @@ struct Command {
             }
             print("\(hasher.cost): one verification \(Self.summary(samples, in: 1000, "ms")) over \(rounds) rounds")
             if let socket = parsed.value("--socket") { try roundTrips(socket, count: rounds * 10) }
+            configurationReads(count: rounds * 10)
             SimulatorBench.run(rounds: rounds)
         }
     }
@@ -396,6 +397,21 @@ extension Command {
         print(
             "keywayd round trip (one request, no slow hash): \(Self.summary(samples, in: 1, "µs")) "
                 + "over \(samples.count) requests")
+    }
+
+    /// What the module does first on every call: read keyway.conf and its drop-ins, check them and compile every
+    /// policy (here in full Swift; the module runs the same code in Embedded Swift).
+    func configurationReads(count: Int) {
+        let named = parsed.value("--config")
+        guard case .success(let configuration) = ConfigurationFiles.load(named) else { return }
+        let samples = try? Self.timings(max(count, 1)) { () throws(AuthenticationError) in
+            _ = ConfigurationFiles.load(named)
+        }
+        guard let samples else { return }
+        print(
+            "keyway.conf read and compiled (\(configuration.files.count) file\(configuration.files.count == 1 ? "" : "s"), "
+                + "\(configuration.policies.count) "
+                + "policies): \(Self.summary(samples, in: 1, "µs")) over \(samples.count) reads")
     }
 
     /// Runs `body` `count` times; the durations in microseconds, sorted.
