@@ -88,7 +88,8 @@ mkdir "$work/pam.d"
 for user in alice bob carol dave erin; do "$probe" enroll-cost "$work/keyway.db" "$user" 739155 1 8 >/dev/null; done
 # carol is throttled for an hour (9 consecutive failures), so she stays throttled however long valgrind takes.
 now_ms=$(($(date +%s) * 1000))
-sqlite3 "$work/keyway.db" "INSERT INTO attempts VALUES ('carol', 'passcode', 9, $now_ms, x'')"
+sqlite3 "$work/keyway.db" \
+    "INSERT INTO attempts (user, factor, failures, last_failure, recent_mismatches) VALUES ('carol', 'passcode', 9, $now_ms, x'')"
 # The module is keywayd's client: one daemon serves every scenario (it is not under valgrind; the module is).
 build/keywayd --socket "$work/keywayd.sock" --store "$work/keyway.db" --idle-exit 900 2>"$out/keywayd.txt" &
 daemon=$!

@@ -339,6 +339,9 @@ struct Command {
             policy, for: UserContext(name: user, service: "keyway"),
             reason: "keyway unlock", conversation: conversation)
         print(evaluation.description.escapingControlCharacters)
+        if resolved.definition.mode == .audit {
+            print("mode = audit: the module logs this outcome and returns PAM_IGNORE, whatever it is")
+        }
         if let error = evaluation.error { Keyway.printError("keyway: \(error.reason)") }
         return ExitStatus.status(for: evaluation.error)
     }

@@ -147,6 +147,7 @@ extension Command {
             "\(indent)\(kind), up to \(attempts) counted failure\(attempts == 1 ? "" : "s")",
             "\(indent)  on success: \(onSuccess)",
             "\(indent)  on failure, unavailable, fallback chosen or locked out: \(onFailure)",
+            "\(indent)  on cancel (Ctrl-C) or a failure of Keyway itself: the policy fails at once",
         ]
     }
 }

@@ -54,6 +54,44 @@ struct PolicyCommandTests {
         #expect(missing.status == 66, "\(missing.text)")
     }
 
+    @Test("drop-ins: read in name order, a later value wins; the directory and each file must be root's alone")
+    func dropIns() throws {
+        defer { fixture.remove() }
+        fixture.writeConfig(Self.configuration)
+        let directory = fixture.configPath + ".d"
+        mkdir(directory, 0o755)
+        func dropIn(_ name: String, _ text: String, mode: mode_t = 0o644) {
+            _ = FileManager.default.createFile(atPath: directory + "/" + name, contents: Data(text.utf8))
+            chmod(directory + "/" + name, mode)
+        }
+        dropIn("20-later.conf", "[gesture]\nattempts = 6\n")
+        dropIn("10-earlier.conf", "[gesture]\nattempts = 5\n")
+        dropIn("notes.txt", "not a drop-in, not read\n")
+        let shown = try keyway(["policy", "show", "sudo"])
+        #expect(shown.status == 0, "\(shown.text)")
+        #expect(shown.text.contains("gesture.attempts = 6  (\(directory)/20-later.conf:2)"), "\(shown.text)")
+        dropIn("30-open.conf", "[gesture]\nattempts = 2\n", mode: 0o666)
+        let open = try keyway(["policy", "check"])
+        #expect(open.status == 65, "\(open.text)")
+        #expect(
+            open.text.contains("\(directory)/30-open.conf: error: it is writable by group and others (mode 0666)"),
+            "\(open.text)")
+        unlink(directory + "/30-open.conf")
+        symlink(fixture.configPath, directory + "/40-link.conf")
+        let linked = try keyway(["policy", "check"])
+        #expect(
+            linked.status == 65 && linked.text.contains("40-link.conf: error: it is a symbolic link"), "\(linked.text)")
+        unlink(directory + "/40-link.conf")
+        chmod(directory, 0o777)
+        let writable = try keyway(["policy", "check"])
+        #expect(writable.status == 65, "\(writable.text)")
+        #expect(
+            writable.text.contains("\(directory): error: it is writable by group and others (mode 0777)"),
+            "\(writable.text)")
+        chmod(directory, 0o755)
+        #expect(try keyway(["policy", "check"]).status == 0)
+    }
+
     @Test("list: built-in and configured policies, their variants, and where each is defined")
     func list() throws {
         defer { fixture.remove() }

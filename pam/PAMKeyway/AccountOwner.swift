@@ -4,7 +4,7 @@ import CKeywayLibc
 /// (sudo, a screen locker running as the user), rather than someone trying to become that account (login, su to
 /// another user, a greeter): the calling process's real uid is the account's, and is not root's.
 ///
-/// Concealment (`unenrolled=fail`) exists so that nobody learns whether *another* account has a pattern or
+/// Concealment (`unenrolled = conceal`, the default) exists so that nobody learns whether *another* account has a pattern or
 /// passcode. Its owner may know (`keyway status` tells them), so hiding it from them protects no one and only costs
 /// them prompts that cannot succeed. Root is left out: a root process authenticating root is a login prompt, where
 /// whoever sits at the console types the name.

@@ -7,11 +7,12 @@ enum PAMOutcome: Equatable {
     case success
     /// It was not, and why.
     case failure(AuthenticationError)
-    /// The user has none of the policy's factors and `unenrolled=ignore` is set: let the stack decide.
+    /// The user has none of the policy's factors and `unenrolled=skip` is set, or the policy is in audit mode: let
+    /// the stack decide.
     case ignored
 
     /// The one outcome → PAM code mapping (documented in pam_keyway(8)). Starts as a failure; only a success maps
-    /// to PAM_SUCCESS, and only `unenrolled=ignore` to PAM_IGNORE.
+    /// to PAM_SUCCESS, and only `unenrolled=skip` and `mode = audit` to PAM_IGNORE.
     var code: Int32 {
         var code = PAM_AUTH_ERR
         switch self {
