@@ -85,7 +85,7 @@ build probe -c release --product keyway-probe
 probe=.build/release/keyway-probe
 mkdir "$work/pam.d"
 # One user per scenario, so scenarios running side by side never share counters.
-for user in alice bob carol dave erin; do "$probe" enroll-cost "$work/keyway.db" "$user" 739155 1 8 >/dev/null; done
+for user in alice bob carol dave erin frank; do "$probe" enroll-cost "$work/keyway.db" "$user" 739155 1 8 >/dev/null; done
 # carol is throttled for an hour (9 consecutive failures), so she stays throttled however long valgrind takes.
 now_ms=$(($(date +%s) * 1000))
 sqlite3 "$work/keyway.db" \
@@ -97,10 +97,18 @@ trap 'kill $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do [ -S "$work/keywayd.sock" ] && break; sleep 0.05; done
 echo "auth required $PWD/build/pam_keyway.so policy=passcode socket=$work/keywayd.sock sensor=$work/run" \
     >"$work/pam.d/kw"
+# The same through a configuration of keyway.conf(5)'s settings example, a drop-in and a group variant, which the
+# module reads and compiles on every call.
+mkdir -p "$work/keyway.conf.d"
+cp man/examples/settings.conf "$work/keyway.conf"
+printf '[policy conf]\nrequire = passcode or gesture\n[policy conf for group root]\nrequire = passcode*2\n' \
+    >"$work/keyway.conf.d/50-conf.conf"
+echo "auth required $PWD/build/pam_keyway.so policy=conf config=$work/keyway.conf socket=$work/keywayd.sock sensor=$work/run" \
+    >"$work/pam.d/kwconf"
 scenario() {  # name user harness-answers…
     local name=$1 user=$2
     shift 2
-    local args=("$@" "$work/pam.d" kw "$user")
+    local args=("$@" "$work/pam.d" "${SERVICE:-kw}" "$user")
     for cycles in 1 "$CYCLES"; do
         if ! valgrind --leak-check=full --errors-for-leak-kinds=definite --error-exitcode=99 \
             --show-leak-kinds=definite,possible --log-file="$out/valgrind-$name-$cycles.txt" \
@@ -125,11 +133,12 @@ for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 pids=()
 scenario malformed dave --answer "" --answer "" --answer "" & pids+=($!)
 scenario null-reply erin --null-answer & pids+=($!)
+SERVICE=kwconf scenario config frank --answer 739155 & pids+=($!)
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 [ "$failed" = 0 ] || exit 1
 declare -A expected=([right]=PAM_SUCCESS [wrong]=PAM_AUTH_ERR [throttled]=PAM_MAXTRIES [malformed]=PAM_AUTH_ERR
-    [null-reply]=PAM_CONV_ERR)
-for name in right wrong throttled malformed null-reply; do
+    [null-reply]=PAM_CONV_ERR [config]=PAM_SUCCESS)
+for name in right wrong throttled malformed null-reply config; do
     first=$out/valgrind-$name-1.txt last=$out/valgrind-$name-$CYCLES.txt
     errors=$(awk '/ERROR SUMMARY/ { print $4 }' "$last")
     definite=$(leak "$last" definitely) possible_first=$(leak "$first" possibly) possible=$(leak "$last" possibly)
