@@ -43,7 +43,7 @@ struct KeywaydTests {
     /// A throwaway account (removed by `removeUsers`), with its uid.
     func addUser(_ name: String) throws -> (uid: String, gid: String) {
         try requireIsolation()
-        #expect(try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", name]).status == 0)
+        #expect(try TestAccounts.add(name))
         let uid = try run("/usr/bin/id", ["-u", name]).output.first ?? ""
         let gid = try run("/usr/bin/id", ["-g", name]).output.first ?? ""
         return (uid, gid)
@@ -63,7 +63,7 @@ struct KeywaydTests {
     }
 
     func removeUsers(_ names: String...) {
-        for name in names { _ = try? run("/usr/sbin/userdel", [name]) }
+        for name in names { TestAccounts.remove(name) }
     }
 
     /// Runs a program as another user (setpriv: no setuid helper, no PAM of its own).

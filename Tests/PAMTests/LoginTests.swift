@@ -15,10 +15,10 @@ struct LoginTests {
         let original = try Data(contentsOf: URL(fileURLWithPath: stack))
         defer {
             try? original.write(to: URL(fileURLWithPath: stack))
-            _ = try? run("/usr/sbin/userdel", [user])
+            TestAccounts.remove(user)
             fixture.remove()
         }
-        #expect(try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", user]).status == 0)
+        #expect(try TestAccounts.add(user))
         try fixture.enrollFinger(user, "right-index")
         try fixture.enrollPasscode(user, "739155")
         fixture.startDaemon()

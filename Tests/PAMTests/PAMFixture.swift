@@ -284,3 +284,42 @@ func harness(_ fixture: PAMFixture, _ service: String, _ user: String, _ options
 
 /// `--answer X` for each answer.
 func answers(_ texts: String...) -> [String] { texts.flatMap { ["--answer", $0] } }
+
+/// Throwaway accounts in the private /etc (scripts/test-isolated.sh). Suites run in parallel, and useradd and
+/// userdel each lock /etc/passwd and give up when another holds it, so every call goes through one lock and is
+/// retried while the files are busy. A leftover of an earlier test (its processes still running under the uid,
+/// so that a plain userdel refused) is removed first.
+enum TestAccounts {
+    private static let lock = NSLock()
+
+    /// Adds `name` (no home directory, bash); true on success.
+    static func add(_ name: String) throws -> Bool {
+        try requireIsolation()
+        return try lock.withLock {
+            _ = try? remove(locked: name)
+            for _ in 0..<50 {
+                let added = try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", name])
+                if added.status == 0 { return true }
+                guard added.status == 1 || added.status == 10 else { return false }  // 1, 10: files busy
+                usleep(100_000)
+            }
+            return false
+        }
+    }
+
+    /// Removes `name` and ends whatever still runs under its uid.
+    static func remove(_ name: String) {
+        lock.withLock { _ = try? remove(locked: name) }
+    }
+
+    private static func remove(locked name: String) throws {
+        guard try run("/usr/bin/id", ["-u", name]).status == 0 else { return }
+        _ = try run("/usr/bin/pkill", ["-KILL", "-U", name])
+        _ = try run("/usr/bin/pkill", ["-KILL", "-u", name])
+        for _ in 0..<50 {
+            let removed = try run("/usr/sbin/userdel", ["-f", name])
+            if removed.status == 0 || removed.status == 6 { return }  // 6: no such user
+            usleep(100_000)
+        }
+    }
+}

@@ -16,7 +16,7 @@ struct SudoTests {
     /// stands in front of the password as pam_keyway(8) recommends (`[success=done default=ignore]`, then pam_unix).
     func install(policy: String, handover: Bool = false) throws {
         try requireIsolation()
-        #expect(try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", user]).status == 0)
+        #expect(try TestAccounts.add(user))
         let rules = "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
         let draft = fixture.directory + "/sudoers"
         _ = FileManager.default.createFile(
@@ -44,7 +44,7 @@ struct SudoTests {
     func uninstall() {
         unlink(sudoers)
         unlink(pamFile)
-        _ = try? run("/usr/sbin/userdel", [user])
+        TestAccounts.remove(user)
         fixture.remove()
     }
 
