@@ -325,7 +325,9 @@ struct Builder {
                 return nil
             }
             definition.rule = rule
-            definition.impossible = impossibleContexts(rule, when: definition.when, settings: settingsBook(definition))
+            definition.impossible = impossibleContexts(
+                rule, when: definition.when,
+                settings: Configuration.overlay(settings, with: definition.overrides, plugins: plugins))
             let possible = Self.contexts(definition.when).count > definition.impossible.count
             if !possible {
                 diagnostics.append(
@@ -381,17 +383,6 @@ struct Builder {
         case .success(let value): definition.overrides[plugin.kind, default: FactorSettings()].set(setting.key, value)
         case .failure(let problem): diagnostics.append(entry.valuePlace.error(problem.message))
         }
-    }
-
-    func settingsBook(_ definition: Configuration.Definition) -> SettingsBook {
-        var book = settings
-        for (factor, overrides) in definition.overrides {
-            guard let plugin = plugins.plugin(factor) else { continue }
-            for setting in plugin.settings where overrides.isSet(setting.key) {
-                book[factor].set(setting.key, overrides[setting])
-            }
-        }
-        return book
     }
 
     /// Compiles a parsed rule: names resolved (factors, then policies), attempts filled in, K checked.

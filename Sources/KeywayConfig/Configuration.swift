@@ -187,14 +187,19 @@ public struct Configuration: Sendable {
 
     /// The global settings overlaid with the definition's.
     public func settings(for definition: Definition) -> SettingsBook {
+        Self.overlay(settings, with: definition.overrides, plugins: plugins)
+    }
+
+    /// `settings` with a policy's overrides in place of the values they set.
+    static func overlay(
+        _ settings: SettingsBook, with overrides: [FactorKind: FactorSettings], plugins: [FactorPlugin]
+    ) -> SettingsBook {
         var book = settings
-        for (factor, overrides) in definition.overrides {
+        for (factor, given) in overrides {
             guard let plugin = plugins.plugin(factor) else { continue }
-            var merged = book[factor]
-            for setting in plugin.settings where overrides.isSet(setting.key) {
-                merged.set(setting.key, overrides[setting])
+            for setting in plugin.settings where given.isSet(setting.key) {
+                book[factor].set(setting.key, given[setting])
             }
-            book[factor] = merged
         }
         return book
     }
