@@ -90,9 +90,15 @@ let package = Package(
                     "-Xlinker", "--version-script=\(Context.packageDirectory)/pam/exports.map", "-Xlinker", "--strip-all",
                 ])]),
 
+        // What only the `keyway` command shows a person, kept out of the module: the pattern drawn on a terminal grid,
+        // the simulator's ROC plot. Pure Swift over the plugins, tested on its own (Tests/KeywayToolsTests).
+        .target(name: "KeywayTools",
+                dependencies: ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator"],
+                swiftSettings: strictSettings),
+
         // The `keyway` command line.
         .executableTarget(name: "keyway",
-                          dependencies: ["KeywayCore", "KeywayConfig", "KeywayRuntime", "KeywayVault", "KeywayStore", "KeywayPlatform",
+                          dependencies: ["KeywayCore", "KeywayTools", "KeywayConfig", "KeywayRuntime", "KeywayVault", "KeywayStore", "KeywayPlatform",
                                          "KeywayCrypto", "KeywayBiometricSimulator", "KeywayGesture", "KeywayPasscode",
                                          "KeywayWire"],
                           swiftSettings: strictSettings),
@@ -101,6 +107,9 @@ let package = Package(
         .target(name: "KeywayTestSupport", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
 
         .testTarget(name: "KeywayCoreTests", dependencies: ["KeywayCore", "KeywayTestSupport", "KeywayPlatform"],
+                    swiftSettings: strictSettings),
+        .testTarget(name: "KeywayToolsTests",
+                    dependencies: ["KeywayTools", "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator"],
                     swiftSettings: strictSettings),
         .testTarget(name: "KeywayConfigTests",
                     dependencies: ["KeywayConfig", "KeywayCore", "KeywayRuntime", "KeywayTestSupport", "KeywayCrypto",
