@@ -12,13 +12,15 @@ mkdir "$work/pam.d"
 store="$work/keyway.db"
 socket="$work/keywayd.sock"
 pattern=2-4-9-3
+# A real account (enrollment refuses names that are not), in a throwaway store: nothing of nobody's changes.
+user=nobody
 echo "== Keyway demo (temporary store $store; no system file is changed)"
 build/keywayd --socket "$socket" --store "$store" 2>"$work/keywayd.log" &
 daemon=$!
 for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
 echo "== Started keywayd (pid $daemon) on $socket: the one process that opens the store and hashes"
-echo "$pattern" | build/keyway --socket "$socket" enroll gesture --user demo --stdin 2>/dev/null
-echo "== Enrolled the pattern $pattern for the user 'demo':"
+echo "$pattern" | build/keyway --socket "$socket" enroll gesture --user "$user" --stdin 2>/dev/null
+echo "== Enrolled the pattern $pattern for the account '$user' (in the throwaway store):"
 echo "     1 2 3        2 → 4 → 9 → 3"
 echo "     4 5 6"
 echo "     7 8 9"
@@ -29,7 +31,7 @@ security=$(make -s print-pam-dir)
 printf 'auth required %s/pam_deny.so\naccount required %s/pam_deny.so\n' "$security" "$security" > "$work/pam.d/other"
 pamtest() {
     LD_PRELOAD=libpam_wrapper.so PAM_WRAPPER=1 PAM_WRAPPER_SERVICE_DIR="$work/pam.d" \
-        pamtester keyway-demo demo authenticate acct_mgmt
+        pamtester keyway-demo "$user" authenticate acct_mgmt
 }
 if [ -t 0 ]; then
     echo "== Your turn: type a pattern as dot numbers (try $pattern, then something else). Ctrl-D ends."
@@ -45,5 +47,5 @@ else
     else echo "   → wrong patterns refused"; fi
 fi
 echo "== Counters and lockouts now:"
-build/keyway --socket "$socket" status --user demo
+build/keyway --socket "$socket" status --user "$user"
 echo "== Stopping keywayd."

@@ -16,6 +16,13 @@ public enum SensorControl {
     /// The flag file whose presence means the sensor is unplugged.
     public static func unpluggedFlag(in directory: String) -> String { directory + "/sensor-unplugged" }
 
+    /// The commands `parse` accepts, for usage text.
+    public static let commandSummary =
+        "present USER FINGER | stranger | retry REASON | cancel | fallback | unplug | plug | error REASON"
+
+    /// The commands' first words, for completion.
+    public static let verbs = ["present", "stranger", "retry", "cancel", "fallback", "unplug", "plug", "error"]
+
     /// Parses a command line into an event, or says why not.
     public static func parse(_ line: Substring) -> Result<SensorEvent, SensorControlError> {
         let words = line.split(separator: " ", omittingEmptySubsequences: true)
@@ -33,9 +40,7 @@ public enum SensorControl {
         default:
             return .failure(
                 SensorControlError(
-                    "unknown command '\(verb)' with \(words.count - 1) arguments; expected "
-                        + "present USER FINGER | stranger | retry REASON | cancel | "
-                        + "fallback | unplug | plug | error REASON"))
+                    "unknown command '\(verb)' with \(words.count - 1) arguments; expected \(commandSummary)"))
         }
     }
 
@@ -114,6 +119,14 @@ public enum SensorControl {
             }
         }
         guard connected == 0 else {
+            let reason = keyway_errno()
+            if reason == EACCES || reason == EPERM {
+                // The control directory is root's (0700): the simulated sensor is driven as root, like the hardware
+                // it stands for, whether or not an authentication waits.
+                return .failure(
+                    SensorControlError(
+                        "only root may drive the simulated sensor (\(path): \(errnoText())); run the command as root"))
+            }
             return .failure(SensorControlError("no authentication is waiting at the sensor (\(path): \(errnoText()))"))
         }
         reply(descriptor, line)

@@ -2,6 +2,15 @@ import CKeywayLibc
 
 /// The system's accounts and groups, read through NSS (getpwnam_r, getgrouplist, getgrnam_r).
 public enum Accounts {
+    /// Whether `user` is an account of this system (NSS: /etc/passwd, LDAP, …). Names are case-sensitive, as
+    /// getpwnam's are.
+    public static func exists(_ user: String) -> Bool {
+        var entry = passwd()
+        var found: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        return getpwnam_r(user, &entry, &buffer, buffer.count, &found) == 0 && found != nil
+    }
+
     /// Whether the account `user` is a member of `group`, as its primary group or a supplementary one. False when
     /// either does not exist.
     public static func isMember(_ user: String, of groupName: String) -> Bool {

@@ -65,7 +65,7 @@ enum StoreFile {
                 throw refuse(
                     storePath,
                     "its directory \(directory) is missing (\(errnoText())); create it with "
-                        + "`install -d -m 700 -o root -g root \(directory)` or run `make install`")
+                        + "`install -d -m 700 -o root -g root \(directory)` (`make install` creates it too)")
             }
             guard mkdir(directory, 0o700) == 0 || errno == EEXIST else {
                 throw refuse(storePath, "cannot create the directory \(directory): \(errnoText())")
@@ -110,7 +110,10 @@ enum StoreFile {
             fchmod(created, 0o600)
             return (created, true)
         case ENOENT:
-            throw refuse(path, "it does not exist; enroll a user (keyway enroll) or run `make install` to create it")
+            throw refuse(
+                path,
+                "it does not exist yet: nobody is enrolled. The first enrollment creates it "
+                    + "(`keyway enroll gesture --user USER` as root, through keywayd or with --store)")
         case EACCES, EPERM:
             throw refuse(path, "permission denied; the store is root's and Keyway must run as root")
         default:

@@ -2,14 +2,21 @@
 /// Errors read like swift-argument-parser's: `Unknown option '--usr'. Did you mean '--user'?`
 struct CommandLineParser {
     /// An option a command accepts.
-    struct Option {
+    struct Option: Sendable {
+        /// What the shell offers to complete an option's value with.
+        enum Completion: Sendable { case none, users, groups, files, words([String]) }
+
         let name: String
-        let takesValue: Bool
+        /// The value's name in usage text (`USER`), or nil for a flag.
+        var placeholder: String? = nil
         let help: String
         /// The numbers a value may be, checked as it is parsed; nil for text.
         var range: ClosedRange<Double>? = nil
         /// Whether the number must be whole.
         var whole = true
+        var completion: Completion = .none
+
+        var takesValue: Bool { placeholder != nil }
     }
 
     /// What was parsed.
@@ -20,6 +27,8 @@ struct CommandLineParser {
 
         func value(_ name: String) -> String? { values[name] }
         func has(_ name: String) -> Bool { flags.contains(name) }
+        /// Whether the option was given at all, as a flag or with a value.
+        func isGiven(_ name: String) -> Bool { flags.contains(name) || values[name] != nil }
     }
 
     /// A usage error, reported with exit status 64.
@@ -42,9 +51,7 @@ struct CommandLineParser {
             let pieces = word.split(separator: "=", maxSplits: 1)
             let name = String(pieces[0])
             guard let option = options.first(where: { $0.name == name }) else {
-                let suggestion =
-                    options.map(\.name).min { distance($0, name) < distance($1, name) }
-                    .flatMap { distance($0, name) <= 3 ? " Did you mean '\($0)'?" : nil } ?? ""
+                let suggestion = Subcommand.didYouMean(name, among: options.map(\.name))
                 return .failure(UsageError(description: "Unknown option '\(name)'.\(suggestion)"))
             }
             if option.takesValue {
@@ -81,21 +88,5 @@ struct CommandLineParser {
             !option.whole || number == number.rounded()
         else { return wanted }
         return nil
-    }
-
-    /// Levenshtein distance, for suggestions.
-    func distance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
-        var row = Array(0...b.count)
-        for i in 1...max(a.count, 1) where !a.isEmpty {
-            var previous = row[0]
-            row[0] = i
-            for j in 1...max(b.count, 1) where !b.isEmpty {
-                let current = row[j]
-                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
-                previous = current
-            }
-        }
-        return row[b.count]
     }
 }

@@ -8,6 +8,8 @@ enum ExitStatus {
     static let dataError: Int32 = 65  // EX_DATAERR
     /// A configuration file that was named does not exist.
     static let noInput: Int32 = 66  // EX_NOINPUT
+    /// The account named with --user does not exist.
+    static let noUser: Int32 = 67  // EX_NOUSER
     /// Standard output could not be written (a full disk, a closed terminal); not a reader that left.
     static let outputFailure: Int32 = 74  // EX_IOERR
 

@@ -12,73 +12,59 @@ import KeywayVault
 /// The `keyway` command: enroll, change, remove, status, reset, unlock, sensor, policies, bench.
 @main
 struct Keyway {
-    static let usage = """
-        usage: keyway [--socket PATH | --store PATH] [--sensor DIR] [--config FILE] COMMAND ...
-
-          enroll gesture|passcode --user USER [--stdin]     set a pattern or passcode (asked twice)
-          enroll biometric --user USER [--finger NAME] [--simulate-touches]
-                                                           enroll a finger from 5 touches of the sensor
-          change gesture|passcode --user USER [--stdin]     change it (the current one first)
-          remove gesture|passcode|biometric --user USER [--finger NAME]
-          status [--user USER]                             enrollments, counters and lockouts
-          reset --user USER [--factor FACTOR]              clear failure counters (as faillock --reset)
-          unlock --user USER [--policy NAME] [--stdin]     evaluate a policy, as the PAM module would
-          sensor present USER FINGER | stranger | retry REASON | cancel | fallback | unplug | plug | error REASON
-                 [--wait SECONDS]                          drive the simulated sensor
-          policy check                                     check the configuration (exit 0 valid, 65 errors,
-                                                           66 a named file missing)
-          policy list                                      every policy, built-in and configured, and where
-          policy show NAME [--user U] [--group G] [--remote]
-                                                           the rule as a tree, the variant that applies, every
-                                                           setting with its origin, what happens after each factor
-          audit [--user USER]                              who changed what, when
-          bench [--rounds N]                               time Argon2id at the default cost, measure the sensor,
-                                                           and keywayd's round trip when --socket is given
-
-        keyway asks keywayd (--socket, default /run/keyway/keywayd.sock); --store PATH works on a store file directly
-        instead (root, e.g. while keywayd is stopped). --config names the configuration (default
-        /etc/keyway/keyway.conf and its keyway.conf.d/*.conf; see keyway.conf(5)). Users other than root may verify themselves (unlock), change
-        their own pattern or passcode, and see their own status.
-        --stdin reads secrets from standard input, one per line (enroll: one line, used for both entries;
-        change: the current one, then the new one). Exit status: 0 success, 1 failed, 2 locked out, 3 not enrolled or
-        unavailable, 4 cancelled, 64 usage, 65 configuration errors, 66 configuration file missing, 69 keywayd unreachable or busy, 70 internal, 74 store, 77 not permitted,
-        78 configuration.
-        """
-
-    static let parser = CommandLineParser(options: [
-        .init(name: "--socket", takesValue: true, help: "keywayd's socket (default /run/keyway/keywayd.sock)"),
-        .init(name: "--store", takesValue: true, help: "work on this store directly instead of through keywayd"),
-        .init(name: "--config", takesValue: true, help: "the configuration (default /etc/keyway/keyway.conf)"),
-        .init(name: "--group", takesValue: true, help: "a group the user is taken to be in (policy show)"),
-        .init(name: "--remote", takesValue: false, help: "a remote session (policy show)"),
-        .init(name: "--sensor", takesValue: true, help: "the sensor control directory (default /run/keyway/sensor)"),
-        .init(name: "--user", takesValue: true, help: "the account"),
-        .init(name: "--finger", takesValue: true, help: "the finger name"),
-        .init(name: "--factor", takesValue: true, help: "a factor"),
-        .init(name: "--policy", takesValue: true, help: "a policy name"),
-        .init(
-            name: "--wait", takesValue: true, help: "seconds to wait for an authentication at the sensor",
-            range: 0...600, whole: false),
-        .init(name: "--rounds", takesValue: true, help: "benchmark rounds", range: 1...100_000),
-        .init(name: "--stdin", takesValue: false, help: "read secrets from standard input"),
-        .init(name: "--simulate-touches", takesValue: false, help: "present genuine touches in-process"),
-        .init(name: "--help", takesValue: false, help: "show help"),
-    ])
-
     static func main() {
         BrokenPipe.ignoreSignal()
         let words = Array(CommandLine.arguments.dropFirst())
-        switch parser.parse(words) {
+        // First pass: which words are operands and which are option values, whatever the command.
+        switch CommandLineParser(options: Subcommand.everyOption).parse(words) {
         case .failure(let error):
             fail(usage: error.description)
         case .success(let parsed):
-            if parsed.has("--help") || parsed.positional.isEmpty {
+            switch Subcommand.match(parsed.positional) {
+            case .help:
                 print(usage)
-                finish(parsed.has("--help") ? 0 : ExitStatus.usage)
+                finish(parsed.has("--help") ? ExitStatus.success : ExitStatus.usage)
+            case .problem(let message):
+                if parsed.has("--help") {
+                    print(usage)
+                    finish(ExitStatus.success)
+                }
+                fail(usage: message)
+            case .command(let subcommand, let operands):
+                if parsed.has("--help") {
+                    print(subcommand.help)
+                    finish(ExitStatus.success)
+                }
+                if let problem = subcommand.problem(operands: operands, parsed: parsed) {
+                    fail(usage: problem, command: subcommand)
+                }
+                finish(subcommand.run(Command(parsed: parsed, subcommand: subcommand, operands: operands)))
             }
-            let command = Command(parsed: parsed)
-            finish(command.run())
         }
+    }
+
+    /// `keyway --help`: every command's synopsis and summary, from the subcommand types.
+    static var usage: String {
+        var lines = ["usage: keyway [--socket PATH | --store PATH] [--sensor DIR] [--config FILE] COMMAND ...", ""]
+        for command in Subcommand.all {
+            lines.append("  \(command.synopsis.dropFirst("keyway ".count))")
+            lines.append("      \(command.summary)")
+        }
+        lines += [
+            "",
+            """
+            keyway asks keywayd (--socket, default /run/keyway/keywayd.sock); --store PATH works on a store file
+            directly instead (root, e.g. while keywayd is stopped). --config names the configuration (default
+            /etc/keyway/keyway.conf and its keyway.conf.d/*.conf; see keyway.conf(5)). Users other than root may
+            verify themselves (unlock), change their own pattern or passcode, and see their own status.
+            'keyway COMMAND --help' shows a command's options.
+
+            Exit status: 0 success, 1 failed, 2 locked out, 3 not enrolled or unavailable, 4 cancelled, 64 usage,
+            65 configuration errors, 66 configuration file missing, 67 no such user, 69 keywayd unreachable or
+            busy, 70 internal, 74 store, 77 not permitted, 78 configuration.
+            """,
+        ]
+        return lines.joined(separator: "\n")
     }
 
     /// Flushes standard output and exits. A reader that stopped reading (`keyway status | head -1`) is not an
@@ -94,8 +80,9 @@ struct Keyway {
         exit(status)
     }
 
-    static func fail(usage message: String) -> Never {
-        printError("Error: \(message)\nSee 'keyway --help'.")
+    static func fail(usage message: String, command: Subcommand? = nil) -> Never {
+        let help = command.map { "keyway \($0.name) --help" } ?? "keyway --help"
+        printError("Error: \(message)\nSee '\(help)'.")
         finish(ExitStatus.usage)
     }
 
@@ -112,30 +99,9 @@ struct Keyway {
 /// One command with its parsed arguments.
 struct Command {
     let parsed: CommandLineParser.Parsed
-    var words: [String] { parsed.positional }
-
-    func run() -> Int32 {
-        switch words[0] {
-        case "enroll": return enroll()
-        case "change": return change()
-        case "remove": return remove()
-        case "status": return status()
-        case "reset": return reset()
-        case "unlock": return unlock()
-        case "sensor": return sensor()
-        case "policies": return policyList()
-        case "policy": return policy()
-        case "audit": return audit()
-        case "bench": return bench()
-        default:
-            let known = [
-                "enroll", "change", "remove", "status", "reset", "unlock", "sensor", "policy", "audit", "bench",
-            ]
-            let near = known.min { Keyway.parser.distance($0, words[0]) < Keyway.parser.distance($1, words[0]) }
-            let hint = near.map { Keyway.parser.distance($0, words[0]) <= 3 ? " Did you mean '\($0)'?" : "" } ?? ""
-            Keyway.fail(usage: "Unknown command '\(words[0])'.\(hint)")
-        }
-    }
+    let subcommand: Subcommand
+    /// The words after the command's name, checked against its operands.
+    let operands: [String]
 
     // MARK: Helpers
 
@@ -150,6 +116,12 @@ struct Command {
             return Runtime(vault: DaemonVault(socketPath: socket, via: tool), options: options, settings: settings)
         }
         if parsed.value("--socket") != nil { Keyway.fail(usage: "Give --socket or --store, not both.") }
+        guard getuid() == 0 else {
+            Keyway.printError(
+                "keyway: --store works on the store file directly, which only root may do; without --store, "
+                    + "keywayd answers for you (your own status, unlock and change)")
+            Keyway.finish(77)
+        }
         var vaultOptions = SystemVault.Options()
         vaultOptions.storePath = store
         vaultOptions.createStore = creating
@@ -180,10 +152,8 @@ struct Command {
         return user
     }
 
-    func factor(at index: Int = 1) -> FactorKind {
-        guard words.count > index else { Keyway.fail(usage: "Missing the factor: \(Self.factorNames).") }
-        return Self.factor(named: words[index])
-    }
+    /// The factor the first operand names (checked against the command's operands before it runs).
+    func factor() -> FactorKind { Self.factor(named: operands[0]) }
 
     /// The factor a command-line word names (its name or an alias), from the plugins' declarations.
     static func factor(named word: String) -> FactorKind {
@@ -196,7 +166,7 @@ struct Command {
     static var factorNames: String { Setting.list(Runtime.plugins.map { $0.kind.rawValue }) }
 
     /// This command, as the audit trail names the tool.
-    var tool: String { "keyway \(words[0])" }
+    var tool: String { "keyway \(subcommand.name)" }
 
     /// Who makes the change: keywayd names the caller itself from the socket, so it is told only the tool.
     var actor: String {
@@ -223,6 +193,17 @@ struct Command {
     func enroll() -> Int32 {
         let factor = factor()
         let user = user()
+        guard Accounts.exists(user) else {
+            // An enrollment for a name that is no account would never be asked for; a typo ("KWALICE") would
+            // leave the real account's owner with "Not recognized".
+            Keyway.printError(
+                "keyway: '\(user.escapingControlCharacters)' is not an account of this system (getpwnam found none); "
+                    + "enroll an existing user (names are case-sensitive)")
+            return ExitStatus.noUser
+        }
+        if factor != .biometric, let option = ["--finger", "--simulate-touches"].first(where: parsed.isGiven) {
+            Keyway.fail(usage: "'\(option)' applies to the biometric only.", command: subcommand)
+        }
         let runtime = runtime(creating: true)
         return attempt { () throws(AuthenticationError) in
             let authenticator = runtime.authenticator(factor)
@@ -347,8 +328,7 @@ struct Command {
     }
 
     func sensor() -> Int32 {
-        guard words.count >= 2 else { Keyway.fail(usage: "Missing the sensor command.") }
-        let line = words.dropFirst().joined(separator: " ")
+        let line = operands.joined(separator: " ")
         let event: SensorEvent
         switch SensorControl.parse(line[...]) {
         case .success(let parsedEvent): event = parsedEvent
@@ -372,7 +352,7 @@ struct Command {
     }
 
     func bench() -> Int32 {
-        let rounds = parsed.value("--rounds").flatMap(Int.init) ?? 20
+        let rounds = parsed.value("--rounds").flatMap { Int($0) } ?? 20
         return attempt { () throws(AuthenticationError) in
             let hasher = try Argon2idHasher()
             let secret = Secret(copying: Array("2-4-9-3".utf8))

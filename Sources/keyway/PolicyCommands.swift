@@ -5,18 +5,6 @@ import KeywayRuntime
 
 /// `keyway policy check | list | show`: the configuration, checked and explained (keyway.conf(5)).
 extension Command {
-    func policy() -> Int32 {
-        guard words.count >= 2 else { Keyway.fail(usage: "Missing the policy command: check, list or show.") }
-        switch words[1] {
-        case "check": return policyCheck()
-        case "list": return policyList()
-        case "show": return policyShow()
-        default:
-            let near = ["check", "list", "show"].first { Keyway.parser.distance($0, words[1]) <= 2 }
-            Keyway.fail(usage: "Unknown policy command '\(words[1])'." + (near.map { " Did you mean '\($0)'?" } ?? ""))
-        }
-    }
-
     /// Nothing on standard output when valid; the diagnostics on standard error otherwise.
     func policyCheck() -> Int32 {
         _ = configuration()
@@ -39,12 +27,11 @@ extension Command {
     }
 
     func policyShow() -> Int32 {
-        guard words.count >= 3 else { Keyway.fail(usage: "Missing the policy's name: keyway policy show NAME.") }
         let configuration = configuration()
-        let name = words[2]
+        let name = operands[0]
         guard let named = configuration.policy(named: name) else {
             let names = configuration.policies.map { $0.base.name }
-            let near = names.first { Keyway.parser.distance($0, name) <= 2 }
+            let near = names.first { Subcommand.distance($0, name) <= 2 }
             Keyway.printError(
                 "keyway: unknown policy '\(name)'" + (near.map { "; did you mean '\($0)'?" } ?? "")
                     + " (`keyway policy list` shows them)")

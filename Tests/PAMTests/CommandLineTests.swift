@@ -4,37 +4,115 @@ import Testing
 /// The `keyway` command as built (`build/keyway`): error messages and exit statuses, table-driven.
 @Suite("keyway command line")
 struct CommandLineTests {
-    @Test(
-        "usage errors say what is wrong, suggest the near miss, and exit 64",
-        arguments: [
-            (["--usr", "alice", "status"], "Error: Unknown option '--usr'. Did you mean '--user'?"),
-            (["status", "--stor"], "Error: Unknown option '--stor'. Did you mean '--store'?"),
-            (["statsu"], "Error: Unknown command 'statsu'. Did you mean 'status'?"),
-            (["enroll", "gesture", "--user"], "Error: Missing value for '--user <user>'."),
-            (
-                ["enroll", "retina", "--user", "alice"],
-                "Error: Unknown factor 'retina'; use gesture, biometric or passcode."
-            ),
-            (["enroll", "gesture"], "Error: Missing '--user <user>'."),
-            (["sensor", "present", "alice"], "Error: unknown command 'present' with 1 arguments"),
-            (["unlock", "--stdin=yes", "--user", "a"], "Error: The flag '--stdin' takes no value."),
-            // Numbers are checked where they are parsed: none falls back silently, none crashes.
-            (["bench", "--rounds", "0"], "Error: '--rounds 0': give a whole number from 1 to 100000."),
-            (["bench", "--rounds", "abc"], "Error: '--rounds abc': give a whole number from 1 to 100000."),
-            (["bench", "--rounds=2.5"], "Error: '--rounds 2.5': give a whole number from 1 to 100000."),
-            (["sensor", "plug", "--wait", "abc"], "Error: '--wait abc': give a number from 0 to 600."),
-            (["sensor", "plug", "--wait", "-1"], "Error: '--wait -1': give a number from 0 to 600."),
-            (["sensor", "plug", "--wait", "nan"], "Error: '--wait nan': give a number from 0 to 600."),
-            (
-                ["change", "biometric", "--user", "alice"],
-                "Error: A biometric is changed by enrolling it again: keyway enroll biometric --user alice."
-            ),
-        ])
+    /// Every command's usage errors: unknown option, bad value, out of range, missing or extra words, no such
+    /// factor. Each says what is wrong, suggests the near miss, points at the command's own help, and exits 64.
+    static let usageCases: [([String], String)] = [
+        (["--usr", "alice", "status"], "Error: Unknown option '--usr'. Did you mean '--user'?"),
+        (["status", "--stor"], "Error: Unknown option '--stor'. Did you mean '--store'?"),
+        (["statsu"], "Error: Unknown command 'statsu'. Did you mean 'status'?"),
+        (["status", "extra"], "Error: Unexpected argument 'extra' for 'keyway status'."),
+        (["status", "--rounds", "3"], "Error: 'keyway status' takes no option '--rounds'."),
+        (["enroll", "gesture", "--user"], "Error: Missing value for '--user <user>'."),
+        (
+            ["enroll", "retina", "--user", "alice"],
+            "Error: Unknown factor 'retina'; use gesture, biometric or passcode."
+        ),
+        (["enroll", "gesture"], "Error: Missing '--user <user>'."),
+        (["enroll", "--user", "root"], "Error: Missing the factor: gesture, biometric or passcode."),
+        (
+            ["enroll", "gesture", "--user", "root", "--finger", "left"],
+            "Error: '--finger' applies to the biometric only."
+        ),
+        (
+            ["enroll", "gesture", "--user", "root", "--polcy", "x"],
+            "Error: Unknown option '--polcy'. Did you mean '--policy'?"
+        ),
+        (["enroll", "gesture", "--user", "bad:name"], "Error: 'bad:name' is not a valid user name"),
+        (["change", "gesture"], "Error: Missing '--user <user>'."),
+        (
+            ["change", "biometric", "--user", "alice"],
+            "Error: 'keyway change' does not apply to the biometric; use gesture or passcode."
+        ),
+        (["remove", "--user", "alice"], "Error: Missing the factor: gesture, biometric or passcode."),
+        (["remove", "iris", "--user", "alice"], "Error: Unknown factor 'iris'; use gesture, biometric or passcode."),
+        (["reset"], "Error: Missing '--user <user>'."),
+        (
+            ["reset", "--user", "alice", "--factor", "retina"],
+            "Error: Unknown factor 'retina'; use gesture, biometric or passcode."
+        ),
+        (["unlock", "--stdin=yes", "--user", "a"], "Error: The flag '--stdin' takes no value."),
+        (["unlock", "--policy", "pattern"], "Error: Missing '--user <user>'."),
+        (["sensor"], "Error: Missing the event: keyway sensor EVENT ... [--wait SECONDS]."),
+        (["sensor", "present", "alice"], "Error: unknown command 'present' with 1 arguments"),
+        (["sensor", "plug", "--wait", "abc"], "Error: '--wait abc': give a number from 0 to 600."),
+        (["sensor", "plug", "--wait", "-1"], "Error: '--wait -1': give a number from 0 to 600."),
+        (["sensor", "plug", "--wait", "nan"], "Error: '--wait nan': give a number from 0 to 600."),
+        (["sensor", "plug", "--wait", "601"], "Error: '--wait 601': give a number from 0 to 600."),
+        (["policy"], "Error: Missing the policy command: check, list or show."),
+        (["policy", "shwo", "pattern"], "Error: Unknown policy command 'shwo'. Did you mean 'show'?"),
+        (["policy", "show"], "Error: Missing the name: keyway policy show NAME"),
+        (["policy", "check", "extra"], "Error: Unexpected argument 'extra' for 'keyway policy check'."),
+        (["policy", "list", "--remote"], "Error: 'keyway policy list' takes no option '--remote'."),
+        (["audit", "--user"], "Error: Missing value for '--user <user>'."),
+        // Numbers are checked where they are parsed: none falls back silently, none crashes.
+        (["bench", "--rounds", "0"], "Error: '--rounds 0': give a whole number from 1 to 100000."),
+        (["bench", "--rounds", "abc"], "Error: '--rounds abc': give a whole number from 1 to 100000."),
+        (["bench", "--rounds=2.5"], "Error: '--rounds 2.5': give a whole number from 1 to 100000."),
+        (["bench", "--rounds", "100001"], "Error: '--rounds 100001': give a whole number from 1 to 100000."),
+        (["completion"], "Error: Missing the shell: bash."),
+        (["completion", "zsh"], "Error: Unknown shell 'zsh'; use bash."),
+        (["help", "enrol"], "Error: Unknown command 'enrol'. Did you mean 'enroll'?"),
+        (["--socket", "/x", "--store", "/y", "status"], "Error: Give --socket or --store, not both."),
+    ]
+
+    @Test("usage errors say what is wrong, suggest the near miss, and exit 64", arguments: usageCases)
     func usageErrors(arguments: [String], message: String) throws {
         let result = try run(cliPath, arguments)
         #expect(result.status == 64, "\(result.text)")
         #expect(result.output.first?.hasPrefix(message) == true, "\(result.text)")
-        #expect(result.output.contains("See 'keyway --help'."))
+        #expect(result.output.contains { $0.hasPrefix("See 'keyway") && $0.hasSuffix("--help'.") }, "\(result.text)")
+    }
+
+    @Test("every command is in the table of usage errors, and every command's --help shows its synopsis")
+    func everyCommandCovered() throws {
+        let synopses = try run(cliPath, ["help", "--synopsis"])
+        #expect(synopses.status == 0)
+        #expect(synopses.output.count >= 14, "\(synopses.text)")
+        let firstWords = synopses.output.map { $0.split(separator: " ")[1] }
+        for synopsis in synopses.output {
+            // The command's words: the first, and the second where several commands share the first (policy show).
+            let words = synopsis.split(separator: " ").dropFirst().map(String.init)
+            let shared = firstWords.filter { $0 == words[0] }.count > 1
+            let path = shared && words[1] == words[1].lowercased() ? Array(words.prefix(2)) : [words[0]]
+            #expect(
+                Self.usageCases.contains { Array($0.0.prefix(path.count)) == Array(path) },
+                "no usage error is tested for \(synopsis)")
+            let help = try run(cliPath, Array(path) + ["--help"])
+            #expect(help.status == 0, "\(help.text)")
+            #expect(help.output.first == "usage: \(synopsis)", "\(help.text)")
+        }
+    }
+
+    @Test("refusals that are not usage errors: no such account 67, --store as another user 77, sensor as another user")
+    func refusals() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        let store = ["--store", fixture.store]
+        for name in ["nosuchuser", "KWALICE", "Root"] {
+            let result = try run(
+                cliPath, store + ["enroll", "gesture", "--user", name, "--stdin"], input: "2-5-8-9-6\n")
+            #expect(result.status == 67, "\(result.text)")
+            #expect(result.text.contains("'\(name)' is not an account of this system"), "\(result.text)")
+        }
+        let asNobody = ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", cliPath]
+        let status = try run(asNobody[0], Array(asNobody.dropFirst()) + store + ["status"])
+        #expect(status.status == 77, "\(status.text)")
+        #expect(status.text.contains("--store works on the store file directly, which only root may do"))
+        let directory = fixture.directory + "/sensor"
+        #expect(mkdir(directory, 0o700) == 0)
+        let sensor = try run(asNobody[0], Array(asNobody.dropFirst()) + ["--sensor", directory, "sensor", "stranger"])
+        #expect(sensor.status == 3, "\(sensor.text)")
+        #expect(sensor.text.contains("only root may drive the simulated sensor"), "\(sensor.text)")
     }
 
     @Test(
@@ -83,18 +161,79 @@ struct CommandLineTests {
         defer { fixture.remove() }
         let store = ["--store", fixture.store]
         #expect(
-            try run(cliPath, store + ["enroll", "passcode", "--user", "carol", "--stdin"], input: "739155\n").status
+            try run(cliPath, store + ["enroll", "passcode", "--user", "daemon", "--stdin"], input: "739155\n").status
                 == 0)
-        let weak = try run(cliPath, store + ["enroll", "passcode", "--user", "dave", "--stdin"], input: "123456\n")
+        let weak = try run(cliPath, store + ["enroll", "passcode", "--user", "bin", "--stdin"], input: "123456\n")
         #expect(weak.status == 1)
         #expect(weak.text.contains("That passcode is too easy to guess; choose another."))
         let change = try run(
-            cliPath, store + ["change", "passcode", "--user", "carol", "--stdin"], input: "739155\n482915\n")
+            cliPath, store + ["change", "passcode", "--user", "daemon", "--stdin"], input: "739155\n482915\n")
         #expect(change.status == 0, "\(change.text)")
-        let status = try run(cliPath, store + ["status", "--user", "carol"])
+        let status = try run(cliPath, store + ["status", "--user", "daemon"])
         #expect(status.text.contains("passcode: enrolled"), "\(status.text)")
-        #expect(try run(cliPath, store + ["remove", "passcode", "--user", "carol"]).status == 0)
-        let gone = try run(cliPath, store + ["remove", "passcode", "--user", "carol"])
+        #expect(try run(cliPath, store + ["remove", "passcode", "--user", "daemon"]).status == 0)
+        let gone = try run(cliPath, store + ["remove", "passcode", "--user", "daemon"])
         #expect(gone.status == 3, "\(gone.text)")
+    }
+}
+
+/// `keyway completion bash`, sourced into a real bash and asked as the shell asks on Tab.
+@Suite("keyway bash completion")
+struct CompletionTests {
+    @Test(
+        "Tab offers the commands, their factors, events and options, and accounts for --user",
+        arguments: [
+            ("keyway en", ["enroll"]),
+            ("keyway enroll ", ["biometric", "gesture", "passcode"]),
+            ("keyway change ", ["gesture", "passcode"]),
+            ("keyway enroll gesture --u", ["--user"]),
+            ("keyway enroll gesture --user ro", ["root"]),
+            ("keyway --store /tmp/k.db enroll g", ["gesture"]),
+            ("keyway policy s", ["show"]),
+            ("keyway policies --", ["--config", "--help", "--sensor", "--socket", "--store"]),
+            ("keyway sensor p", ["plug", "present"]),
+            ("keyway bench --r", ["--rounds"]),
+            ("keyway reset --user root --factor pa", ["passcode"]),
+            ("keyway completion ", ["bash"]),
+        ])
+    func complete(line: String, expected: [String]) throws {
+        let script = try run(cliPath, ["completion", "bash"])
+        #expect(script.status == 0)
+        let file = NSTemporaryDirectory() + "keyway-completion-\(UUID().uuidString).bash"
+        try script.text.write(toFile: file, atomically: true, encoding: .utf8)
+        defer { unlink(file) }
+        var words = line.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
+        if words.last == nil { words.append("") }
+        let quoted = words.map { "'\($0)'" }.joined(separator: " ")
+        let probe = """
+            source \(file)
+            COMP_WORDS=(\(quoted)); COMP_CWORD=\(words.count - 1)
+            _keyway
+            printf '%s\\n' "${COMPREPLY[@]}" | sort
+            """
+        let result = try run("/bin/bash", ["-c", probe])
+        #expect(result.status == 0, "\(result.text)")
+        #expect(result.output.filter { !$0.isEmpty } == expected, "\(line): \(result.text)")
+    }
+}
+
+/// keyway(8) lists every command with the synopsis its type gives (`keyway help --synopsis`).
+@Suite("keyway(8) against the commands")
+struct ManualTests {
+    @Test("each command's synopsis is a heading of keyway(8)'s COMMANDS, and nothing else is")
+    func synopses() throws {
+        let manual = try String(contentsOfFile: packageRoot + "/man/keyway.8", encoding: .utf8)
+        let lines = manual.components(separatedBy: "\n")
+        let start = try #require(lines.firstIndex(of: ".SH COMMANDS"))
+        let end = try #require(lines.firstIndex(of: ".SH OPTIONS"))
+        // Each .TP's heading, as plain text: fonts dropped, \- as -.
+        var headings: [String] = []
+        for index in start..<end where lines[index] == ".TP" {
+            var heading = lines[index + 1]
+            for font in ["\\fB", "\\fR", "\\fI", "\\fP"] { heading = heading.replacingOccurrences(of: font, with: "") }
+            headings.append("keyway " + heading.replacingOccurrences(of: "\\-", with: "-"))
+        }
+        let synopses = try run(cliPath, ["help", "--synopsis"]).output
+        #expect(headings == synopses)
     }
 }

@@ -187,9 +187,9 @@ struct KeywaydTests {
         defer { fixture.remove() }
         try fixture.enrollPattern("alice", "2-4-9-3")
         fixture.service("pattern", "policy=pattern")
-        // mallory's pattern at the default cost (enrolled through the daemon): his clients keep the pool busy.
+        // The daemon account (mallory here) has a pattern at the default cost (enrolled through the daemon): its clients keep the pool busy.
         let enroll = try run(
-            cliPath, ["--socket", fixture.socket, "enroll", "gesture", "--user", "mallory", "--stdin"],
+            cliPath, ["--socket", fixture.socket, "enroll", "gesture", "--user", "daemon", "--stdin"],
             input: "1-6-7-2-9\n")
         #expect(enroll.status == 0, "\(enroll.text)")
         func alice() throws -> Int64 {
@@ -204,7 +204,7 @@ struct KeywaydTests {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<20 {
             let client = try Started(
-                cliPath, ["--socket", fixture.socket, "unlock", "--user", "mallory", "--policy", "pattern", "--stdin"],
+                cliPath, ["--socket", fixture.socket, "unlock", "--user", "daemon", "--policy", "pattern", "--stdin"],
                 input: "3-4-9-2\n")
             usleep(UInt32.random(in: 0...150_000, using: &generator))  // a Swift client connects after ~10-30 ms
             kill(client.process.processIdentifier, SIGSTOP)
@@ -215,7 +215,7 @@ struct KeywaydTests {
             let fd = try connect()
             write(
                 fd,
-                WireWriter.frame(Request.availability(.gesture, UserContext(name: "mallory")).encoded).prefix(9).map {
+                WireWriter.frame(Request.availability(.gesture, UserContext(name: "daemon")).encoded).prefix(9).map {
                     $0
                 })
             stalls.append(fd)
@@ -225,7 +225,7 @@ struct KeywaydTests {
         for index in 0..<20 {
             let fd = try connect()
             let guess = Secret(copying: Array("3-4-9-\(index % 9 + 1)".utf8))
-            write(fd, WireWriter.frame(Request.verify(.gesture, UserContext(name: "mallory"), .secret(guess)).encoded))
+            write(fd, WireWriter.frame(Request.verify(.gesture, UserContext(name: "daemon"), .secret(guess)).encoded))
             stalls.append(fd)
         }
         usleep(200_000)
@@ -253,7 +253,7 @@ struct KeywaydTests {
         defer { fixture.remove() }
         fixture.startDaemon(["--workers", "1", "--queue", "4"])
         let enroll = try run(
-            cliPath, ["--socket", fixture.socket, "enroll", "gesture", "--user", "mallory", "--stdin"],
+            cliPath, ["--socket", fixture.socket, "enroll", "gesture", "--user", "daemon", "--stdin"],
             input: "1-6-7-2-9\n")
         #expect(enroll.status == 0, "\(enroll.text)")
         // Six different wrong patterns for one account at once (each a default-cost hash): with one worker, one is
@@ -262,7 +262,7 @@ struct KeywaydTests {
         let connections = try guesses.map { guess in
             let fd = try connect()
             let request = Request.verify(
-                .gesture, UserContext(name: "mallory"), .secret(Secret(copying: Array(guess.utf8))))
+                .gesture, UserContext(name: "daemon"), .secret(Secret(copying: Array(guess.utf8))))
             write(fd, WireWriter.frame(request.encoded))
             return fd
         }
@@ -274,7 +274,7 @@ struct KeywaydTests {
         #expect(busy.count == guesses.count - verdicts.count, "\(answers)")
         #expect(verdicts.count >= 1 && verdicts.count <= 4, "\(answers)")
         #expect(busy.count >= 2, "one account held more than its share of the pool: \(answers)")
-        let counted = try fixture.vault().store.attempts(user: "mallory")[.gesture].consecutiveFailures
+        let counted = try fixture.vault().store.attempts(user: "daemon")[.gesture].consecutiveFailures
         #expect(counted == verdicts.count, "\(counted) counted for \(verdicts.count) answered")
         // A daemon that may exit when idle does, and takes its socket with it.
         let idleSocket = fixture.directory + "/idle.sock"
@@ -419,7 +419,7 @@ struct KeywaydTests {
         fixture.startDaemon([], environment: ["LD_PRELOAD": counter, "COUNT_HASH_LOG": log])
         // Enrolled through the daemon, so at the default cost (Argon2id, 64 MiB).
         let enroll = try run(
-            cliPath, ["--socket", fixture.socket, "enroll", "passcode", "--user", "victim", "--stdin"],
+            cliPath, ["--socket", fixture.socket, "enroll", "passcode", "--user", "bin", "--stdin"],
             input: "correct horse 739155\n")
         #expect(enroll.status == 0, "\(enroll.text)")
         unlink(log)
@@ -428,12 +428,12 @@ struct KeywaydTests {
             contents: Data("auth required \(modulePath) policy=passcode \(fixture.moduleArguments)\n".utf8))
         let guesses = try (0..<64).map { index in
             try Started(
-                "/usr/bin/pamtester", ["kwtest-guess", "victim", "authenticate"], input: "wrong guess \(index)\n")
+                "/usr/bin/pamtester", ["kwtest-guess", "bin", "authenticate"], input: "wrong guess \(index)\n")
         }
         let results = guesses.map { $0.finish() }
         #expect(results.allSatisfy { $0.status != 0 })
         let hashed = (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").count ?? 0
-        let counted = try fixture.vault().store.attempts(user: "victim")[.passcode].consecutiveFailures
+        let counted = try fixture.vault().store.attempts(user: "bin")[.passcode].consecutiveFailures
         let status = try String(
             contentsOfFile: "/proc/\(fixture.daemonProcess!.processIdentifier)/status", encoding: .utf8)
         let peak =

@@ -1,0 +1,116 @@
+import KeywayBiometricSimulator
+import KeywayCore
+import KeywayRuntime
+
+/// Every `keyway` command, in the order `keyway --help` and keyway(8) list them.
+extension Subcommand {
+    static let all: [Subcommand] = [
+        Subcommand(
+            path: ["enroll"], summary: "set a pattern or passcode (asked twice), or enroll a finger from 5 touches",
+            operands: [factor], options: [user, stdin, finger, simulateTouches], required: ["--user"],
+            details: """
+                The account must exist on this system. A pattern is drawn on a grid when standard input is a \
+                terminal; --stdin reads one line and uses it for both entries. --finger (default right-index) and \
+                --simulate-touches apply to the biometric only. Creates the store if needed (--store).
+                """,
+            run: { $0.enroll() }),
+        Subcommand(
+            path: ["change"], summary: "change a pattern or passcode (the current one first)",
+            operands: [Operand(placeholder: "FACTOR", kind: .factor(only: [.gesture, .passcode]))],
+            options: [user, stdin], required: ["--user"],
+            details: "With --stdin: the current secret on the first line, the new one on the second.",
+            run: { $0.change() }),
+        Subcommand(
+            path: ["remove"], summary: "remove a factor, or one finger", operands: [factor], options: [user, finger],
+            required: ["--user"], run: { $0.remove() }),
+        Subcommand(
+            path: ["status"], summary: "enrollments, counters and lockouts", options: [optionalUser],
+            run: { $0.status() }),
+        Subcommand(
+            path: ["reset"], summary: "clear failure counters and lockouts (as faillock --reset)",
+            options: [
+                user,
+                .init(
+                    name: "--factor", placeholder: "FACTOR", help: "only this factor's", completion: .words(factorNames)
+                ),
+            ],
+            required: ["--user"], run: { $0.reset() }),
+        Subcommand(
+            path: ["unlock"], summary: "evaluate a policy as the PAM module would, counting attempts",
+            options: [
+                user,
+                .init(
+                    name: "--policy", placeholder: "NAME",
+                    help: "a built-in or configured policy (default biometrics-or-passcode)"), stdin,
+            ],
+            required: ["--user"], run: { $0.unlock() }),
+        Subcommand(
+            path: ["sensor"], summary: "drive the simulated sensor",
+            operands: [Operand(placeholder: "EVENT", kind: .rest, suggestions: SensorControl.verbs)],
+            options: [
+                .init(
+                    name: "--wait", placeholder: "SECONDS",
+                    help: "wait up to this long for an authentication at the sensor",
+                    range: 0...600, whole: false)
+            ],
+            details: """
+                EVENT is one of: \(SensorControl.commandSummary). The event goes to the authentication waiting at \
+                the sensor; unplug and plug also work when nobody waits.
+                """,
+            run: { $0.sensor() }),
+        Subcommand(
+            path: ["policy", "check"],
+            summary: "check the configuration (exit 0 valid, 65 errors, 66 a named file missing)",
+            run: { $0.policyCheck() }),
+        Subcommand(
+            path: ["policy", "list"], aliases: [["policies"]],
+            summary: "every policy, built-in and configured, and where it is defined", run: { $0.policyList() }),
+        Subcommand(
+            path: ["policy", "show"],
+            summary: "the rule as a tree, the variant that applies, every setting with its origin",
+            operands: [Operand(placeholder: "NAME", kind: .word)],
+            options: [
+                .init(
+                    name: "--user", placeholder: "USER", help: "the user it applies to (their groups)",
+                    completion: .users),
+                .init(
+                    name: "--group", placeholder: "GROUP", help: "a group the user is taken to be in",
+                    completion: .groups),
+                .init(name: "--remote", help: "a remote session"),
+            ],
+            run: { $0.policyShow() }),
+        Subcommand(
+            path: ["audit"], summary: "who enrolled, removed or reset what, and when", options: [optionalUser],
+            run: { $0.audit() }),
+        Subcommand(
+            path: ["bench"],
+            summary: "time Argon2id, the simulated sensor, the configuration and keywayd's round trip (--socket)",
+            options: [
+                .init(name: "--rounds", placeholder: "N", help: "benchmark rounds (default 20)", range: 1...100_000)
+            ],
+            run: { $0.bench() }),
+        Subcommand(
+            path: ["completion"], summary: "print the bash completion script",
+            operands: [Operand(placeholder: "SHELL", kind: .choice(["bash"]))], run: { $0.completion() }),
+        Subcommand(
+            path: ["help"], summary: "a command's help; --synopsis prints every command's synopsis",
+            operands: [Operand(placeholder: "COMMAND", kind: .rest, optional: true)],
+            options: [
+                .init(name: "--synopsis", help: "every command's synopsis, one per line (as keyway(8) lists them)")
+            ],
+            run: { $0.help() }),
+    ]
+
+    static let factor = Operand(placeholder: "FACTOR", kind: .factor(only: nil))
+    static let user = CommandLineParser.Option(
+        name: "--user", placeholder: "USER", help: "the account", completion: .users)
+    static let optionalUser = CommandLineParser.Option(
+        name: "--user", placeholder: "USER", help: "only this account", completion: .users)
+    static let stdin = CommandLineParser.Option(
+        name: "--stdin", help: "read secrets from standard input, one per line, instead of the terminal")
+    static let finger = CommandLineParser.Option(
+        name: "--finger", placeholder: "NAME", help: "the finger (biometric; default right-index)")
+    static let simulateTouches = CommandLineParser.Option(
+        name: "--simulate-touches", help: "present genuine touches in-process instead of waiting for the sensor")
+    static var factorNames: [String] { Runtime.plugins.map(\.kind.rawValue) }
+}
