@@ -239,6 +239,32 @@ public struct NoiseModel: Sendable, Equatable {
     public func matches(_ sample: FeatureVector, against template: Template) -> Bool {
         score(sample, against: template) >= threshold
     }
+
+    /// The probability that an impostor's sample matches at `threshold` instead of `self.threshold`: 10^−threshold
+    /// exactly, since the score is −log10 of the impostor's own CDF. Scores are clamped to [0, `maximumScore`], so
+    /// it is 1 at or below 0 and 0 above `maximumScore`.
+    public func falseMatchRate(atThreshold threshold: Double) -> Double {
+        guard !threshold.isNaN else { return .nan }
+        if threshold <= 0 { return 1 }
+        if threshold > Self.maximumScore { return 0 }
+        return Libm.exp(-threshold * Libm.ln10)
+    }
+
+    /// The probability that a genuine sample fails at `threshold`, against a template of `enrollmentSamples`
+    /// samples; at `self.threshold` it is `targetFalseNonMatchRate`.
+    ///
+    /// Closed form, no sampling: with q = F⁻¹(10^−threshold), a squared distance D matches iff D/(2 + v) ≤ q, and a
+    /// genuine D/v ~ χ²_d, so the FNMR is P(χ²_d > (2 + v) q / v), taken from the upper tail so it keeps its
+    /// precision when tiny. 0 at or below a threshold of 0 and 1 above `maximumScore`, like the clamped score.
+    public func falseNonMatchRate(atThreshold threshold: Double) -> Double {
+        guard !threshold.isNaN else { return .nan }
+        if threshold <= 0 { return 0 }
+        if threshold > Self.maximumScore { return 1 }
+        let genuineVariance = noiseVariance * (1 + 1 / Double(enrollmentSamples))
+        let quantile = ChiSquared.quantile(falseMatchRate(atThreshold: threshold), degreesOfFreedom: dimensions)
+        let bound = (2 + genuineVariance) * quantile / genuineVariance
+        return Libm.exp(ChiSquared.logSurvival(bound, degreesOfFreedom: dimensions))
+    }
 }
 
 /// FNV-1a 64: tiny, fixed forever, and good enough to spread (seed, user, finger) over generator seeds.

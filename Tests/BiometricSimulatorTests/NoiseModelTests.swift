@@ -388,6 +388,28 @@ struct ConfigurationTests {
             falseNonMatchRate: 1e-6)
         #expect(strict.noiseSigma.isFinite && strict.noiseSigma > 0 && strict.threshold < NoiseModel.maximumScore)
     }
+
+    @Test("error rates at any threshold, in closed form, meet the targets at the model's own threshold")
+    func ratesAtThreshold() throws {
+        let model = NoiseModel.default
+        #expect(isClose(model.falseMatchRate(atThreshold: model.threshold), 2e-5, relative: 1e-12))
+        #expect(isClose(model.falseNonMatchRate(atThreshold: model.threshold), 0.02, relative: 1e-9))
+        #expect(isClose(model.falseMatchRate(atThreshold: 3), 1e-3, relative: 1e-12))
+        // mpmath (40 digits): P(χ²_32 > (2 + v) F⁻¹(1e-3) / v) for the default v.
+        #expect(isClose(model.falseNonMatchRate(atThreshold: 3), 6.63084192898353e-5, relative: 1e-9))
+        // Tiny rates keep their precision: taken from the upper tail, not as 1 − (a CDF near 1).
+        let strict = try NoiseModel(
+            dimensions: 64, enrollmentSamples: 20, falseMatchRate: 1e-90, falseNonMatchRate: 1e-6)
+        #expect(isClose(strict.falseNonMatchRate(atThreshold: strict.threshold), 1e-6, relative: 1e-9))
+        // Scores are clamped to [0, maximumScore]: at or below 0 everything matches, above it nothing does.
+        for threshold in [-1.0, 0] {
+            #expect(model.falseMatchRate(atThreshold: threshold) == 1)
+            #expect(model.falseNonMatchRate(atThreshold: threshold) == 0)
+        }
+        #expect(model.falseMatchRate(atThreshold: NoiseModel.maximumScore + 1) == 0)
+        #expect(model.falseNonMatchRate(atThreshold: NoiseModel.maximumScore + 1) == 1)
+        #expect(model.falseMatchRate(atThreshold: .nan).isNaN && model.falseNonMatchRate(atThreshold: .nan).isNaN)
+    }
 }
 
 // MARK: - Measured error rates
