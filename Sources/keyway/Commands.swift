@@ -59,6 +59,19 @@ extension Subcommand {
                 """,
             run: { $0.sensor() }),
         Subcommand(
+            path: ["sensor", "roc"],
+            summary: "the simulated sensor's false-match and false-non-match rates across thresholds",
+            options: [
+                .init(
+                    name: "--svg", placeholder: "FILE", help: "also draw them as an SVG plot in FILE",
+                    completion: .files)
+            ],
+            details: """
+                The configured operating point ([biometric] false-match-rate in keyway.conf, or --config) is \
+                marked: use it to choose that setting. The rates are the simulator's, exact by construction.
+                """,
+            run: { $0.sensorRoc() }),
+        Subcommand(
             path: ["policy", "check"],
             summary: "check the configuration (exit 0 valid, 65 errors, 66 a named file missing)",
             run: { $0.policyCheck() }),

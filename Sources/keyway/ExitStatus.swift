@@ -10,6 +10,8 @@ enum ExitStatus {
     static let noInput: Int32 = 66  // EX_NOINPUT
     /// The account named with --user does not exist.
     static let noUser: Int32 = 67  // EX_NOUSER
+    /// A file the command was asked to write could not be created.
+    static let cannotCreate: Int32 = 73  // EX_CANTCREAT
     /// Standard output could not be written (a full disk, a closed terminal); not a reader that left.
     static let outputFailure: Int32 = 74  // EX_IOERR
 

@@ -48,6 +48,8 @@ struct CommandLineTests {
         (["sensor", "plug", "--wait", "-1"], "Error: '--wait -1': give a number from 0 to 600."),
         (["sensor", "plug", "--wait", "nan"], "Error: '--wait nan': give a number from 0 to 600."),
         (["sensor", "plug", "--wait", "601"], "Error: '--wait 601': give a number from 0 to 600."),
+        (["sensor", "roc", "--svg"], "Error: Missing value for '--svg <svg>'."),
+        (["sensor", "roc", "--wait", "1"], "Error: 'keyway sensor roc' takes no option '--wait'."),
         (["policy"], "Error: Missing the policy command: check, list or show."),
         (["policy", "shwo", "pattern"], "Error: Unknown policy command 'shwo'. Did you mean 'show'?"),
         (["policy", "show"], "Error: Missing the name: keyway policy show NAME"),
@@ -174,6 +176,37 @@ struct CommandLineTests {
         #expect(try run(cliPath, store + ["remove", "passcode", "--user", "daemon"]).status == 0)
         let gone = try run(cliPath, store + ["remove", "passcode", "--user", "daemon"])
         #expect(gone.status == 3, "\(gone.text)")
+    }
+}
+
+/// `keyway sensor roc`: the plot an administrator looks at when choosing `[biometric] false-match-rate`.
+@Suite("keyway sensor roc")
+struct SensorRocTests {
+    @Test("the SVG has the curve and the configured operating point, which follows keyway.conf")
+    func plot() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        let svgPath = fixture.directory + "/roc.svg"
+        _ = fixture.writeConfig("# nothing set: the defaults\n")
+        let defaults = try run(cliPath, ["--config", fixture.configPath, "sensor", "roc", "--svg", svgPath])
+        #expect(defaults.status == 0, "\(defaults.text)")
+        #expect(defaults.text.contains("1/50,000                  2.0%  ← configured"), "\(defaults.text)")
+        let svg = try String(contentsOfFile: svgPath, encoding: .utf8)
+        #expect(svg.hasPrefix("<svg") && svg.contains("xmlns=\"http://www.w3.org/2000/svg\""))
+        #expect(svg.contains("id=\"curve\""), "no curve")
+        #expect(svg.contains("id=\"operating-point\""), "no operating point")
+        #expect(svg.contains("configured: FMR 1/50,000, FNMR 2.0%"))
+
+        _ = fixture.writeConfig("[biometric]\nfalse-match-rate = 1/1000\n")
+        let loose = try run(cliPath, ["--config", fixture.configPath, "sensor", "roc", "--svg", svgPath])
+        #expect(loose.status == 0, "\(loose.text)")
+        let moved = try String(contentsOfFile: svgPath, encoding: .utf8)
+        #expect(moved.contains("configured: FMR 1/1,000, FNMR"), "\(moved.prefix(400))")
+        #expect(!moved.contains("FMR 1/50,000"))
+
+        let unwritable = try run(cliPath, ["sensor", "roc", "--svg", fixture.directory + "/no/such/dir/roc.svg"])
+        #expect(unwritable.status == 73, "\(unwritable.text)")
+        #expect(unwritable.text.contains("cannot write \(fixture.directory)/no/such/dir/roc.svg: No such file"))
     }
 }
 
