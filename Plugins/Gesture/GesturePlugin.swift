@@ -15,11 +15,19 @@ extension GestureAuthenticator {
             help: "refuse common shapes (L, Z, the square, straight lines) and their rotations and mirror images")
     }
 
+    /// The per-user `show-trail` switch (phones' "make pattern visible"): off, the grid shows no trail while the
+    /// pattern is drawn.
+    public static var showTrailSetting: UserSetting {
+        UserSetting(
+            .gesture, "show-trail", default: true, help: "draw the trail between the dots while the pattern is drawn")
+    }
+
     /// The pattern lock as a plugin: its settings, and how its two sides are built from them.
     public static var plugin: FactorPlugin {
         FactorPlugin(
             .gesture, aliases: ["pattern"], summary: "the 3×3 pattern lock",
             settings: [Setting.attempts(), minimumDotsSetting, blocklistSetting],
+            userSettings: [showTrailSetting],
             personSide: { side in GestureAuthenticator(vault: side.vault, rules: rules(side.settings)) },
             vaultSide: { side in
                 keeper(store: side.store, clock: side.clock, hasher: side.hasher, rules: rules(side.settings))

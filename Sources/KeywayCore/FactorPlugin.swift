@@ -49,6 +49,8 @@ public struct FactorPlugin: Sendable {
     public let summary: String
     /// The settings it declares (keys of its `[factor]` section).
     public let settings: [Setting]
+    /// The per-user switches it has: `enabled`, then those it declares.
+    public let userSettings: [UserSetting]
     /// Whether it can serve a remote session with these settings (a local sensor cannot).
     public let servesRemoteSessions: @Sendable (FactorSettings) -> Bool
     /// Builds the person's side.
@@ -59,6 +61,7 @@ public struct FactorPlugin: Sendable {
     /// Declares a plugin.
     public init(
         _ kind: FactorKind, aliases: [String] = [], summary: String, settings: [Setting],
+        userSettings: [UserSetting] = [],
         servesRemoteSessions: @escaping @Sendable (FactorSettings) -> Bool = { _ in true },
         personSide: @escaping @Sendable (PersonSide) -> any Authenticator,
         vaultSide: @escaping @Sendable (VaultSide) -> any FactorKeeper
@@ -67,6 +70,7 @@ public struct FactorPlugin: Sendable {
         self.aliases = aliases
         self.summary = summary
         self.settings = settings
+        self.userSettings = [UserSetting.enabled(kind)] + userSettings
         self.servesRemoteSessions = servesRemoteSessions
         self.personSide = personSide
         self.vaultSide = vaultSide
@@ -79,6 +83,18 @@ public struct FactorPlugin: Sendable {
 extension Array where Element == FactorPlugin {
     /// The plugin for `kind`, if any.
     public func plugin(_ kind: FactorKind) -> FactorPlugin? { first { $0.kind == kind } }
+
+    /// Every per-user switch of every plugin.
+    public var userSettings: [UserSetting] { flatMap { $0.userSettings } }
+
+    /// The per-user switch `word` names: its full key (`gesture.show-trail`), or its name alone when only one
+    /// factor has it (`show-trail`).
+    public func userSetting(named word: String) -> UserSetting? {
+        let all = userSettings
+        if let exact = all.first(where: { $0.key == word }) { return exact }
+        let named = all.filter { $0.name == word }
+        return named.count == 1 ? named[0] : nil
+    }
 
     /// The plugin a command-line word names (its factor name or an alias).
     public func plugin(named word: String) -> FactorPlugin? {

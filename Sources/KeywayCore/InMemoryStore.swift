@@ -6,6 +6,7 @@ public final class InMemoryStore: Store {
         var enrollments: [String: [FactorKind: Enrollment]] = [:]
         var attempts: [String: AttemptBook] = [:]
         var audit: [AuditEntry] = []
+        var preferences: [String: [String: String]] = [:]
     }
 
     private let contents = Mutex(Contents())
@@ -74,7 +75,7 @@ public final class InMemoryStore: Store {
     }
 
     public func users() throws(AuthenticationError) -> [String] {
-        contents.withLock { Set($0.enrollments.keys).union($0.attempts.keys).sorted() }
+        contents.withLock { Set($0.enrollments.keys).union($0.attempts.keys).union($0.preferences.keys).sorted() }
     }
 
     public func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry] {
@@ -92,6 +93,22 @@ public final class InMemoryStore: Store {
             var book = contents.attempts[user] ?? AttemptBook()
             body(&book)
             contents.attempts[user] = book.states.isEmpty ? nil : book
+        }
+    }
+
+    public func preferences(user: String) throws(AuthenticationError) -> [String: String] {
+        contents.withLock { $0.preferences[user] ?? [:] }
+    }
+
+    public func setPreference(user: String, key: String, value: String?, by change: Attribution)
+        throws(AuthenticationError)
+    {
+        contents.withLock {
+            $0.preferences[user, default: [:]][key] = value
+            $0.audit.append(
+                AuditEntry(
+                    at: change.at, actor: change.actor, user: user, action: .set,
+                    factor: UserSetting.factor(of: key), detail: "\(key)=\(value ?? "default")"))
         }
     }
 }

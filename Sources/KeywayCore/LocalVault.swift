@@ -7,9 +7,14 @@ public final class LocalVault: Vault {
     public let clock: any Clock
     /// The keepers, in the order `status` lists them.
     public let keepers: [any FactorKeeper]
+    /// The per-user switches this vault keeps (`enabled` for every keeper's factor, and what the plugins declare).
+    public let userSettings: [UserSetting]
 
-    /// Creates a vault; a later keeper for the same factor replaces an earlier one.
-    public init(store: any Store, clock: any Clock, keepers: [any FactorKeeper]) {
+    /// Creates a vault; a later keeper for the same factor replaces an earlier one. Without `userSettings`, each
+    /// factor has its `enabled` switch only.
+    public init(
+        store: any Store, clock: any Clock, keepers: [any FactorKeeper], userSettings: [UserSetting]? = nil
+    ) {
         self.store = store
         self.clock = clock
         var ordered: [any FactorKeeper] = []
@@ -18,6 +23,13 @@ public final class LocalVault: Vault {
             ordered.append(keeper)
         }
         self.keepers = ordered
+        self.userSettings = userSettings ?? ordered.map { UserSetting.enabled($0.factor) }
+    }
+
+    /// Why `factor` is switched off for `user` (`keyway disable`), or nil when it is on.
+    private func switchedOff(_ factor: FactorKind, of user: String) throws(AuthenticationError) -> Availability? {
+        guard UserSetting.enabled(factor).value(in: try store.preferences(user: user)) == false else { return nil }
+        return .notAvailable("the \(factor) is turned off for this account (keyway enable \(factor) turns it on)")
     }
 
     /// The keeper of `factor`, or the error a request for an unknown factor gets.
@@ -29,13 +41,36 @@ public final class LocalVault: Vault {
     }
 
     public func availability(of factor: FactorKind, for user: UserContext) -> Availability {
-        do { return try keeper(factor).availability(for: user) } catch { return .failed(error) }
+        do {
+            let keeper = try keeper(factor)
+            if let off = try switchedOff(factor, of: user.name) { return off }
+            return keeper.availability(for: user)
+        } catch {
+            return .failed(error)
+        }
     }
 
     public func verify(_ evidence: Evidence, of factor: FactorKind, for user: UserContext) throws(AuthenticationError)
         -> Verdict
     {
-        try keeper(factor).verify(evidence, for: user)
+        let keeper = try keeper(factor)
+        // A switched-off factor answers nothing, so a client that skips the availability question gains nothing.
+        if case .notAvailable(let reason)? = try switchedOff(factor, of: user.name) {
+            throw AuthenticationError(factor == .biometric ? .biometryNotAvailable : .factorNotAvailable, reason)
+        }
+        return try keeper.verify(evidence, for: user)
+    }
+
+    public func set(_ key: String, to value: Bool, of user: String, by actor: String) throws(AuthenticationError) {
+        guard let setting = userSettings.first(where: { $0.key == key }) else {
+            throw AuthenticationError(
+                .invalidPolicy,
+                "no such switch '\(key.escapingControlCharacters)'; known: "
+                    + userSettings.map { $0.key }.joined(separator: ", "))
+        }
+        // The default is not stored: a later release may change a default, and the user who never chose keeps it.
+        let stored = value == setting.defaultValue ? nil : UserSetting.text(value)
+        try store.setPreference(user: user, key: key, value: stored, by: Attribution(actor, at: clock.now()))
     }
 
     public func enroll(_ evidence: Evidence, of factor: FactorKind, for user: String, label: String?, by actor: String)
@@ -84,6 +119,7 @@ public final class LocalVault: Vault {
         for name in users {
             let records = try store.enrollments(user: name)
             let book = try store.attempts(user: name)
+            let preferences = try store.preferences(user: name)
             var factors: [UserStatus.FactorStatus] = []
             for keeper in keepers {
                 let record = records.first { $0.factor == keeper.factor }
@@ -92,10 +128,15 @@ public final class LocalVault: Vault {
                     UserStatus.FactorStatus(
                         factor: keeper.factor, enrolled: record.map { ($0.changedAt, $0.changedBy) },
                         labels: details?.labels ?? [], failures: book[keeper.factor].consecutiveFailures,
-                        availability: keeper.availability(for: UserContext(name: name), records: records, book: book),
+                        availability: try switchedOff(keeper.factor, of: name)
+                            ?? keeper.availability(for: UserContext(name: name), records: records, book: book),
                         domainState: details?.domainState ?? []))
             }
-            result.append(UserStatus(user: name, factors: factors))
+            var switches: [String: Bool] = [:]
+            for setting in userSettings {
+                if let value = UserSetting.value(preferences[setting.key]) { switches[setting.key] = value }
+            }
+            result.append(UserStatus(user: name, factors: factors, switches: switches))
         }
         return result
     }

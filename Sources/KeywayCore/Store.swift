@@ -40,6 +40,11 @@ public protocol Store: AnyObject, Sendable {
     func users() throws(AuthenticationError) -> [String]
     /// The record of changes (enrollments, removals, resets), oldest first; for one user, or all when nil.
     func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry]
+    /// The user's switches and preferences (`keyway enable|disable|set`), key → value; a key not stored has its
+    /// declared default (UserSetting).
+    func preferences(user: String) throws(AuthenticationError) -> [String: String]
+    /// Stores (or with nil, forgets) one preference and records it in the audit trail, in one transaction.
+    func setPreference(user: String, key: String, value: String?, by change: Attribution) throws(AuthenticationError)
 }
 
 extension Store {
@@ -73,6 +78,8 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
         case remove
         /// Counters were reset.
         case reset
+        /// A per-user switch or preference was set (the key and value are in `detail`).
+        case set
     }
 
     /// When.
@@ -85,19 +92,24 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
     public var action: Action
     /// Which factor, or nil for all.
     public var factor: FactorKind?
+    /// What was set (`gesture.enabled=no`), for `.set`.
+    public var detail: String?
 
     /// Creates an entry.
-    public init(at: Timestamp, actor: String, user: String, action: Action, factor: FactorKind?) {
+    public init(
+        at: Timestamp, actor: String, user: String, action: Action, factor: FactorKind?, detail: String? = nil
+    ) {
         self.at = at
         self.actor = actor
         self.user = user
         self.action = action
         self.factor = factor
+        self.detail = detail
     }
 
     public var description: String {
         "\(at) \(actor.escapingControlCharacters) \(action.rawValue) \(user.escapingControlCharacters) "
-            + (factor?.rawValue ?? "all")
+            + (detail.map { $0.escapingControlCharacters } ?? factor?.rawValue ?? "all")
     }
 }
 

@@ -33,6 +33,9 @@ public protocol Vault: AnyObject, Sendable {
     func reset(_ factor: FactorKind?, of user: String, by actor: String) throws(AuthenticationError)
     /// Who changed what, oldest first; for one user or all.
     func audit(of user: String?) throws(AuthenticationError) -> [AuditEntry]
+    /// Sets one of the user's switches (`gesture.enabled`, `gesture.show-trail`): a key the vault does not know is
+    /// refused. Whether the caller may (turning a factor off needs it verified first) is keywayd's to decide.
+    func set(_ key: String, to value: Bool, of user: String, by actor: String) throws(AuthenticationError)
 }
 
 /// What a factor hands over to be checked or enrolled.
@@ -49,12 +52,18 @@ public struct UserStatus: Sendable, Equatable {
     public var user: String
     /// One entry per factor the vault knows, in its order.
     public var factors: [FactorStatus]
+    /// The switches the user set (key → on/off); a key not here has its default.
+    public var switches: [String: Bool]
 
     /// Creates a status.
-    public init(user: String, factors: [FactorStatus]) {
+    public init(user: String, factors: [FactorStatus], switches: [String: Bool] = [:]) {
         self.user = user
         self.factors = factors
+        self.switches = switches
     }
+
+    /// The value of `setting` for this user.
+    public func value(of setting: UserSetting) -> Bool { switches[setting.key] ?? setting.defaultValue }
 
     /// One factor of one user.
     public struct FactorStatus: Sendable, Equatable {

@@ -122,4 +122,9 @@ public final class DaemonVault: Vault {
         guard case .audit(let entries) = response else { throw unexpected(response, "audit") }
         return entries
     }
+
+    public func set(_ key: String, to value: Bool, of user: String, by actor: String) throws(AuthenticationError) {
+        let response = try ask(.set(key: key, user: user, value: value, via: actor))
+        guard response == .done else { throw unexpected(response, "set") }
+    }
 }

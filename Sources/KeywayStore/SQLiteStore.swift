@@ -343,14 +343,17 @@ public final class SQLiteStore: Store {
 
     public func users() throws(AuthenticationError) -> [String] {
         try run("cannot list users") { db throws(SQLiteError) in
-            try db.query("SELECT user FROM enrollments UNION SELECT user FROM attempts ORDER BY 1")
-                .compactMap { $0.first?.text }
+            try db.query(
+                "SELECT user FROM enrollments UNION SELECT user FROM attempts UNION SELECT user FROM preferences "
+                    + "ORDER BY 1"
+            )
+            .compactMap { $0.first?.text }
         }
     }
 
     public func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry] {
         try run("cannot read the audit trail") { db throws(SQLiteError) in
-            let columns = "SELECT at, actor, user, action, factor FROM audit"
+            let columns = "SELECT at, actor, user, action, factor, detail FROM audit"
             let rows: [[SQLiteConnection.Value]]
             if let user {
                 rows = try db.query(columns + " WHERE user = ? ORDER BY id", [.text(user)])
@@ -363,18 +366,53 @@ public final class SQLiteStore: Store {
                 else { return nil }
                 return AuditEntry(
                     at: Timestamp(milliseconds: at), actor: actor, user: user, action: action,
-                    factor: row[4].text.map(FactorKind.init(rawValue:)))
+                    factor: row[4].text.map(FactorKind.init(rawValue:)), detail: row[5].text)
             }
         }
     }
 
     private static func audit(_ db: SQLiteConnection, _ entry: AuditEntry) throws(SQLiteError) {
         try db.query(
-            "INSERT INTO audit (at, actor, user, action, factor) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO audit (at, actor, user, action, factor, detail) VALUES (?, ?, ?, ?, ?, ?)",
             [
                 .integer(entry.at.milliseconds), .text(entry.actor), .text(entry.user),
                 .text(entry.action.rawValue), entry.factor.map { .text($0.rawValue) } ?? .null,
+                entry.detail.map { .text($0) } ?? .null,
             ])
+    }
+
+    // MARK: Preferences
+
+    public func preferences(user: String) throws(AuthenticationError) -> [String: String] {
+        try run("cannot read preferences") { db throws(SQLiteError) in
+            var result: [String: String] = [:]
+            for row in try db.query("SELECT key, value FROM preferences WHERE user = ?", [.text(user)]) {
+                if let key = row[0].text, let value = row[1].text { result[key] = value }
+            }
+            return result
+        }
+    }
+
+    public func setPreference(user: String, key: String, value: String?, by change: Attribution)
+        throws(AuthenticationError)
+    {
+        try run("cannot store the preference") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                if let value {
+                    try db.query(
+                        "INSERT INTO preferences (user, key, value) VALUES (?, ?, ?) "
+                            + "ON CONFLICT (user, key) DO UPDATE SET value = excluded.value",
+                        [.text(user), .text(key), .text(value)])
+                } else {
+                    try db.query("DELETE FROM preferences WHERE user = ? AND key = ?", [.text(user), .text(key)])
+                }
+                try Self.audit(
+                    db,
+                    AuditEntry(
+                        at: change.at, actor: change.actor, user: user, action: .set,
+                        factor: UserSetting.factor(of: key), detail: "\(key)=\(value ?? "default")"))
+            }
+        }
     }
 
     /// Runs SQLite's full consistency check; "ok" when the file is sound.

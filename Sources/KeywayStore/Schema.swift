@@ -36,6 +36,16 @@ enum Schema {
         """
         ALTER TABLE attempts ADD COLUMN last_success INTEGER;
         """,
+        // 3: per-user switches and preferences (keyway enable|disable|set), and what an audit entry set.
+        """
+        CREATE TABLE preferences (
+            user TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (user, key)
+        ) WITHOUT ROWID;
+        ALTER TABLE audit ADD COLUMN detail TEXT;
+        """,
     ]
 
     /// The newest schema this build knows.

@@ -98,6 +98,32 @@ public enum StoreConformance {
             expect(try store.attempts(user: "ghost-3")[.gesture].consecutiveFailures == 1, "the latest name stays")
             expect(try store.attempts(user: "ghost-1") == AttemptBook(), "older names are cleared")
             expect(try store.attempts(user: user)[.gesture].consecutiveFailures == 1, "enrolled users are kept")
+
+            // Per-user switches: set, replaced, forgotten; each change in the audit trail with what was set.
+            let switcher = "store-conformance-carol"
+            expect(try store.preferences(user: switcher) == [:], "a new user has no preferences")
+            try store.setPreference(
+                user: switcher, key: "gesture.enabled", value: "off", by: Attribution("root", at: at))
+            try store.setPreference(
+                user: switcher, key: "gesture.show-trail", value: "off", by: Attribution("c", at: at))
+            try store.setPreference(
+                user: switcher, key: "gesture.show-trail", value: "on", by: Attribution("c", at: at))
+            expect(
+                try store.preferences(user: switcher) == ["gesture.enabled": "off", "gesture.show-trail": "on"],
+                "preferences read back, the latest value kept")
+            try store.setPreference(user: switcher, key: "gesture.enabled", value: nil, by: Attribution("root", at: at))
+            expect(try store.preferences(user: switcher) == ["gesture.show-trail": "on"], "nil forgets a preference")
+            expect(try store.preferences(user: other) == [:], "preferences are per user")
+            expect(try store.users().contains(switcher), "a user with only preferences is listed")
+            let switchTrail = try store.auditTrail(user: switcher)
+            expect(
+                switchTrail.map { $0.detail ?? "" }
+                    == [
+                        "gesture.enabled=off", "gesture.show-trail=off", "gesture.show-trail=on",
+                        "gesture.enabled=default",
+                    ],
+                "each change is audited with what was set: \(switchTrail.map { $0.detail ?? "nil" })")
+            expect(switchTrail.allSatisfy { $0.action == .set && $0.factor == .gesture }, "as a set of the gesture")
         } catch {
             problems.append("threw \(error)")
         }

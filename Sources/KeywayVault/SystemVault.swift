@@ -40,6 +40,7 @@ public enum SystemVault {
                 plugin.vaultSide(
                     FactorPlugin.VaultSide(
                         store: store, clock: clock, hasher: hasher, settings: options.settings[plugin.kind]))
-            })
+            },
+            userSettings: Runtime.plugins.userSettings)
     }
 }

@@ -11,10 +11,12 @@ public enum Request: Sendable, Equatable {
     case status(user: String?)
     case reset(FactorKind?, user: String, via: String)
     case audit(user: String?)
+    /// Sets one of the user's switches (`keyway enable|disable|set`).
+    case set(key: String, user: String, value: Bool, via: String)
 
     /// The kind byte of each request.
     enum Kind: UInt8 {
-        case availability = 1, verify, enroll, change, remove, status, reset, audit
+        case availability = 1, verify, enroll, change, remove, status, reset, audit, set
     }
 
     /// The request's name, for logs.
@@ -28,6 +30,7 @@ public enum Request: Sendable, Equatable {
         case .status: "status"
         case .reset: "reset"
         case .audit: "audit"
+        case .set: "set"
         }
     }
 
@@ -39,6 +42,7 @@ public enum Request: Sendable, Equatable {
             .reset(_, let user, _):
             user
         case .status(let user), .audit(let user): user
+        case .set(_, let user, _, _): user
         }
     }
 
@@ -87,6 +91,12 @@ public enum Request: Sendable, Equatable {
         case .audit(let user):
             out = WireWriter(kind: Kind.audit.rawValue)
             out.optional(user) { $0.string($1) }
+        case .set(let key, let user, let value, let via):
+            out = WireWriter(kind: Kind.set.rawValue)
+            out.string(key)
+            out.string(user)
+            out.bool(value)
+            out.string(via)
         }
         return out.bytes
     }
@@ -140,6 +150,10 @@ public enum Request: Sendable, Equatable {
                 via: try input.string("the tool"))
         case .audit:
             self = .audit(user: try input.optionalUser())
+        case .set:
+            let key = try input.string("the switch", limit: 64)
+            let user = try input.string("the user", limit: UserContext.maximumNameLength)
+            self = .set(key: key, user: user, value: try input.bool("the value"), via: try input.string("the tool"))
         }
         try input.finish()
     }
@@ -204,6 +218,11 @@ public enum Response: Sendable, Equatable {
                     out.availability(factor.availability)
                     out.data(factor.domainState)
                 }
+                out.u32(user.switches.count)
+                for (key, value) in user.switches.sorted(by: { $0.key < $1.key }) {
+                    out.string(key)
+                    out.bool(value)
+                }
             }
         case .audit(let entries):
             out = WireWriter(kind: Kind.audit.rawValue)
@@ -214,6 +233,7 @@ public enum Response: Sendable, Equatable {
                 out.string(entry.user)
                 out.string(entry.action.rawValue)
                 out.optional(entry.factor) { $0.string($1.rawValue) }
+                out.optional(entry.detail) { $0.string($1) }
             }
         case .failure(let error):
             out = WireWriter(kind: Kind.failure.rawValue)
@@ -266,7 +286,12 @@ public enum Response: Sendable, Equatable {
                             factor: factor, enrolled: enrolled, labels: labels, failures: failures,
                             availability: availability, domainState: domainState))
                 }
-                users.append(UserStatus(user: name, factors: factors))
+                var switches: [String: Bool] = [:]
+                for _ in 0..<(try input.count("switches", limit: 256)) {
+                    let key = try input.string("a switch", limit: 64)
+                    switches[key] = try input.bool("its value")
+                }
+                users.append(UserStatus(user: name, factors: factors, switches: switches))
             }
             self = .status(users)
         case .audit:
@@ -279,7 +304,11 @@ public enum Response: Sendable, Equatable {
                     throw WireError("the audit action is unknown")
                 }
                 let factor = try input.optional("the factor") { reader throws(WireError) in try reader.factor() }
-                entries.append(AuditEntry(at: at, actor: actor, user: user, action: action, factor: factor))
+                let detail = try input.optional("the detail") { reader throws(WireError) in
+                    try reader.string("the detail", limit: 256)
+                }
+                entries.append(
+                    AuditEntry(at: at, actor: actor, user: user, action: action, factor: factor, detail: detail))
             }
             self = .audit(entries)
         case .failure:

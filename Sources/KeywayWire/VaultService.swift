@@ -1,4 +1,5 @@
 public import KeywayCore
+import Synchronization
 
 /// keywayd's answers: who may ask what (the table in keywayd(8)), then the vault. Pure, so the tests and the fuzzer
 /// drive exactly what the daemon runs; the daemon adds only sockets, threads and the work pool.
@@ -13,6 +14,7 @@ public import KeywayCore
 /// | remove       | yes  | no                                                |
 /// | reset        | yes  | no                                                |
 /// | audit        | yes  | no                                                |
+/// | set          | yes  | own switches; a factor off only just after verifying it (`proofWindow`) |
 ///
 /// A refused request never reaches the vault, so it costs the named user no attempt.
 public struct VaultService: Sendable {
@@ -44,9 +46,45 @@ public struct VaultService: Sendable {
 
     /// The state.
     public let vault: any Vault
+    /// The per-user switches, to know which need proof to turn off.
+    public let userSettings: [UserSetting]
+    /// Who verified which factor when: the proof a user gives before turning that factor off.
+    let proofs: Proofs
+    /// How long a verification counts as proof, in milliseconds of `now`.
+    public static let proofWindow: Int64 = 120_000
 
-    /// Creates the service.
-    public init(vault: any Vault) { self.vault = vault }
+    /// Creates the service. `now` reads a monotonic clock in milliseconds (tests pass their own).
+    public init(
+        vault: any Vault, userSettings: [UserSetting] = [], now: @escaping @Sendable () -> Int64 = { 0 }
+    ) {
+        self.vault = vault
+        self.userSettings = userSettings
+        proofs = Proofs(now: now)
+    }
+
+    /// Recent successful verifications, by caller, account and factor. Used once: turning a factor off spends it.
+    final class Proofs: Sendable {
+        struct Key: Hashable { let uid: UInt32, user: String, factor: FactorKind }
+        private let table = Mutex<[Key: Int64]>([:])
+        let now: @Sendable () -> Int64
+        init(now: @escaping @Sendable () -> Int64) { self.now = now }
+
+        func record(_ key: Key) {
+            let time = now()
+            table.withLock { table in
+                table = table.filter { time - $0.value < VaultService.proofWindow }  // bounded by callers × factors
+                table[key] = time
+            }
+        }
+
+        func spend(_ key: Key) -> Bool {
+            let time = now()
+            return table.withLock { table in
+                guard let at = table.removeValue(forKey: key) else { return false }
+                return time - at < VaultService.proofWindow
+            }
+        }
+    }
 
     /// Why `caller` may not make `request`, or nil when it may.
     public static func refusal(of request: Request, by caller: Caller) -> String? {
@@ -62,6 +100,8 @@ public struct VaultService: Sendable {
             return "only root may list every user"
         case .enroll, .remove, .reset, .audit:
             return "only root may \(request.name)"
+        case .set:
+            return own ? nil : "\(caller.label) may only set their own switches"
         }
     }
 
@@ -94,7 +134,11 @@ public struct VaultService: Sendable {
             case .availability(let factor, let user):
                 return .availability(vault.availability(of: factor, for: user))
             case .verify(let factor, let user, let evidence):
-                return .verdict(try vault.verify(evidence, of: factor, for: user))
+                let verdict = try vault.verify(evidence, of: factor, for: user)
+                if verdict == .success {
+                    proofs.record(.init(uid: caller.uid, user: user.name, factor: factor))
+                }
+                return .verdict(verdict)
             case .enroll(let factor, let user, let label, let evidence, let via):
                 try vault.enroll(evidence, of: factor, for: user, label: label, by: actor(via))
                 return .done
@@ -110,6 +154,19 @@ public struct VaultService: Sendable {
                 return .done
             case .audit(let user):
                 return .audit(try vault.audit(of: user))
+            case .set(let key, let user, let value, let via):
+                if !value, !caller.isRoot, let setting = userSettings.first(where: { $0.key == key }),
+                    setting.offNeedsProof,
+                    !proofs.spend(.init(uid: caller.uid, user: user, factor: setting.factor))
+                {
+                    return .failure(
+                        AuthenticationError(
+                            .notPermitted,
+                            "turning the \(setting.factor) off needs it verified first (within "
+                                + "\(Self.proofWindow / 1000) seconds): keyway disable asks for it"))
+                }
+                try vault.set(key, to: value, of: user, by: actor(via))
+                return .done
             }
         } catch {
             return .failure(error)

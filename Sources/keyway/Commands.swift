@@ -24,6 +24,29 @@ extension Subcommand {
             path: ["remove"], summary: "remove a factor, or one finger", operands: [factor], options: [user, finger],
             required: ["--user"], run: { $0.remove() }),
         Subcommand(
+            path: ["enable"], summary: "turn a factor back on for an account (its enrollment was kept)",
+            operands: [factor], options: [ownUser], run: { $0.enable() }),
+        Subcommand(
+            path: ["disable"],
+            summary: "turn a factor off for an account without losing its enrollment (verify it first)",
+            operands: [factor], options: [ownUser, stdin],
+            details: """
+                No policy uses a factor that is off: it is unavailable, as a sensor that is unplugged, and the \
+                policy goes on to its fallback. Anyone but root is asked for the factor first (a pattern, the \
+                passcode, a touch), as a phone's switch asks; keywayd refuses the change without it.
+                """,
+            run: { $0.disable() }),
+        Subcommand(
+            path: ["set"], summary: "set one of an account's switches (show-trail: the pattern's trail on the grid)",
+            operands: [
+                Operand(placeholder: "SWITCH", kind: .word, suggestions: switchNames),
+                Operand(placeholder: "VALUE", kind: .choice(["on", "off"])),
+            ],
+            options: [ownUser],
+            details:
+                "SWITCH is one of: \(Runtime.plugins.userSettings.map { "\($0.key) (\($0.help))" }.joined(separator: "; ")).",
+            run: { $0.set() }),
+        Subcommand(
             path: ["status"], summary: "enrollments, counters and lockouts", options: [optionalUser],
             run: { $0.status() }),
         Subcommand(
@@ -119,6 +142,13 @@ extension Subcommand {
         name: "--user", placeholder: "USER", help: "the account", completion: .users)
     static let optionalUser = CommandLineParser.Option(
         name: "--user", placeholder: "USER", help: "only this account", completion: .users)
+    static let ownUser = CommandLineParser.Option(
+        name: "--user", placeholder: "USER", help: "the account (default: your own)", completion: .users)
+    static var switchNames: [String] {
+        Runtime.plugins.userSettings.map { setting in
+            Runtime.plugins.userSetting(named: setting.name) == nil ? setting.key : setting.name
+        }
+    }
     static let stdin = CommandLineParser.Option(
         name: "--stdin", help: "read secrets from standard input, one per line, instead of the terminal")
     static let finger = CommandLineParser.Option(

@@ -270,7 +270,8 @@ struct Command {
     func status() -> Int32 {
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
-            let users = try runtime.vault.status(of: parsed.value("--user"))
+            // Root sees everyone; anyone else their own account, which is all keywayd shows them.
+            let users = try runtime.vault.status(of: parsed.value("--user") ?? (getuid() == 0 ? nil : callerName()))
             if users.isEmpty { print("No users are enrolled.") }
             for status in users {
                 print("\(status.user.escapingControlCharacters):")
@@ -287,6 +288,12 @@ struct Command {
                     default: break
                     }
                     print(line.escapingControlCharacters)
+                }
+                let switches = status.switches.sorted { $0.key < $1.key }
+                if !switches.isEmpty {
+                    print(
+                        "  switches: "
+                            + switches.map { "\($0.key) \(UserSetting.text($0.value))" }.joined(separator: ", "))
                 }
             }
         }

@@ -106,7 +106,11 @@ struct KeywayDaemon {
             "serving \(vaultOptions.storePath) on \(ownSocket ?? "the socket systemd passed") "
                 + "with \(options.workers) workers, queue \(options.queueLimit)")
         let limit = options.unenrolledCounterLimit
-        let server = Server(service: VaultService(vault: vault), options: options) {
+        let server = Server(
+            service: VaultService(
+                vault: vault, userSettings: Runtime.plugins.userSettings, now: UnixSocket.monotonicMilliseconds),
+            options: options
+        ) {
             // Names without an enrollment keep counters (concealment); cap them (Store.pruneCounters).
             do throws(AuthenticationError) {
                 let cleared = try vault.store.pruneCounters(ofUnenrolledKeeping: limit)

@@ -35,6 +35,13 @@ struct CommandLineTests {
         ),
         (["remove", "--user", "alice"], "Error: Missing the factor: gesture, biometric or passcode."),
         (["remove", "iris", "--user", "alice"], "Error: Unknown factor 'iris'; use gesture, biometric or passcode."),
+        (["enable"], "Error: Missing the factor: gesture, biometric or passcode."),
+        (["enable", "gesture", "--stdin"], "Error: 'keyway enable' takes no option '--stdin'."),
+        (["disable", "retina"], "Error: Unknown factor 'retina'; use gesture, biometric or passcode."),
+        (["disable", "gesture", "--user", "bad:name"], "Error: 'bad:name' is not a valid user name"),
+        (["set", "show-trail"], "Error: Missing the value: on or off."),
+        (["set", "show-trial", "off"], "Error: Unknown switch 'show-trial'; use gesture.enabled, gesture.show-trail,"),
+        (["set", "show-trail", "maybe"], "Error: Unknown value 'maybe'; use on or off."),
         (["reset"], "Error: Missing '--user <user>'."),
         (
             ["reset", "--user", "alice", "--factor", "retina"],
@@ -216,7 +223,9 @@ struct CompletionTests {
     @Test(
         "Tab offers the commands, their factors, events and options, and accounts for --user",
         arguments: [
-            ("keyway en", ["enroll"]),
+            ("keyway en", ["enable", "enroll"]),
+            ("keyway set ", ["biometric.enabled", "gesture.enabled", "passcode.enabled", "show-trail"]),
+            ("keyway set show-trail ", ["off", "on"]),
             ("keyway enroll ", ["biometric", "gesture", "passcode"]),
             ("keyway change ", ["gesture", "passcode"]),
             ("keyway enroll gesture --u", ["--user"]),

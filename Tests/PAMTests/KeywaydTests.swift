@@ -324,6 +324,8 @@ struct KeywaydTests {
         let allowed: [([String], String?)] = [
             (["unlock", "--user", me, "--policy", "pattern", "--stdin"], "2-4-9-3\n"),
             (["status", "--user", me], nil),
+            // Without --user, their own account: keywayd refuses to list everyone (VaultServiceTests).
+            (["status"], nil),
         ]
         for (arguments, input) in allowed {
             let result = try keyway(arguments, input: input)
@@ -332,7 +334,6 @@ struct KeywaydTests {
         let refused: [([String], String?, String)] = [
             (["unlock", "--user", other, "--policy", "pattern", "--stdin"], "2-4-9-3\n", "their own account"),
             (["status", "--user", other], nil, "their own account"),
-            (["status"], nil, "only root may list every user"),
             (["change", "gesture", "--user", other, "--stdin"], "2-4-9-3\n1-6-7-2-9\n", "their own"),
             (["enroll", "gesture", "--user", me, "--stdin"], "1-6-7-2-9\n", "only root may enroll"),
             (["remove", "gesture", "--user", me], nil, "only root may remove"),
@@ -349,6 +350,47 @@ struct KeywaydTests {
         // Root may do all of it.
         let everyone = try run(cliPath, ["--socket", fixture.socket, "status"])
         #expect(everyone.status == 0 && everyone.text.contains("\(other):"), "\(everyone.text)")
+    }
+
+    @Test(
+        "a user turns their own pattern off by drawing it, and on again; keywayd refuses it without; policies skip it")
+    func switches() throws {
+        let me = "kwtest-kd7", other = "kwtest-kd8"
+        defer {
+            removeUsers(me, other)
+            fixture.remove()
+        }
+        let mine = try accounts(me, other)
+        func keyway(_ arguments: [String], input: String? = nil) throws -> Run {
+            try runAs(mine, cliPath, ["--socket", fixture.socket] + arguments, input: input)
+        }
+        let wrong = try keyway(["disable", "gesture", "--stdin"], input: "1-5-9-6\n3-4-9-2\n6-1-8-3\n")
+        #expect(wrong.status == 1, "\(wrong.text)")
+        #expect(try fixture.vault().store.preferences(user: me) == [:], "turned off without the pattern")
+        let off = try keyway(["disable", "gesture", "--stdin"], input: "2-4-9-3\n")
+        #expect(off.status == 0, "\(off.text)")
+        #expect(off.text.contains("gesture.enabled is off for \(me)."), "\(off.text)")
+        let status = try keyway(["status"])
+        #expect(status.text.contains("unavailable: the gesture is turned off for this account"), "\(status.text)")
+        #expect(status.text.contains("switches: gesture.enabled off"), "\(status.text)")
+        // Every policy: the factor is unavailable, the enrollment kept; the module gives way to the next module.
+        let unlock = try keyway(["unlock", "--user", me, "--policy", "pattern", "--stdin"], input: "2-4-9-3\n")
+        #expect(unlock.status == 3, "\(unlock.text)")
+        fixture.service("pattern", "policy=pattern")
+        let module = try harness(fixture, "pattern", me, answers("2-4-9-3"))
+        #expect(module.result == "PAM_AUTHINFO_UNAVAIL", "\(module.text)")
+        #expect(try fixture.vault().store.enrollment(user: me, factor: .gesture) != nil, "the enrollment was lost")
+        // Another user's switch is not theirs to set; their own goes back on without proof.
+        let theirs = try keyway(["enable", "gesture", "--user", other])
+        #expect(theirs.status == 77, "\(theirs.text)")
+        #expect(try keyway(["set", "show-trail", "off"]).status == 0)
+        let on = try keyway(["enable", "gesture"])
+        #expect(on.status == 0, "\(on.text)")
+        let back = try keyway(["unlock", "--user", me, "--policy", "pattern", "--stdin"], input: "2-4-9-3\n")
+        #expect(back.status == 0, "\(back.text)")
+        #expect(try fixture.vault().store.preferences(user: me) == ["gesture.show-trail": "off"])
+        let trail = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", me]).text
+        #expect(trail.contains("\(me) via keyway disable set \(me) gesture.enabled=off"), "\(trail)")
     }
 
     @Test(

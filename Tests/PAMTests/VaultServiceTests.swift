@@ -4,6 +4,7 @@ import KeywayGesture
 import KeywayPasscode
 import KeywayTestSupport
 import KeywayWire
+import Synchronization
 import Testing
 
 /// Who may ask what (the table in keywayd(8)), row by row, straight at `VaultService` over an in-memory vault:
@@ -41,6 +42,7 @@ struct VaultServiceTests {
             .status(user: user), .status(user: nil),
             .enroll(.gesture, user: user, label: nil, .secret(pattern), via: "t"),
             .remove(.gesture, user: user, label: nil, via: "t"), .reset(nil, user: user, via: "t"), .audit(user: user),
+            .set(key: "gesture.show-trail", user: user, value: false, via: "t"),
         ]
     }
 
@@ -49,9 +51,9 @@ struct VaultServiceTests {
         for request in Self.requests(about: "bob") { #expect(VaultService.refusal(of: request, by: root) == nil) }
     }
 
-    @Test("a user may ask availability, verify, status and change (pattern, passcode) of their own account only")
+    @Test("a user may ask availability, verify, status, change (pattern, passcode) and set of their own account only")
     func ownRow() {
-        let allowed: Set = ["availability", "verify", "status alice", "change gesture"]
+        let allowed: Set = ["availability", "verify", "status alice", "change gesture", "set"]
         for request in Self.requests(about: "alice") {
             var key = request.name
             if case .status(let user) = request { key += " " + (user ?? "everyone") }
@@ -107,5 +109,53 @@ struct VaultServiceTests {
             new: Secret(copying: Array("16729".utf8)), via: "a" + String(repeating: "\u{301}", count: 511))
         #expect(service.answer(change, from: alice) == .done)
         #expect(try store.enrollment(user: "alice", factor: .gesture)?.changedBy == "alice via a")
+    }
+
+    @Test("turning a factor off needs it verified by the same caller just before; once; root needs no proof")
+    func switchProof() throws {
+        let clock = Mutex<Int64>(0)
+        let proving = VaultService(
+            vault: service.vault, userSettings: [.enabled(.gesture), .enabled(.passcode)],
+            now: { clock.withLock { $0 } })
+        let off = Request.set(key: "gesture.enabled", user: "alice", value: false, via: "keyway disable")
+        let pattern = Secret(copying: Array("2493".utf8))
+        func refused(_ response: Response) -> Bool {
+            if case .failure(let error) = response { return error.code == .notPermitted } else { return false }
+        }
+        #expect(refused(proving.answer(off, from: alice)), "off without proof")
+        // A wrong pattern is no proof; the right one is, for the gesture only and for this caller only.
+        let wrong = Request.verify(.gesture, UserContext(name: "alice"), .secret(Secret(copying: Array("1593".utf8))))
+        _ = proving.answer(wrong, from: alice)
+        #expect(refused(proving.answer(off, from: alice)), "off after a wrong pattern")
+        #expect(
+            proving.answer(.verify(.gesture, UserContext(name: "alice"), .secret(pattern)), from: alice)
+                == .verdict(.success))
+        let passcodeOff = Request.set(key: "passcode.enabled", user: "alice", value: false, via: "t")
+        #expect(refused(proving.answer(passcodeOff, from: alice)), "the gesture's proof turned the passcode off")
+        #expect(proving.answer(off, from: alice) == .done)
+        #expect(try store.preferences(user: "alice") == ["gesture.enabled": "off"])
+        #expect(
+            proving.answer(.availability(.gesture, UserContext(name: "alice")), from: alice)
+                == .availability(
+                    .notAvailable("the gesture is turned off for this account (keyway enable gesture turns it on)")))
+        // On again needs nothing; off again needs a new proof (the first was spent), and an old one expires.
+        let on = Request.set(key: "gesture.enabled", user: "alice", value: true, via: "keyway enable")
+        #expect(proving.answer(on, from: alice) == .done)
+        #expect(try store.preferences(user: "alice") == [:])
+        #expect(refused(proving.answer(off, from: alice)), "a spent proof")
+        _ = proving.answer(.verify(.gesture, UserContext(name: "alice"), .secret(pattern)), from: alice)
+        clock.withLock { $0 += VaultService.proofWindow }
+        #expect(refused(proving.answer(off, from: alice)), "an expired proof")
+        // Root (the administrator, as for reset) needs none; an unknown switch is refused by name.
+        #expect(proving.answer(off, from: root) == .done)
+        guard
+            case .failure(let unknown) = proving.answer(
+                .set(key: "gesture.colour", user: "alice", value: true, via: "t"), from: root)
+        else { Issue.record("an unknown switch was set"); return }
+        #expect(unknown.reason.contains("no such switch 'gesture.colour'"), "\(unknown.reason)")
+        #expect(
+            try store.auditTrail(user: "alice").map(\.description).contains {
+                $0.hasSuffix("root via keyway disable set alice gesture.enabled=off")
+            })
     }
 }
