@@ -227,7 +227,7 @@ struct Command {
         return attempt { () throws(AuthenticationError) in
             let authenticator = runtime.authenticator(factor)
             if let knowledge = authenticator as? any KnowledgeAuthenticator {
-                try knowledge.enroll(user: user, by: actor, conversation: repeatingConversation())
+                try knowledge.enroll(user: user, by: actor, conversation: repeatingConversation(factor))
                 print("The \(factor) of \(user) is set.")
             } else if let sensor = authenticator as? BiometricAuthenticator {
                 let finger = parsed.value("--finger") ?? "right-index"
@@ -255,9 +255,15 @@ struct Command {
     }
 
     /// With --stdin, enrollment reads one line and uses it for both entries.
-    func repeatingConversation() -> any Conversation {
-        guard parsed.has("--stdin") else { return conversation }
+    func repeatingConversation(_ factor: FactorKind) -> any Conversation {
+        guard parsed.has("--stdin") else { return conversation(for: factor) }
         return RepeatingConversation(TerminalConversation.readLine(from: 0))
+    }
+
+    /// The person at the terminal: a pattern is drawn on the grid where the terminal allows it, the rest is typed.
+    func conversation(for factor: FactorKind) -> any Conversation {
+        guard factor == .gesture else { return conversation }
+        return GridConversation.forPattern(fromStandardInput: parsed.has("--stdin"), showTrail: true)
     }
 
     func change() -> Int32 {
@@ -265,7 +271,7 @@ struct Command {
         let user = user()
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
-            let talk: any Conversation = parsed.has("--stdin") ? ChangeConversation() : conversation
+            let talk: any Conversation = parsed.has("--stdin") ? ChangeConversation() : conversation(for: factor)
             guard let knowledge = runtime.authenticator(factor) as? any KnowledgeAuthenticator else {
                 Keyway.fail(
                     usage: "A \(factor) is changed by enrolling it again: keyway enroll \(factor) --user \(user).")
