@@ -181,7 +181,7 @@ public struct Pattern: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The dot a straight move from a to b passes over, or nil for neighbours and knight moves.
-    static func midpoint(_ a: UInt8, _ b: UInt8) -> UInt8? {
+    public static func midpoint(_ a: UInt8, _ b: UInt8) -> UInt8? {
         guard a != b, isDot(a), isDot(b) else {
             return nil
         }

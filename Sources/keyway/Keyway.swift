@@ -208,7 +208,8 @@ struct Command {
         return attempt { () throws(AuthenticationError) in
             let authenticator = runtime.authenticator(factor)
             if let knowledge = authenticator as? any KnowledgeAuthenticator {
-                try knowledge.enroll(user: user, by: actor, conversation: repeatingConversation())
+                try knowledge.enroll(
+                    user: user, by: actor, conversation: repeatingConversation(factor, of: user, in: runtime))
                 print("The \(factor) of \(user) is set.")
             } else if let sensor = authenticator as? BiometricAuthenticator {
                 let finger = parsed.value("--finger") ?? "right-index"
@@ -236,9 +237,18 @@ struct Command {
     }
 
     /// With --stdin, enrollment reads one line and uses it for both entries.
-    func repeatingConversation() -> any Conversation {
-        guard parsed.has("--stdin") else { return conversation }
+    func repeatingConversation(_ factor: FactorKind, of user: String, in runtime: Runtime) -> any Conversation {
+        guard parsed.has("--stdin") else { return conversation(for: factor, of: user, in: runtime) }
         return RepeatingConversation(TerminalConversation.readLine(from: 0))
+    }
+
+    /// The person at the terminal: a pattern is drawn on the grid where the terminal allows it (with its trail
+    /// unless the account's show-trail switch is off), the rest is typed.
+    func conversation(for factor: FactorKind, of user: String, in runtime: Runtime) -> any Conversation {
+        guard factor == .gesture else { return conversation }
+        return GridConversation.forPattern(
+            fromStandardInput: parsed.has("--stdin"),
+            showTrail: switchValue(GestureAuthenticator.showTrailSetting, of: user, in: runtime))
     }
 
     func change() -> Int32 {
@@ -246,7 +256,8 @@ struct Command {
         let user = user()
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
-            let talk: any Conversation = parsed.has("--stdin") ? ChangeConversation() : conversation
+            let talk: any Conversation =
+                parsed.has("--stdin") ? ChangeConversation() : conversation(for: factor, of: user, in: runtime)
             guard let knowledge = runtime.authenticator(factor) as? any KnowledgeAuthenticator else {
                 Keyway.fail(
                     usage: "A \(factor) is changed by enrolling it again: keyway enroll \(factor) --user \(user).")

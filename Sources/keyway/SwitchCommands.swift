@@ -24,7 +24,7 @@ extension Command {
     /// phone's switch does; keywayd refuses the change from anyone but root without that verification.
     func setSwitch(_ setting: UserSetting, to value: Bool) -> Int32 {
         let user = parsed.value("--user") == nil ? callerName() : self.user()
-        let runtime = runtime()
+        let runtime = runtime(creating: true)  // --store: a switch may come before any enrollment
         return attempt { () throws(AuthenticationError) in
             if setting.offNeedsProof && !value && getuid() != 0 {
                 let proof = Policy(name: "verify the \(setting.factor)", rule: .factor(setting.factor, attempts: 3))
