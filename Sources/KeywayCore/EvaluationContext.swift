@@ -12,12 +12,19 @@ public final class EvaluationContext: Sendable {
         public var fallbackLabel: String?
         /// The label of the cancel action, for conversations that show one.
         public var cancelLabel: String?
+        /// The way out offered where no factor of the policy follows ("Use password": the PAM stack's next module);
+        /// choosing it ends the evaluation with `.userFallback`. nil offers nothing there.
+        public var handoverLabel: String?
 
         /// Default options: interactive, default labels.
-        public init(interactionNotAllowed: Bool = false, fallbackLabel: String? = nil, cancelLabel: String? = nil) {
+        public init(
+            interactionNotAllowed: Bool = false, fallbackLabel: String? = nil, cancelLabel: String? = nil,
+            handoverLabel: String? = nil
+        ) {
             self.interactionNotAllowed = interactionNotAllowed
             self.fallbackLabel = fallbackLabel
             self.cancelLabel = cancelLabel
+            self.handoverLabel = handoverLabel
         }
     }
 

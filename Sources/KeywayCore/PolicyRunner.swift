@@ -52,7 +52,8 @@ final class PolicyRunner {
             let error = AuthenticationError(.notInteractive, "\(kind) needs the person, and interaction is not allowed")
             return record(kind, 0, .ended(error), error)
         }
-        let label = options.fallbackLabel.map { $0.isEmpty ? nil : $0 } ?? fallback.map { "Use \($0)" }
+        let label =
+            options.fallbackLabel.map { $0.isEmpty ? nil : $0 } ?? fallback.map { "Use \($0)" } ?? options.handoverLabel
         var counted = 0
         var uncounted = 0
         while counted < attempts {

@@ -17,11 +17,14 @@ public struct ModuleArguments: Equatable, Sendable {
     /// What to do for a user with none of the policy's factors enrolled (`unenrolled=`), replacing the policy's
     /// `unenrolled =`; nil when not given.
     public var unenrolled: Configuration.Unenrolled?
+    /// What comes after Keyway in the stack (`next=password`), offered at every prompt no factor of the policy
+    /// follows as "Enter: use password"; nil offers nothing there.
+    public var next: String?
     /// Log every step (`debug`).
     public var debug = false
 
     /// Every argument the module knows, for messages.
-    public static let known = ["policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "debug"]
+    public static let known = ["policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "next=", "debug"]
 
     /// The defaults (what an empty argument list means).
     public init() {}
@@ -68,6 +71,17 @@ public struct ModuleArguments: Equatable, Sendable {
                     return bad("'\(argument)': unenrolled= takes conceal, fail or skip")
                 }
                 parsed.unenrolled = choice
+            case ("next", let name?):
+                // Shown in a prompt: lowercase words only, so no argument can put control characters on the screen.
+                let allowed = name.utf8.allSatisfy {
+                    (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) || $0 == 0x2D
+                }
+                guard allowed, (1...24).contains(name.utf8.count) else {
+                    return bad(
+                        "'\(argument)': next= names what follows Keyway in 1 to 24 lowercase letters, e.g. next=password"
+                    )
+                }
+                parsed.next = name
             case ("socket", _), ("sensor", _), ("config", _):
                 return bad("'\(argument)': the path must be absolute")
             default:

@@ -190,6 +190,9 @@ struct ReturnCodeTests {
             "policy=pattern timeout=0", "policy=pattern unenrolled=maybe", "policy=pattern socket=relative/path",
             // Given twice: refused, never "the last one wins". store= was replaced by socket= (keywayd opens it).
             "policy=passcode policy=pattern", "policy=pattern store=/tmp/elsewhere.db", "policy=pattern debug debug",
+            // next= is shown in a prompt: words only.
+            "policy=pattern next=", "policy=pattern next=Password", "policy=pattern next=pass\u{1b}[2J",
+            "policy=pattern next=a-very-long-name-for-a-module",
         ])
     func configurationErrors(arguments: String) throws {
         defer { fixture.remove() }

@@ -1,4 +1,5 @@
 import Foundation
+import KeywayCore
 import Testing
 
 /// Real `sudo`, as a throwaway user whose sudoers drop-in selects a throwaway PAM service. It runs only inside
@@ -14,7 +15,7 @@ struct SudoTests {
 
     /// Creates the user, the sudoers drop-in (checked by visudo first) and the PAM service. With `handover`, Keyway
     /// stands in front of the password as pam_keyway(8) recommends (`[success=done default=ignore]`, then pam_unix).
-    func install(policy: String, handover: Bool = false) throws {
+    func install(policy: String, handover: Bool = false, arguments: String = "") throws {
         try requireIsolation()
         #expect(try TestAccounts.add(user))
         let rules = "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
@@ -27,7 +28,8 @@ struct SudoTests {
         try FileManager.default.copyItem(atPath: draft, toPath: sudoers)
         let auth =
             handover
-            ? "auth     [success=done default=ignore] \(modulePath) policy=\(policy) \(fixture.moduleArguments)\n"
+            ? "auth     [success=done default=ignore] \(modulePath) policy=\(policy) \(fixture.moduleArguments) "
+                + "\(arguments)\n"
                 + "auth     required pam_unix.so"
             : "auth     required \(modulePath) policy=\(policy) \(fixture.moduleArguments) timeout=15"
         let stack = """
@@ -96,6 +98,28 @@ struct SudoTests {
         try terminal.type("not-the-password")
         screen = try terminal.waitFor("[exit ")
         #expect(!screen.contains("\n0\n"), "\(screen)")
+    }
+
+    @Test("next=password: the prompt says Enter uses the password; Enter goes straight to it, nothing counted or said")
+    func handover() throws {
+        defer { uninstall() }
+        try fixture.enrollPattern(user, "2-4-9-3")
+        try install(policy: "pattern", handover: true, arguments: "next=password")
+        let terminal = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
+        defer { terminal.close() }
+        var screen = try terminal.waitFor("Pattern (dots 1-9; Enter: use password):")
+        // A miss first: the next prompt still offers the way out.
+        try terminal.type("3-4-9-2")
+        screen = try terminal.waitFor("Not recognized. 2 attempts left.")
+        #expect(
+            screen.hasSuffix("Not recognized. 2 attempts left.\nPattern (dots 1-9; Enter: use password):"), "\(screen)")
+        try terminal.type("")
+        screen = try terminal.waitFor("password for \(user):")
+        let lines = screen.split(separator: "\n").map(String.init)
+        // The person chose the password: no "Authentication failed." before it.
+        #expect(!screen.contains("Authentication failed."), "\(screen)")
+        #expect(lines.last == "[sudo] password for \(user):", "\(screen)")
+        #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 1, "Enter was counted")
     }
 
     @Test("sudo for a user with nothing enrolled: no prompt that cannot succeed; one line saying so, then the password")

@@ -15,10 +15,12 @@ struct ModuleCall {
     func authenticate() -> Int32 {
         let conversation = PAMConversation(handle)
         var audit = false
+        var handedOver = false  // the person chose what follows Keyway (next=): nothing to explain
         let outcome = run { call in
             audit = call.definition.mode == .audit
+            handedOver = call.options.handoverLabel != nil
             let policy = call.definition.policy
-            let evaluation = call.runtime.context().evaluate(
+            let evaluation = call.runtime.context(call.options).evaluate(
                 policy, for: call.user, reason: "\(call.user.service) authentication",
                 conversation: conversation)
             // A failure of Keyway itself (keywayd, the store) is an error for the administrator; a person's is not.
@@ -31,7 +33,7 @@ struct ModuleCall {
             guard let error = evaluation.error else { return .success }
             return .failure(error)
         }
-        if case .failure(let error) = outcome {
+        if case .failure(let error) = outcome, !(error.code == .userFallback && handedOver) {
             // The module's last word: why it gave up, after anything PAM_SILENT held back. Shown even then, once:
             // without it the person meets the next module's prompt (sudo's password) with no idea why.
             let words = conversation.held + [Self.explanation(error)]
@@ -73,6 +75,8 @@ struct ModuleCall {
         let runtime: Runtime
         let definition: Configuration.Definition
         let user: UserContext
+        /// The evaluation's options: the way out to the next module (`next=`).
+        let options: EvaluationContext.Options
 
         /// " remote=yes" for a remote session, for logs.
         var `where`: String { user.isRemote ? " remote=yes" : "" }
@@ -147,7 +151,8 @@ struct ModuleCall {
                     + "socket=\(parsed.socket)")
         }
         if unenrolled == .skip && !hasAnyFactor(of: policy, runtime, context) { return .ignored }
-        return body(Call(runtime: runtime, definition: resolved.definition, user: context))
+        let evaluating = EvaluationContext.Options(handoverLabel: parsed.next.map { "Use \($0)" })
+        return body(Call(runtime: runtime, definition: resolved.definition, user: context, options: evaluating))
     }
 
     /// True when the user has at least one of the policy's factors enrolled (or keywayd cannot say: then the
