@@ -103,6 +103,8 @@ install: module cli daemon
 	sed 's|@SBINDIR@|$(PREFIX)/sbin|' systemd/keywayd.service.in > build/keywayd.service
 	install -D -m 644 build/keywayd.service $(DESTDIR)$(UNIT_DIR)/keywayd.service
 	install -D -m 644 man/keyway.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/keyway.conf.5
+	build/keyway completion bash > build/keyway.bash
+	install -D -m 644 build/keyway.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/keyway
 	install -d -m 755 -o root -g root $(DESTDIR)/etc/keyway
 	install -d -m 700 -o root -g root $(DESTDIR)/var/lib/keyway
 	install -D -m 644 -t $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/keyway.conf man/examples/*.conf
@@ -125,7 +127,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PAM_DIR)/pam_keyway.so $(DESTDIR)$(PREFIX)/sbin/keyway $(DESTDIR)$(PREFIX)/sbin/keywayd
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/keywayd.8 $(DESTDIR)$(PREFIX)/share/man/man5/keyway.conf.5
-	rm -f $(DESTDIR)$(UNIT_DIR)/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.service
+	rm -f $(DESTDIR)$(UNIT_DIR)/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.service $(DESTDIR)$(PREFIX)/share/bash-completion/completions/keyway
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/keyway
 	-rmdir $(DESTDIR)/etc/keyway 2>/dev/null
 	@echo "Kept $(DESTDIR)/var/lib/keyway (the enrollments); delete it yourself if you mean to."

@@ -19,6 +19,9 @@ expect_mode /usr/local/share/man/man8/keyway.8 644 root
 expect_mode /usr/local/share/doc/keyway/examples/sudo 644 root
 expect_mode /usr/local/share/man/man5/keyway.conf.5 644 root
 expect_mode /usr/local/share/doc/keyway/examples/keyway.conf/wheel.conf 644 root
+expect_mode /usr/local/share/bash-completion/completions/keyway 644 root
+grep -q 'complete -F _keyway keyway' "$stage/usr/local/share/bash-completion/completions/keyway" \
+    || fail "the bash completion is not keyway's"
 expect_mode /etc/keyway 755 root
 expect_mode /var/lib/keyway 700 root
 cmp -s build/pam_keyway.so "$stage$pamdir/pam_keyway.so" || fail "the installed module is not build/pam_keyway.so"
@@ -31,5 +34,6 @@ touch "$stage/var/lib/keyway/keyway.db"
 make -s uninstall DESTDIR="$stage" >/dev/null
 [ ! -e "$stage$pamdir/pam_keyway.so" ] || fail "uninstall left the module"
 [ ! -e "$stage/usr/local/sbin/keyway" ] || fail "uninstall left the CLI"
+[ ! -e "$stage/usr/local/share/bash-completion/completions/keyway" ] || fail "uninstall left the completion"
 [ -e "$stage/var/lib/keyway/keyway.db" ] || fail "uninstall removed the store"
 echo "test-install: install and uninstall behave (module at $pamdir)"
