@@ -31,7 +31,9 @@ struct LoginTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: stack)) != original, "the test ran with Keyway in the stack")
     }
 
-    @Test("at a real login: a miss is said above the next prompt; the failure that locks says until when, no more prompts")
+    @Test(
+        "at a real login: a miss is said above the next prompt; the failure that locks says until when, no more prompts"
+    )
     func wrongThenLocked() throws {
         try requireIsolation()
         let original = try Data(contentsOf: URL(fileURLWithPath: stack))
