@@ -26,7 +26,9 @@ extension GestureAuthenticator {
     public static var plugin: FactorPlugin {
         FactorPlugin(
             .gesture, aliases: ["pattern"], summary: "the 3×3 pattern lock",
-            settings: [Setting.attempts(), minimumDotsSetting, blocklistSetting],
+            settings: [
+                Setting.attempts(), minimumDotsSetting, blocklistSetting, Setting.hashPasses(), Setting.hashMemory(),
+            ],
             userSettings: [showTrailSetting],
             personSide: { side in GestureAuthenticator(vault: side.vault, rules: rules(side.settings)) },
             vaultSide: { side in

@@ -19,7 +19,10 @@ extension PasscodeAuthenticator {
     public static var plugin: FactorPlugin {
         FactorPlugin(
             .passcode, summary: "the passcode, the fallback that also unlocks a biometric lockout",
-            settings: [Setting.attempts(), minimumLengthSetting, refuseCommonSetting],
+            settings: [
+                Setting.attempts(), minimumLengthSetting, refuseCommonSetting, Setting.hashPasses(),
+                Setting.hashMemory(),
+            ],
             personSide: { side in PasscodeAuthenticator(vault: side.vault, rules: rules(side.settings)) },
             vaultSide: { side in
                 keeper(store: side.store, clock: side.clock, hasher: side.hasher, rules: rules(side.settings))

@@ -78,6 +78,24 @@ public struct Setting: Sendable {
             help: "counted failures allowed in one evaluation before the policy moves on")
     }
 
+    /// `hash-passes`: Argon2id's passes over memory (t) for the secrets a knowledge factor stores. Enforced by
+    /// keywayd, which hashes; verification reads the cost from each stored hash, so a change applies to new
+    /// enrollments and changes only. `keyway calibrate` proposes a value for this machine.
+    public static func hashPasses(default passes: Int = 3) -> Setting {
+        Setting(
+            "hash-passes", .integer(1...10), default: .integer(passes), enforcedBy: .daemon,
+            help: "Argon2id passes over memory for patterns and passcodes set from now on "
+                + "(those already stored keep their own cost; keyway calibrate proposes one)")
+    }
+
+    /// `hash-memory`: Argon2id's memory in MiB for the secrets a knowledge factor stores (see `hashPasses`).
+    public static func hashMemory(default mebibytes: Int = 64) -> Setting {
+        Setting(
+            "hash-memory", .integer(8...4096), default: .integer(mebibytes), enforcedBy: .daemon,
+            help: "Argon2id memory in MiB for each hash of a pattern or passcode set from now on; each of "
+                + "keywayd's workers may use this much at once")
+    }
+
     /// What the values look like, for messages and the manual: "a whole number from 4 to 9".
     public var expected: String {
         switch kind {

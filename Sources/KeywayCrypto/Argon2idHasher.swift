@@ -19,8 +19,14 @@ public final class Argon2idHasher: SecretHasher {
             self.memLimit = memLimit
         }
 
-        /// Keyway's default: t=3, m=64 MiB, p=1 (libsodium's "interactive" memory with one more pass).
-        /// One verification takes ~190 ms on the reference machine (`keyway bench`); see README "Benchmarks".
+        /// A cost in the units keyway.conf writes: passes and MiB (`hash-passes`, `hash-memory`).
+        public init(passes: Int, mebibytes: Int) {
+            self.init(opsLimit: UInt64(passes), memLimit: mebibytes << 20)
+        }
+
+        /// Keyway's default: t=3, m=64 MiB, p=1 (libsodium's "interactive" memory with one more pass), the
+        /// defaults of `hash-passes` and `hash-memory`. One verification takes ~190 ms on the reference machine
+        /// (`keyway bench`); see README "Benchmarks", and `keyway calibrate` for this machine's.
         public static let `default` = Cost(opsLimit: 3, memLimit: 64 << 20)
 
         /// libsodium's minimum, for tests that need many hashes quickly. Never for real enrollments.
@@ -115,7 +121,8 @@ public final class Argon2idHasher: SecretHasher {
             default: throw bad("unknown parameter")
             }
         }
-        guard let memoryKiB, (8...(1 << 20)).contains(memoryKiB) else { throw bad("memory outside 8 KiB…1 GiB") }
+        // Up to 4 GiB: the most `hash-memory` allows (4096 MiB).
+        guard let memoryKiB, (8...(4 << 20)).contains(memoryKiB) else { throw bad("memory outside 8 KiB…4 GiB") }
         guard let passes, (1...64).contains(passes) else { throw bad("passes outside 1…64") }
         guard lanes == 1 else { throw bad("only one lane is supported") }
         guard let salt = Sodium.decodeBase64(fields[4], maxLength: 64), salt.count == saltLength else {

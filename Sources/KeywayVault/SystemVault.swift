@@ -16,8 +16,10 @@ public enum SystemVault {
         public var storeOwnedByCurrentUser = false
         /// Create the store if it is missing.
         public var createStore = false
-        /// The Argon2id cost for new enrollments (verification reads the cost from each hash).
-        public var hashCost: Argon2idHasher.Cost = .default
+        /// The Argon2id cost for new enrollments and changes of every factor, replacing the factors' own
+        /// `hash-passes` and `hash-memory` settings (tests use `.minimum`); nil, the default, takes each factor's
+        /// from its settings. Verification reads the cost from each hash, so either applies to new hashes only.
+        public var hashCost: Argon2idHasher.Cost? = nil
         /// The factors' settings (keyway.conf): rules, lockouts, the passcode's maximum age.
         public var settings = SettingsBook()
 
@@ -33,14 +35,26 @@ public enum SystemVault {
         }
         let store = try SQLiteStore(storeOptions)
         let clock = SystemClock()
-        let hasher = try Argon2idHasher(cost: options.hashCost)
-        return LocalVault(
-            store: store, clock: clock,
-            keepers: Runtime.plugins.map { plugin in
+        var keepers: [any FactorKeeper] = []
+        for plugin in Runtime.plugins {
+            let hasher = try Argon2idHasher(cost: hashCost(of: plugin, options))
+            keepers.append(
                 plugin.vaultSide(
                     FactorPlugin.VaultSide(
-                        store: store, clock: clock, hasher: hasher, settings: options.settings[plugin.kind]))
-            },
-            userSettings: Runtime.plugins.userSettings)
+                        store: store, clock: clock, hasher: hasher, settings: options.settings[plugin.kind])))
+        }
+        return LocalVault(store: store, clock: clock, keepers: keepers, userSettings: Runtime.plugins.userSettings)
+    }
+
+    /// The Argon2id cost of new hashes of `plugin`'s secrets: `options.hashCost` when set; otherwise the plugin's
+    /// `hash-passes` and `hash-memory` settings when it declares them (the knowledge factors); otherwise (the
+    /// biometric, which keeps templates, not hashes) the default.
+    public static func hashCost(of plugin: FactorPlugin, _ options: Options) -> Argon2idHasher.Cost {
+        if let cost = options.hashCost { return cost }
+        guard let passes = plugin.setting(Setting.hashPasses().key),
+            let memory = plugin.setting(Setting.hashMemory().key)
+        else { return .default }
+        let settings = options.settings[plugin.kind]
+        return Argon2idHasher.Cost(passes: settings.integer(passes), mebibytes: settings.integer(memory))
     }
 }

@@ -119,6 +119,28 @@ extension Subcommand {
             path: ["audit"], summary: "who enrolled, removed or reset what, and when", options: [optionalUser],
             run: { $0.audit() }),
         Subcommand(
+            path: ["calibrate"],
+            summary: "measure Argon2id here and propose hash-passes and hash-memory for a target time",
+            options: [
+                .init(
+                    name: "--target-ms", placeholder: "N",
+                    help: "milliseconds one verification should take (50 to 5000, default 250)", range: 50...5000),
+                .init(
+                    name: "--write",
+                    help: "write the proposal to keyway.conf.d/50-calibrate.conf beside the configuration (root)"),
+            ],
+            details: """
+                As cryptsetup benchmark does: times one Argon2id verification at one and two passes with 64, 128 \
+                and 256 MiB (more while the largest still allows 3 passes, less while the smallest does not; never \
+                more than a quarter of MemAvailable), derives the passes that make each take about N ms, times \
+                that, and proposes the most memory at 3 passes or more (memory first). Prints the table and the [gesture] \
+                and [passcode] lines; changes nothing without --write. --write (root) writes them atomically to \
+                keyway.conf.d/50-calibrate.conf beside the configuration (--config FILE: FILE.d), checks that the \
+                configuration still loads (otherwise puts back what was there), and reminds you to restart \
+                keywayd. The cost applies to new enrollments and changes; stored hashes keep their own.
+                """,
+            run: { $0.calibrate() }),
+        Subcommand(
             path: ["bench"],
             summary: "time Argon2id, the simulated sensor, the configuration and keywayd's round trip (--socket)",
             options: [

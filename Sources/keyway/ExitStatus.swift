@@ -12,6 +12,8 @@ enum ExitStatus {
     static let noUser: Int32 = 67  // EX_NOUSER
     /// A file the command was asked to write could not be created.
     static let cannotCreate: Int32 = 73  // EX_CANTCREAT
+    /// Only root may do this.
+    static let notPermitted: Int32 = 77  // EX_NOPERM
     /// Standard output could not be written (a full disk, a closed terminal); not a reader that left.
     static let outputFailure: Int32 = 74  // EX_IOERR
 

@@ -9,7 +9,7 @@ import KeywayPlatform
 import KeywayRuntime
 import KeywayVault
 
-/// The `keyway` command: enroll, change, remove, status, reset, unlock, sensor, policies, bench.
+/// The `keyway` command: enroll, change, remove, status, reset, unlock, sensor, policies, calibrate, bench.
 @main
 struct Keyway {
     static func main() {
@@ -61,7 +61,7 @@ struct Keyway {
 
             Exit status: 0 success, 1 failed, 2 locked out, 3 not enrolled or unavailable, 4 cancelled, 64 usage,
             65 configuration errors, 66 configuration file missing, 67 no such user, 69 keywayd unreachable or
-            busy, 70 internal, 74 store, 77 not permitted, 78 configuration.
+            busy, 70 internal, 73 cannot write a file, 74 store, 77 not permitted, 78 configuration.
             """,
         ]
         return lines.joined(separator: "\n")

@@ -24,7 +24,8 @@ struct KeywayDaemon {
                                 the socket (keywayd.socket)
           --store PATH          the store (default /var/lib/keyway/keyway.db), created if missing
           --config FILE         the configuration (default /etc/keyway/keyway.conf and its .conf.d): the
-                                factors' rules, lockouts and passcode-max-age are enforced here; read at start
+                                factors' rules, lockouts, passcode-max-age and the hashing cost are enforced
+                                here; read at start
           --workers N           requests running the slow hash at once (default: the number of cores)
           --queue N             requests waiting for a worker before new ones are answered "busy" (default 32)
           --request-timeout MS  how long a client may take to send its request (default 2000)
@@ -84,6 +85,11 @@ struct KeywayDaemon {
             Server.log("cannot open the store: \(error.reason)")
             exit(74)
         }
+        // The cost of new hashes, as keyway.conf's hash-passes and hash-memory set it (existing hashes keep theirs).
+        let costs = Runtime.plugins.filter { $0.setting(Setting.hashPasses().key) != nil }.map { plugin in
+            "\(plugin.kind) \(SystemVault.hashCost(of: plugin, vaultOptions))"
+        }
+        if !costs.isEmpty { Server.log("new hashes: \(costs.joined(separator: ", "))") }
         let listener: Int32
         var ownSocket: String? = nil
         if let inherited = inheritedSocket() {

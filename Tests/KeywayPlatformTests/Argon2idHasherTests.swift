@@ -57,6 +57,9 @@ struct Argon2idHasherTests {
             ("", "5 '$'-separated"), ("$argon2i$v=19$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "not argon2id"),
             ("$argon2id$v=16$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "version"),
             ("$argon2id$v=19$m=99999999,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "memory"),
+            // hash-memory allows 4096 MiB: up to 4 GiB parses (and fails later, here on the short hash), above not.
+            ("$argon2id$v=19$m=4194305,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "memory outside 8 KiB…4 GiB"),
+            ("$argon2id$v=19$m=4194304,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "hash is not 32 bytes"),
             ("$argon2id$v=19$m=8,t=0,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "passes"),
             ("$argon2id$v=19$m=8,t=1,p=4$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "lane"),
             ("$argon2id$v=19$m=8,t=1,p=1$!!!$aGFzaA", "salt"),
@@ -77,6 +80,7 @@ struct Argon2idHasherTests {
     func defaultCost() throws {
         let strong = try Argon2idHasher()
         #expect(strong.cost == Argon2idHasher.Cost(opsLimit: 3, memLimit: 64 << 20))
+        #expect(strong.cost == Argon2idHasher.Cost(passes: 3, mebibytes: 64))
         let encoded = try strong.hash(secret("1-5-9-6"))
         #expect(encoded.contains("m=65536,t=3,p=1"))
         #expect(try strong.verify(secret("1-5-9-6"), against: encoded) == .match)

@@ -64,6 +64,12 @@ struct CommandLineTests {
         (["policy", "list", "--remote"], "Error: 'keyway policy list' takes no option '--remote'."),
         (["audit", "--user"], "Error: Missing value for '--user <user>'."),
         // Numbers are checked where they are parsed: none falls back silently, none crashes.
+        (["calibrate", "--target-ms", "10"], "Error: '--target-ms 10': give a whole number from 50 to 5000."),
+        (["calibrate", "--target-ms", "abc"], "Error: '--target-ms abc': give a whole number from 50 to 5000."),
+        (["calibrate", "--target-ms=5001"], "Error: '--target-ms 5001': give a whole number from 50 to 5000."),
+        (["calibrate", "extra"], "Error: Unexpected argument 'extra' for 'keyway calibrate'."),
+        (["calibrate", "--write=yes"], "Error: The flag '--write' takes no value."),
+        (["calibrate", "--rounds", "3"], "Error: 'keyway calibrate' takes no option '--rounds'."),
         (["bench", "--rounds", "0"], "Error: '--rounds 0': give a whole number from 1 to 100000."),
         (["bench", "--rounds", "abc"], "Error: '--rounds abc': give a whole number from 1 to 100000."),
         (["bench", "--rounds=2.5"], "Error: '--rounds 2.5': give a whole number from 1 to 100000."),
