@@ -125,7 +125,7 @@ struct Calibration {
     static let ladder = [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     static let first = [64, 128, 256]
     /// Passes at or above which more memory is preferred (memory-hard first).
-    static let preferredPasses = 3
+    static let preferredPasses = 2
 
     var target: Int
     var runs: Int
@@ -146,8 +146,8 @@ struct Calibration {
     static func runs(for target: Int) -> Int { target <= 300 ? 5 : target <= 1000 ? 3 : 1 }
 
     /// Measures one and two passes at 64, 128 and 256 MiB (within `memoryAvailable`/4), more memory while the
-    /// largest still allows 3 passes within the target, less while the smallest does not; derives each size's
-    /// passes, measures that cost, and proposes the most memory at 3 passes or more (or, when no size allows 3,
+    /// largest still allows 2 passes within the target, less while the smallest does not; derives each size's
+    /// passes, measures that cost, and proposes the most memory at 2 passes or more (or, when no size allows 2,
     /// the most passes).
     ///
     /// The first pass costs more than the others (it fills the memory, page by page), so the passes come from a
@@ -264,7 +264,7 @@ struct Calibration {
         let why =
             row.passes >= Self.preferredPasses
             ? "The most memory that still takes \(Self.preferredPasses) passes or more within the target (memory "
-                + "first, as OWASP advises)."
+                + "first: RFC 9106 and OWASP trade passes for memory, which costs an attacker's hardware more)."
             : "No size measured takes \(Self.preferredPasses) passes within the target; this one takes the most."
         let workers = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         lines += [
