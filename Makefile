@@ -118,10 +118,12 @@ install: module cli daemon
 	fi
 	@echo "Installed. Next: keyway enroll gesture --user USER, then see the examples in $(PREFIX)/share/doc/keyway/examples"
 
-# Refuses while a PAM stack still names the module: removing it would break those logins.
+# Refuses while a PAM stack still uses the module it would remove (by name, or by its path in the system module
+# directory; another copy named by its own path does not count), listing those lines: removing it would break them.
 uninstall:
-	@if grep -ls 'pam_keyway' $(DESTDIR)/etc/pam.d/* 2>/dev/null; then \
-		echo "refusing: the files above still use pam_keyway.so; remove those lines first" >&2; exit 1; fi
+	@if scripts/pam-stacks-using.sh $(DESTDIR)/etc/pam.d $(PAM_DIR) >&2; then \
+		echo "refusing: the lines above use $(PAM_DIR)/pam_keyway.so; remove them first (nothing was removed)" >&2; \
+		exit 1; fi
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemctl disable --now keywayd.socket keywayd.service 2>/dev/null || true; fi
 	rm -f $(DESTDIR)$(PAM_DIR)/pam_keyway.so $(DESTDIR)$(PREFIX)/sbin/keyway $(DESTDIR)$(PREFIX)/sbin/keywayd
@@ -129,7 +131,10 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/keywayd.8 $(DESTDIR)$(PREFIX)/share/man/man5/keyway.conf.5
 	rm -f $(DESTDIR)$(UNIT_DIR)/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.service $(DESTDIR)$(PREFIX)/share/bash-completion/completions/keyway
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/keyway
-	-rmdir $(DESTDIR)/etc/keyway 2>/dev/null
+	@if [ ! -e $(DESTDIR)/etc/keyway ]; then :; \
+	elif rmdir $(DESTDIR)/etc/keyway 2>/dev/null; then echo "Removed $(DESTDIR)/etc/keyway (it was empty)."; \
+	else echo "Kept $(DESTDIR)/etc/keyway: it holds your configuration ($$(ls -A $(DESTDIR)/etc/keyway | tr '\n' ' ' | sed 's/ $$//')); delete it yourself if you mean to."; \
+	fi
 	@echo "Kept $(DESTDIR)/var/lib/keyway (the enrollments); delete it yourself if you mean to."
 
 # libFuzzer with AddressSanitizer over the parsers of hostile input (Tests/KeywayFuzz), FUZZ_SECONDS long.

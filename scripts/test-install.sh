@@ -4,6 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 stage=$(mktemp -d /tmp/keyway-install.XXXXXX)
+case "$stage" in /tmp/keyway-install.*) ;; *) echo "test-install: no staging directory" >&2; exit 1 ;; esac
 trap 'rm -rf "$stage"' EXIT
 fail() { echo "test-install: $*" >&2; exit 1; }
 expect_mode() {  # path mode owner
@@ -26,14 +27,25 @@ expect_mode /etc/keyway 755 root
 expect_mode /var/lib/keyway 700 root
 cmp -s build/pam_keyway.so "$stage$pamdir/pam_keyway.so" || fail "the installed module is not build/pam_keyway.so"
 mkdir -p "$stage/etc/pam.d"
+# Another copy of the module, named by its own path, and the name in a comment or an argument: not this module.
+printf 'auth required /opt/other/pam_keyway.so\n# pam_keyway.so policy=pattern\nauth required pam_unix.so # pam_keyway.so\n' \
+    > "$stage/etc/pam.d/other-copy"
 echo "auth [success=done default=ignore] pam_keyway.so policy=pattern" > "$stage/etc/pam.d/sudo"
-if make -s uninstall DESTDIR="$stage" >/dev/null 2>&1; then fail "uninstall went ahead while /etc/pam.d/sudo names the module"; fi
+if make -s uninstall DESTDIR="$stage" >"$stage/refusal" 2>&1; then fail "uninstall went ahead while /etc/pam.d/sudo names the module"; fi
+grep -qF "$stage/etc/pam.d/sudo:1: auth [success=done default=ignore] pam_keyway.so policy=pattern" "$stage/refusal" \
+    || fail "the refusal does not list the line that uses the module: $(cat "$stage/refusal")"
+if grep -q other-copy "$stage/refusal"; then fail "the refusal lists a line that does not use this module"; fi
 [ -e "$stage$pamdir/pam_keyway.so" ] || fail "a refused uninstall removed the module"
 rm "$stage/etc/pam.d/sudo"
 touch "$stage/var/lib/keyway/keyway.db"
-make -s uninstall DESTDIR="$stage" >/dev/null
+echo "# kept" > "$stage/etc/keyway/keyway.conf"
+make -s uninstall DESTDIR="$stage" > "$stage/report" 2>&1 \
+    || fail "uninstall refused with only another copy in use: $(cat "$stage/report")"
 [ ! -e "$stage$pamdir/pam_keyway.so" ] || fail "uninstall left the module"
 [ ! -e "$stage/usr/local/sbin/keyway" ] || fail "uninstall left the CLI"
 [ ! -e "$stage/usr/local/share/bash-completion/completions/keyway" ] || fail "uninstall left the completion"
 [ -e "$stage/var/lib/keyway/keyway.db" ] || fail "uninstall removed the store"
+[ -e "$stage/etc/keyway/keyway.conf" ] || fail "uninstall removed the configuration"
+grep -qF "Kept $stage/etc/keyway: it holds your configuration (keyway.conf)" "$stage/report" \
+    || fail "uninstall did not say it kept /etc/keyway: $(cat "$stage/report")"
 echo "test-install: install and uninstall behave (module at $pamdir)"
