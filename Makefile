@@ -10,7 +10,7 @@ PREFIX ?= /usr/local
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null)
 PAM_DIR ?= $(if $(MULTIARCH),/lib/$(MULTIARCH)/security,/lib/security)
 
-.PHONY: help deps build module cli daemon harness lint test test-kill harden check demo install uninstall bench fuzz print-pam-dir clean
+.PHONY: help deps build module cli daemon harness lint test test-kill harden check demo install uninstall deb test-deb bench fuzz print-pam-dir clean
 
 help:
 	@echo "make demo       install deps, build, enroll a throwaway user, authenticate through real PAM (no system file changed)"
@@ -24,6 +24,8 @@ help:
 	@echo "make daemon     build/keywayd, the daemon that owns the store"
 	@echo "make install    install the module, the CLI, keywayd and its systemd units, man pages, /etc/keyway, /var/lib/keyway"
 	@echo "make uninstall  remove what make install installed (the store is kept)"
+	@echo "make deb        build/keyway_VERSION_ARCH.deb with debhelper (debian/); install with apt install ./build/keyway_*.deb"
+	@echo "make test-deb   build the .deb, lintian, install it, pam-auth-update, real sudo, remove, purge (root; CI runs it)"
 	@echo "make bench      Benchmarks/run: every figure beside its reference, one table (root; ~4 min)"
 	@echo "make fuzz       fuzz the parsers of hostile input with libFuzzer + ASan (FUZZ_SECONDS=60)"
 
@@ -43,13 +45,16 @@ build: deps
 module: deps
 	SWIFTC="$(dir $(shell command -v $(SWIFT)))swiftc" scripts/build-module.sh
 
+# Full RELRO for the release binaries (bound at start, GOT read-only), as Debian's hardening flags ask.
+RELEASE_LINK := -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
+
 cli: deps
-	$(SWIFT) build -c release --product keyway --disable-local-rpath --static-swift-stdlib
+	$(SWIFT) build -c release --product keyway --disable-local-rpath --static-swift-stdlib $(RELEASE_LINK)
 	@mkdir -p build
 	cp .build/release/keyway build/keyway.new && mv -f build/keyway.new build/keyway
 
 daemon: deps
-	$(SWIFT) build -c release --product keywayd --disable-local-rpath --static-swift-stdlib
+	$(SWIFT) build -c release --product keywayd --disable-local-rpath --static-swift-stdlib $(RELEASE_LINK)
 	@mkdir -p build
 	@# renamed into place: a running keywayd keeps its old file (a plain cp would fail, "text file busy")
 	cp .build/release/keywayd build/keywayd.new && mv -f build/keywayd.new build/keywayd
@@ -136,6 +141,25 @@ uninstall:
 	else echo "Kept $(DESTDIR)/etc/keyway: it holds your configuration ($$(ls -A $(DESTDIR)/etc/keyway | tr '\n' ' ' | sed 's/ $$//')); delete it yourself if you mean to."; \
 	fi
 	@echo "Kept $(DESTDIR)/var/lib/keyway (the enrollments); delete it yourself if you mean to."
+
+# The Debian package, built by Debian's tools from debian/. Swift is not a Debian package, so the binaries are compiled
+# here first (the targets above) and debian/rules only packages build/; everything lands in build/, not in `..`.
+DEB_VERSION = $(shell dpkg-parsechangelog -S Version 2>/dev/null)
+DEB_ARCH = $(shell dpkg-architecture -qDEB_HOST_ARCH 2>/dev/null)
+deb: module cli daemon
+	@missing=""; for p in debhelper dpkg-dev; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	dpkg-buildpackage -b -us -uc \
+		--buildinfo-option=-ubuild --buildinfo-file=build/keyway_$(DEB_VERSION)_$(DEB_ARCH).buildinfo \
+		--changes-option=-ubuild --changes-file=build/keyway_$(DEB_VERSION)_$(DEB_ARCH).changes
+	@echo "Built build/keyway_$(DEB_VERSION)_$(DEB_ARCH).deb: apt install ./build/keyway_$(DEB_VERSION)_$(DEB_ARCH).deb"
+
+# The package end to end (scripts/test-deb.sh): installs and purges it for real (dpkg state), with /etc a private copy.
+test-deb: deps
+	scripts/test-deb.sh
 
 # libFuzzer with AddressSanitizer over the parsers of hostile input (Tests/KeywayFuzz), FUZZ_SECONDS long.
 FUZZ_SECONDS ?= 60

@@ -48,8 +48,9 @@ flags=(
     -I "$out" -I Sources/CKeywayLibc -I pam/CPAM
 )
 # -z pack-relative-relocs (DT_RELR, glibc 2.36) turns 1,400 relative relocations into a few hundred bytes: less to
-# read and apply at every load.
-link_flags=(-Wl,-z,defs -Wl,-z,nodelete -Wl,-z,relro -Wl,-z,pack-relative-relocs -Wl,--version-script=pam/exports.map
+# read and apply at every load. -z now with -z relro (full RELRO, BIND_NOW): the few libc and libpam symbols are bound
+# at load and the GOT made read-only, as Debian's hardening flags ask (lintian: hardening-no-bindnow).
+link_flags=(-Wl,-z,defs -Wl,-z,nodelete -Wl,-z,relro -Wl,-z,now -Wl,-z,pack-relative-relocs -Wl,--version-script=pam/exports.map
     -Wl,--gc-sections)
 if [ -n "${KEYWAY_MODULE_SYMBOLS:-}" ]; then
     flags+=(-g)

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# make test-deb (run by .ci/run): the Debian package, end to end, as an administrator would use it.
+#
+#   1. On the real system: installs the tools it needs (debhelper, dpkg-dev, lintian, pamtester; apt-get update
+#      first, only when one is missing), builds build/keyway_VERSION_ARCH.deb with `make deb`, runs lintian on it.
+#   2. Inside scripts/test-isolated.sh (a private mount namespace where /etc, /run and /tmp are copies):
+#      `apt-get install ./build/keyway_*.deb` (dependencies resolved by apt), checks what landed where and that
+#      common-auth is untouched while the profile is off, `pam-auth-update --enable keyway` and checks the Keyway
+#      line comes before pam_unix, starts keywayd as keywayd.service does, creates a throwaway user with a password,
+#      enrolls a pattern, and authenticates through real sudo (the stock /etc/pam.d/sudo, which includes
+#      common-auth): with the pattern; with a wrong pattern, Enter and the password; with nothing but the password
+#      while keywayd is stopped. Then `apt-get remove` must restore common-auth byte for byte and leave the password
+#      working (real sudo and pamtester login), and `apt-get purge` must remove /var/lib/keyway and /etc/keyway.
+#
+# WHAT IT CHANGES ON THE REAL SYSTEM, and why that is acceptable: the dpkg state. The package is really installed
+# (/usr/sbin, /lib/x86_64-linux-gnu/security, /lib/systemd/system, /usr/share, /var/lib/dpkg, /var/lib/keyway) and
+# pam-auth-update records its state in /var/lib/pam, because that is what is being tested. It is acceptable only
+# because everything is put back: the package is purged on every exit path (a trap), /var/lib/pam is restored if it
+# differs, and a run killed with SIGKILL (no trap runs) leaves a marker, /var/tmp/keyway-test-deb.installed, from
+# which the next run knows the installed keyway is its own and purges it first. /etc/pam.d (common-auth), the
+# throwaway user and its sudoers drop-in are written only in the namespace's copy of /etc, so the real PAM stack is
+# never changed, even by a killed run; the trap still restores common-auth from its saved copy and removes the user
+# and the drop-in. It refuses to run if keyway is already installed and was not installed by this test.
+set -euo pipefail
+trap 'echo "test-deb: failed at line $LINENO" >&2' ERR
+cd "$(dirname "$0")/.."
+fail() { echo "test-deb: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || fail "run as root (it installs and purges the package)"
+export DEBIAN_FRONTEND=noninteractive
+apt_get() { apt-get -y -qq -o DPkg::Lock::Timeout=300 "$@"; }
+marker=/var/tmp/keyway-test-deb.installed
+deb_path() { echo "build/keyway_$(dpkg-parsechangelog -S Version)_$(dpkg-architecture -qDEB_HOST_ARCH).deb"; }
+
+# True while dpkg knows keyway (installed, half-installed, or its configuration files left after a removal).
+known() { local s; s=$(dpkg-query -W -f='${db:Status-Status}' keyway 2>/dev/null) && [ "$s" != not-installed ]; }
+# A package left installed by a killed run of this test (its marker says so) is purged; any other is refused.
+leftover() {
+    known || { rm -f "$marker"; return 0; }
+    [ -e "$marker" ] || fail "keyway is installed and not by this test: remove it first (apt-get purge keyway)"
+    echo "test-deb: purging the keyway package a killed run of this test left installed"
+    apt_get purge keyway >/dev/null
+    rm -f "$marker"
+}
+
+if [ -z "${KEYWAY_TEST_DEB_INSIDE:-}" ]; then
+    # Phase 1, on the real system: packages installed here keep their files in the real /etc.
+    missing=""
+    for p in debhelper dpkg-dev lintian pamtester sudo passwd login; do
+        dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+    done
+    if [ -n "$missing" ]; then
+        echo "test-deb: installing:$missing"
+        apt-get update -qq && apt_get install $missing >/dev/null
+    fi
+    leftover
+    mkdir -p build
+    deb=$(deb_path)
+    make -s deb >build/test-deb-build.log 2>&1 || { tail -30 build/test-deb-build.log >&2; fail "make deb failed"; }
+    [ -f "$deb" ] || fail "make deb did not make $deb"
+    echo "test-deb: built $deb"
+    # Errors and warnings fail the test; the informational tags shown (-I) are justified in the README.
+    lint=0
+    lintian -I --fail-on error,warning "$deb" >build/test-deb-lintian.txt 2>&1 || lint=$?
+    grep -v 'running with root privileges' build/test-deb-lintian.txt || true
+    [ "$lint" = 0 ] || fail "lintian reports errors or warnings for $deb"
+    echo "test-deb: lintian: no error or warning"
+    KEYWAY_TEST_DEB_INSIDE=1 exec scripts/test-isolated.sh "$PWD/scripts/test-deb.sh"
+fi
+
+# Phase 2, inside the namespace: /etc is a copy; dpkg's state, /usr, /lib and /var/lib are the real ones.
+work=$(mktemp -d /tmp/keyway-test-deb.XXXXXX)
+deb=$(deb_path)
+user=kwdeb$((RANDOM % 10000))
+sudoers=/etc/sudoers.d/keyway-test-deb
+password=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 16)
+pattern=2-4-9-3
+daemon=""
+cp -a /etc/pam.d/common-auth "$work/common-auth"
+tar -C /var/lib -cf "$work/var-lib-pam.tar" pam
+pam_state() { find /var/lib/pam -type f -exec sha256sum {} + | sort; }
+pam_before=$(pam_state)
+debconf_profiles() { debconf-show libpam-runtime | grep 'libpam-runtime/profiles'; }
+debconf_before=$(debconf_profiles)
+
+stop_daemon() {
+    if [ -n "$daemon" ]; then kill "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; daemon=""; fi
+}
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    set +e
+    stop_daemon
+    rm -f "$sudoers"
+    if getent passwd "$user" >/dev/null; then userdel "$user"; fi
+    if known; then
+        echo "test-deb: purging keyway (cleanup)" >&2
+        apt_get purge keyway >/dev/null 2>&1 || dpkg --purge keyway
+    fi
+    if ! cmp -s "$work/common-auth" /etc/pam.d/common-auth; then
+        echo "test-deb: restoring /etc/pam.d/common-auth from its copy (cleanup)" >&2
+        cp -a "$work/common-auth" /etc/pam.d/common-auth
+    fi
+    if [ "$(pam_state)" != "$pam_before" ]; then
+        echo "test-deb: restoring /var/lib/pam (cleanup)" >&2
+        rm -rf /var/lib/pam && tar -C /var/lib -xf "$work/var-lib-pam.tar"
+    fi
+    rm -rf /var/lib/keyway /etc/keyway   # a purge already did, unless the test failed before installing
+    rm -f "$marker"
+    rm -rf "$work"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+expect_mode() {  # path "mode owner"
+    [ -e "$1" ] || fail "$1 is missing"
+    [ "$(stat -c '%a %U' "$1")" = "$2" ] || fail "$1 is $(stat -c '%a %U' "$1"), expected $2"
+}
+# sudo as the throwaway user, from a session without a terminal, reading every prompt's answer from stdin.
+as_user_sudo() { su "$user" -c 'sudo -S -k id -u' 2>>"$work/sudo.err"; }
+
+# --- install ---
+touch "$marker"
+apt_get install "./$deb" >"$work/apt-install.log" 2>&1 || { cat "$work/apt-install.log" >&2; fail "apt-get install failed"; }
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+expect_mode "/lib/$multiarch/security/pam_keyway.so" "644 root"
+expect_mode /usr/sbin/keyway "755 root"
+expect_mode /usr/sbin/keywayd "755 root"
+expect_mode /usr/share/pam-configs/keyway "644 root"
+expect_mode /etc/keyway "755 root"
+expect_mode /etc/keyway/keyway.conf "644 root"
+expect_mode /var/lib/keyway "700 root"
+expect_mode /lib/systemd/system/keywayd.socket "644 root"
+grep -q '^ExecStart=/usr/sbin/keywayd ' /lib/systemd/system/keywayd.service || fail "keywayd.service does not run /usr/sbin/keywayd"
+dpkg-query -W -f='${Conffiles}\n' keyway | grep -q '/etc/keyway/keyway.conf' || fail "keyway.conf is not a conffile"
+keyway policy check || fail "the shipped /etc/keyway/keyway.conf does not check"
+cmp -s "$work/common-auth" /etc/pam.d/common-auth || fail "installing changed common-auth while the profile is off"
+echo "test-deb: installed; the files are in place and common-auth is unchanged (the profile is off)"
+
+# --- enable the profile ---
+pam-auth-update --enable keyway
+keyway_line=$(grep -n 'pam_keyway\.so' /etc/pam.d/common-auth | cut -d: -f1 | head -1)
+unix_line=$(grep -n '^auth.*pam_unix\.so' /etc/pam.d/common-auth | cut -d: -f1 | head -1)
+[ -n "$keyway_line" ] || fail "pam-auth-update --enable keyway put no Keyway line in common-auth"
+[ "$keyway_line" -lt "$unix_line" ] || fail "the Keyway line (line $keyway_line) does not come before pam_unix ($unix_line)"
+grep -Eq '^auth[[:space:]]+\[success=[0-9]+ default=ignore\][[:space:]]+pam_keyway\.so policy=common-auth next=password' \
+    /etc/pam.d/common-auth || fail "the Keyway line is not [success=N default=ignore] ... policy=common-auth next=password"
+echo "test-deb: enabled: common-auth line $keyway_line is Keyway's, before pam_unix on line $unix_line:"
+grep -E 'pam_keyway|pam_unix' /etc/pam.d/common-auth | sed 's/^/    /'
+
+# --- keywayd, started as keywayd.service starts it (systemd is not assumed) ---
+read -r -a exec_start <<<"$(sed -n 's/^ExecStart=//p' /lib/systemd/system/keywayd.service)"
+"${exec_start[@]}" 2>"$work/keywayd.log" &
+daemon=$!
+for _ in $(seq 100); do [ -S /run/keyway/keywayd.sock ] && break; sleep 0.05; done
+[ -S /run/keyway/keywayd.sock ] || { cat "$work/keywayd.log" >&2; fail "keywayd did not create its socket"; }
+echo "test-deb: keywayd runs: ${exec_start[*]}"
+
+# --- a throwaway user with a password, a sudoers drop-in, a pattern ---
+useradd -M -s /bin/bash "$user"   # no home: nothing of it outside the namespace's /etc
+echo "$user:$password" | chpasswd
+printf 'Defaults:%s !lecture, passwd_tries=1\n%s ALL=(ALL) ALL\n' "$user" "$user" >"$work/sudoers"
+visudo -cqf "$work/sudoers" || fail "the sudoers drop-in does not check"
+install -m 440 "$work/sudoers" "$sudoers"
+echo "$pattern" | keyway enroll gesture --user "$user" --stdin >"$work/enroll.log" 2>&1 || fail "enrolling the pattern failed"
+
+# --- real sudo, through /etc/pam.d/sudo and the generated common-auth ---
+out=$(printf '%s\n' "$pattern" | as_user_sudo) || fail "sudo with the right pattern failed: $(cat "$work/sudo.err")"
+[ "$out" = 0 ] || fail "sudo with the right pattern printed '$out'"
+echo "test-deb: sudo with the pattern → id -u = 0"
+out=$(printf '3-4-9-2\n\n%s\n' "$password" | as_user_sudo) ||
+    fail "sudo with a wrong pattern, Enter, then the password failed: $(cat "$work/sudo.err")"
+[ "$out" = 0 ] || fail "sudo with the password after a wrong pattern printed '$out'"
+echo "test-deb: sudo with a wrong pattern, Enter, then the password → id -u = 0"
+if out=$(printf '3-4-9-2\n\nnot-the-password\n' | as_user_sudo); then
+    fail "sudo with a wrong pattern and a wrong password succeeded ('$out')"
+fi
+echo "test-deb: sudo with a wrong pattern and a wrong password → refused"
+stop_daemon
+out=$(printf '%s\n' "$password" | as_user_sudo) || fail "sudo with keywayd stopped failed: $(cat "$work/sudo.err")"
+[ "$out" = 0 ] || fail "sudo with keywayd stopped printed '$out'"
+echo "test-deb: keywayd stopped: sudo goes straight to the password → id -u = 0"
+
+# --- remove: common-auth byte for byte, the password still works ---
+apt_get remove keyway >"$work/apt-remove.log" 2>&1 || { cat "$work/apt-remove.log" >&2; fail "apt-get remove failed"; }
+cmp "$work/common-auth" /etc/pam.d/common-auth || fail "apt-get remove did not restore common-auth byte for byte"
+[ ! -e "/lib/$multiarch/security/pam_keyway.so" ] || fail "apt-get remove left the module"
+[ -d /var/lib/keyway ] && [ -e /etc/keyway/keyway.conf ] || fail "apt-get remove did not keep the store and the conffile"
+out=$(printf '%s\n' "$password" | as_user_sudo) || fail "sudo with the password failed after removal: $(cat "$work/sudo.err")"
+[ "$out" = 0 ] || fail "sudo with the password after removal printed '$out'"
+printf '%s\n' "$password" | pamtester login "$user" authenticate >/dev/null 2>&1 ||
+    fail "pamtester login $user authenticate failed after removal"
+echo "test-deb: removed: common-auth is byte for byte the original; sudo and pamtester login take the password"
+
+# --- purge: the state goes ---
+apt_get purge keyway >"$work/apt-purge.log" 2>&1 || { cat "$work/apt-purge.log" >&2; fail "apt-get purge failed"; }
+[ ! -e /var/lib/keyway ] || fail "apt-get purge left /var/lib/keyway"
+[ ! -e /etc/keyway ] || fail "apt-get purge left /etc/keyway"
+[ ! -e /usr/share/pam-configs/keyway ] || fail "apt-get purge left the profile"
+! known || fail "keyway is still known to dpkg after the purge"
+cmp -s "$work/common-auth" /etc/pam.d/common-auth || fail "common-auth changed after the purge"
+[ "$(pam_state)" = "$pam_before" ] || fail "/var/lib/pam differs from before the test"
+[ "$(debconf_profiles)" = "$debconf_before" ] ||
+    fail "pam-auth-update's debconf selection changed: $debconf_before → $(debconf_profiles)"
+echo "test-deb: purged: /var/lib/keyway and /etc/keyway are gone; common-auth and /var/lib/pam are as found"
