@@ -91,9 +91,11 @@ let package = Package(
                 ])]),
 
         // What only the `keyway` command shows a person, kept out of the module: the pattern drawn on a terminal grid,
-        // the simulator's ROC plot. Pure Swift over the plugins, tested on its own (Tests/KeywayToolsTests).
+        // the simulator's ROC plot, `keyway doctor`'s reading of PAM stacks. Pure Swift over the plugins, tested on
+        // its own (Tests/KeywayToolsTests).
         .target(name: "KeywayTools",
-                dependencies: ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator"],
+                dependencies: ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayConfig",
+                               "KeywayRuntime"],
                 swiftSettings: strictSettings),
 
         // The `keyway` command line.
@@ -109,7 +111,8 @@ let package = Package(
         .testTarget(name: "KeywayCoreTests", dependencies: ["KeywayCore", "KeywayTestSupport", "KeywayPlatform"],
                     swiftSettings: strictSettings),
         .testTarget(name: "KeywayToolsTests",
-                    dependencies: ["KeywayTools", "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator"],
+                    dependencies: ["KeywayTools", "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator",
+                                   "KeywayConfig", "KeywayRuntime"],
                     swiftSettings: strictSettings),
         .testTarget(name: "KeywayConfigTests",
                     dependencies: ["KeywayConfig", "KeywayCore", "KeywayRuntime", "KeywayTestSupport", "KeywayCrypto",

@@ -148,6 +148,24 @@ extension Subcommand {
             ],
             run: { $0.bench() }),
         Subcommand(
+            path: ["doctor"],
+            summary: "check the PAM stacks that use Keyway for ways they could lock people out (root)",
+            options: [
+                .init(
+                    name: "--pam-dir", placeholder: "DIR", help: "the PAM directory (default /etc/pam.d)",
+                    completion: .files)
+            ],
+            details: """
+                Reads every service's auth and account stacks, following @include, include and substack, and \
+                prints each stack that runs pam_keyway.so with its control and policy, then a warning with the \
+                file:line, the reason and the fix for: a failure of Keyway that leaves no password to fall back \
+                on (required or requisite alone, requisite above the password); a success=N that skips modules \
+                other than the password; arguments the module refuses; a configuration that does not load, an \
+                unknown policy, or one that can never succeed in some session; keywayd not answering, or its \
+                store failing. Exit 0 when there is nothing to fix, 1 when there is a warning, 77 when not root.
+                """,
+            run: { $0.doctor() }),
+        Subcommand(
             path: ["completion"], summary: "print the bash completion script",
             operands: [Operand(placeholder: "SHELL", kind: .choice(["bash"]))], run: { $0.completion() }),
         Subcommand(

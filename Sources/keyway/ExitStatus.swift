@@ -3,6 +3,8 @@ import KeywayCore
 /// The one mapping from outcomes to exit statuses (documented in keyway(8)); it defaults to failure.
 enum ExitStatus {
     static let success: Int32 = 0
+    /// `keyway doctor` printed a warning: a stack that could lock people out, or Keyway that cannot work there.
+    static let warnings: Int32 = 1
     static let usage: Int32 = 64  // EX_USAGE
     /// The configuration has errors.
     static let dataError: Int32 = 65  // EX_DATAERR

@@ -74,6 +74,8 @@ struct CommandLineTests {
         (["bench", "--rounds", "abc"], "Error: '--rounds abc': give a whole number from 1 to 100000."),
         (["bench", "--rounds=2.5"], "Error: '--rounds 2.5': give a whole number from 1 to 100000."),
         (["bench", "--rounds", "100001"], "Error: '--rounds 100001': give a whole number from 1 to 100000."),
+        (["doctor", "--pam-dir"], "Error: Missing value for '--pam-dir <pam-dir>'."),
+        (["doctor", "sudo"], "Error: Unexpected argument 'sudo' for 'keyway doctor'."),
         (["completion"], "Error: Missing the shell: bash."),
         (["completion", "zsh"], "Error: Unknown shell 'zsh'; use bash."),
         (["help", "enrol"], "Error: Unknown command 'enrol'. Did you mean 'enroll'?"),
