@@ -131,4 +131,51 @@ struct ExampleStackTests {
             #expect(screen.contains("[exit 0]"), "\(screen)")
         }
     }
+
+    @Test("examples/two-factor as a service of its own: sudo needs the pattern and the password; either alone fails")
+    func twoFactor() throws {
+        try requireIsolation()
+        let service = "kwex-2fa-\(user)"
+        let sudoers = "/etc/sudoers.d/keyway-example-\(user)"
+        defer {
+            unlink(sudoers)
+            unlink("/etc/pam.d/\(service)")
+            TestAccounts.remove(user)
+            fixture.remove()
+        }
+        #expect(try TestAccounts.add(user))
+        #expect(try run("/bin/sh", ["-c", "echo '\(user):Correct-horse-739' | chpasswd"]).status == 0)
+        try fixture.enrollPattern(user, "2-4-9-3")
+        fixture.startDaemon()
+        let rules =
+            "Defaults:\(user) pam_service=\(service), !pam_session, !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
+        let draft = fixture.directory + "/sudoers"
+        _ = FileManager.default.createFile(
+            atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
+        #expect(try run("/usr/sbin/visudo", ["-cf", draft]).status == 0)
+        try FileManager.default.copyItem(atPath: draft, toPath: sudoers)
+        #expect(
+            FileManager.default.createFile(
+                atPath: "/etc/pam.d/\(service)", contents: Data(try example("two-factor").utf8)))
+
+        func sudo(pattern: [String], password: String) throws -> String {
+            let terminal = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
+            defer { terminal.close() }
+            for (index, guess) in pattern.enumerated() {
+                try terminal.waitFor("Pattern (dots 1-9):", count: index + 1)
+                try terminal.type(guess)
+            }
+            try terminal.waitFor("password for \(user):")
+            try terminal.type(password)
+            return try terminal.waitFor("[exit ")
+        }
+        let both = try sudo(pattern: ["2-4-9-3"], password: "Correct-horse-739")
+        #expect(both.contains("\n0\n") && both.contains("[exit 0]"), "\(both)")
+        // The pattern first, then the password: both were asked.
+        #expect(both.range(of: "Pattern (dots 1-9):")!.lowerBound < both.range(of: "password for")!.lowerBound)
+        let passwordOnly = try sudo(pattern: ["3-4-9-2", "6-1-8-3", "4-3-8-1-6"], password: "Correct-horse-739")
+        #expect(!passwordOnly.contains("\n0\n") && !passwordOnly.contains("[exit 0]"), "\(passwordOnly)")
+        let patternOnly = try sudo(pattern: ["2-4-9-3"], password: "not-the-password")
+        #expect(!patternOnly.contains("\n0\n") && !patternOnly.contains("[exit 0]"), "\(patternOnly)")
+    }
 }
