@@ -89,7 +89,9 @@ harden: deps module cli daemon harness
 	scripts/test-isolated.sh scripts/harden.sh
 
 # Everything CI runs (.ci/run): the suite, then the hardening.
-check: test test-kill harden
+# Every test: the suite, the kill tests, the hardening suite, then the Debian package end to end (it installs and
+# purges the package for real, with /etc a private copy; scripts/test-deb.sh says what it changes and restores).
+check: test test-kill harden test-deb
 
 # A real PAM authentication through pamtester under pam_wrapper, with a throwaway store: no system file changes.
 demo: deps module cli daemon
