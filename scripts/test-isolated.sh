@@ -51,6 +51,19 @@ stale() {
     return 0
 }
 
+# Kills what a killed run left running that still uses DIR (a keywayd started in its own process group, a program
+# in a terminal server): any process whose working directory, root or an open file is under it.
+reap() {
+    local dir=$1 proc link
+    for proc in /proc/[0-9]*; do
+        for link in "$proc/cwd" "$proc/root" "$proc"/fd/*; do
+            case $(readlink "$link" 2>/dev/null) in
+                "$dir" | "$dir"/*) kill -KILL "${proc#/proc/}" 2>/dev/null || true; break ;;
+            esac
+        done
+    done
+}
+
 # Removes the directories of runs whose runner is gone; `list` only prints them.
 cleanup() {
     [ -d "$runs" ] || return 0
@@ -59,7 +72,15 @@ cleanup() {
         [ -d "$dir" ] || continue
         stale "$dir" || continue
         if [ "${1:-}" = list ]; then echo "$dir"; continue; fi
-        rm -rf "$dir"
+        reap "$dir"
+        # A survivor can still be writing (its files reappear under rm): reap again, a few times, then say so.
+        local tries=0
+        until rm -rf "$dir" 2>/dev/null; do
+            tries=$((tries + 1))
+            [ "$tries" -lt 5 ] || { echo "test-isolated: could not remove $dir yet; the next run will" >&2; continue 2; }
+            sleep 0.2
+            reap "$dir"
+        done
         echo "test-isolated: removed $dir, left by a run that did not finish"
     done
 }
