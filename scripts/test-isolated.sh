@@ -51,11 +51,13 @@ stale() {
     return 0
 }
 
-# Kills what a killed run left running that still uses DIR (a keywayd started in its own process group, a program
-# in a terminal server): any process whose working directory, root or an open file is under it.
+# Kills what a run left running that still uses DIR (a keywayd the tests started in its own process group, a program
+# under a terminal server): any process in the run's mount namespace (its /etc and /tmp are mounts from DIR), or
+# whose working directory, root or an open file is under DIR.
 reap() {
     local dir=$1 proc link
     for proc in /proc/[0-9]*; do
+        if grep -qF " $dir/" "$proc/mountinfo" 2>/dev/null; then kill -KILL "${proc#/proc/}" 2>/dev/null || true; continue; fi
         for link in "$proc/cwd" "$proc/root" "$proc"/fd/*; do
             case $(readlink "$link" 2>/dev/null) in
                 "$dir" | "$dir"/*) kill -KILL "${proc#/proc/}" 2>/dev/null || true; break ;;
@@ -101,7 +103,8 @@ before=$(snapshot)
 finish() {
     local status=$?
     trap - EXIT INT TERM
-    rm -rf "$root"
+    reap "$root"  # what the tests started in other process groups (keywayd, a terminal server's programs)
+    rm -rf "$root" 2>/dev/null || { sleep 0.2; reap "$root"; rm -rf "$root"; }
     local after
     after=$(snapshot)
     if [ "$before" = "$after" ]; then
