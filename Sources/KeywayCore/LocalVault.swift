@@ -28,7 +28,12 @@ public final class LocalVault: Vault {
 
     /// Why `factor` is switched off for `user` (`keyway disable`), or nil when it is on.
     private func switchedOff(_ factor: FactorKind, of user: String) throws(AuthenticationError) -> Availability? {
-        guard UserSetting.enabled(factor).value(in: try store.preferences(user: user)) == false else { return nil }
+        Self.switchedOff(factor, in: try store.preferences(user: user))
+    }
+
+    /// The same, from preferences already read.
+    private static func switchedOff(_ factor: FactorKind, in preferences: [String: String]) -> Availability? {
+        guard UserSetting.enabled(factor).value(in: preferences) == false else { return nil }
         return .notAvailable("the \(factor) is turned off for this account (keyway enable \(factor) turns it on)")
     }
 
@@ -128,7 +133,7 @@ public final class LocalVault: Vault {
                     UserStatus.FactorStatus(
                         factor: keeper.factor, enrolled: record.map { ($0.changedAt, $0.changedBy) },
                         labels: details?.labels ?? [], failures: book[keeper.factor].consecutiveFailures,
-                        availability: try switchedOff(keeper.factor, of: name)
+                        availability: Self.switchedOff(keeper.factor, in: preferences)
                             ?? keeper.availability(for: UserContext(name: name), records: records, book: book),
                         domainState: details?.domainState ?? []))
             }

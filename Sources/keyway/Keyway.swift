@@ -164,7 +164,7 @@ struct Command {
         return plugin.kind
     }
 
-    static var factorNames: String { Setting.list(Runtime.plugins.map { $0.kind.rawValue }) }
+    static var factorNames: String { Setting.list(Subcommand.factorNames) }
 
     /// This command, as the audit trail names the tool.
     var tool: String { "keyway \(subcommand.name)" }
