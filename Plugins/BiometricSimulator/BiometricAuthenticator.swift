@@ -79,6 +79,17 @@ public final class BiometricAuthenticator: Authenticator {
         }
     }
 
+    /// The sensor waits in the background while a prompt does (`first of`).
+    public var invitation: String? {
+        sensor.configuration.biometry == .face ? "Look at the camera" : "Touch the sensor"
+    }
+
+    /// Has the vault (keywayd, beside the sensor) listen for this authentication.
+    public func arm(_ request: AuthenticationRequest) throws(AuthenticationError) -> any ArmedFactor {
+        if let reason = unusableReason(for: request.user) { throw AuthenticationError(.biometryNotAvailable, reason) }
+        return try vault.arm(.biometric, for: request.user, attempts: request.attemptsAllowed)
+    }
+
     /// Why the sensor cannot serve this user at all, or nil.
     private func unusableReason(for user: UserContext) -> String? {
         if sensor.configuration.biometry == .none { return "no biometric sensor is fitted" }

@@ -50,6 +50,7 @@ extension BiometricAuthenticator {
     public static var plugin: FactorPlugin {
         FactorPlugin(
             .biometric, aliases: ["fingerprint", "face"], summary: "a fingerprint or face sensor (simulated)",
+            input: .presented,
             settings: [
                 Setting.attempts(), typeSetting, timeoutSetting, remoteSetting, lockoutSetting, falseMatchSetting,
                 passcodeMaxAgeSetting,

@@ -73,9 +73,11 @@ public enum SensorControl {
                 return .success(())
             case .success(let reply):
                 return .failure(SensorControlError(reply.hasPrefix("error ") ? String(reply.dropFirst(6)) : reply))
-            case .failure(let error):
+            case .failure(let failure):
                 if event == .unplug || event == .plug { return .success(()) }  // the flag is enough
-                guard monotonicMilliseconds() < deadline else { return .failure(error) }
+                // Only a command nobody took is sent again: one that was written may have been acted on, and a
+                // touch delivered twice would reach the next authentication.
+                guard !failure.delivered, monotonicMilliseconds() < deadline else { return .failure(failure.error) }
                 usleep(50_000)
             }
         }
@@ -107,10 +109,20 @@ public enum SensorControl {
         return .success(())
     }
 
+    /// Why an exchange failed, and whether the command may have been acted on.
+    private struct ExchangeFailure: Error {
+        let error: SensorControlError
+        let delivered: Bool
+        init(_ description: String, delivered: Bool = false) {
+            error = SensorControlError(description)
+            self.delivered = delivered
+        }
+    }
+
     /// Connects, writes one line, reads one line.
-    private static func exchange(_ line: String, path: String) -> Result<String, SensorControlError> {
+    private static func exchange(_ line: String, path: String) -> Result<String, ExchangeFailure> {
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { return .failure(SensorControlError("socket: \(errnoText())")) }
+        guard descriptor >= 0 else { return .failure(ExchangeFailure("socket: \(errnoText())")) }
         defer { close(descriptor) }
         var address = unixAddress(path)
         let connected = withUnsafePointer(to: &address) {
@@ -124,14 +136,14 @@ public enum SensorControl {
                 // The control directory is root's (0700): the simulated sensor is driven as root, like the hardware
                 // it stands for, whether or not an authentication waits.
                 return .failure(
-                    SensorControlError(
+                    ExchangeFailure(
                         "only root may drive the simulated sensor (\(path): \(errnoText())); run the command as root"))
             }
-            return .failure(SensorControlError("no authentication is waiting at the sensor (\(path): \(errnoText()))"))
+            return .failure(ExchangeFailure("no authentication is waiting at the sensor (\(path): \(errnoText()))"))
         }
         reply(descriptor, line)
         guard let reply = readLine(descriptor, until: monotonicMilliseconds() + 5000) else {
-            return .failure(SensorControlError("no reply from the sensor"))
+            return .failure(ExchangeFailure("no reply from the sensor", delivered: true))
         }
         return .success(reply)
     }

@@ -63,7 +63,7 @@ public final class SimulatedSensor: Sendable {
     }
 
     /// The next event, with plug and unplug events applied to the sensor's state.
-    func next(cancellation: CancellationFlag) -> SensorEvent? {
+    public func next(cancellation: CancellationFlag) -> SensorEvent? {
         let event = events.next(timeout: configuration.timeout, cancellation: cancellation)
         if event == .unplug { isPluggedIn = false }
         if event == .plug { isPluggedIn = true }
@@ -71,7 +71,7 @@ public final class SimulatedSensor: Sendable {
     }
 
     /// A noisy sample of what was presented.
-    func sample(of event: SensorEvent) -> FeatureVector? {
+    public func sample(of event: SensorEvent) -> FeatureVector? {
         let model = configuration.model
         switch event {
         case .present(let user, let finger):

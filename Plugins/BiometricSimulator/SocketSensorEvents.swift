@@ -1,5 +1,6 @@
 public import CKeywayLibc
 public import KeywayCore
+import Synchronization
 
 /// Sensor events from the control socket: the socket exists only while an authentication waits at the sensor.
 /// Only processes of the owner (root in production) may connect, and the peer is checked with SO_PEERCRED.
@@ -11,6 +12,8 @@ public final class SocketSensorEvents: SensorEventSource {
     public let directory: String
     /// The uid allowed to send commands.
     public let owner: uid_t
+    /// The listener kept between events by `hold()`, or nil when each wait binds its own.
+    private let held = Mutex<Listener?>(nil)
 
     /// Creates a source; nothing is bound until a wait.
     public init(directory: String = SensorControl.defaultDirectory, owner: uid_t = 0) {
@@ -24,13 +27,37 @@ public final class SocketSensorEvents: SensorEventSource {
         return lstat(SensorControl.unpluggedFlag(in: directory), &info) != 0
     }
 
+    /// Takes the sensor and keeps listening between events until `release()` (keywayd, for an armed
+    /// authentication), so no other authentication can take it in between and no touch finds nobody listening.
+    public func hold() -> Result<Void, SensorControlError> {
+        switch Listener.open(directory: directory, owner: owner) {
+        case .success(let opened):
+            held.withLock { $0 = opened }
+            return .success(())
+        case .failure(let error): return .failure(error)
+        }
+    }
+
+    /// Gives the sensor back after `hold()`.
+    public func release() {
+        held.withLock { listener in
+            listener?.close()
+            listener = nil
+        }
+    }
+
     public func next(timeout: Duration, cancellation: CancellationFlag) -> SensorEvent? {
         let listening: Listener
-        switch Listener.open(directory: directory, owner: owner) {
-        case .success(let opened): listening = opened
-        case .failure(let error): return .failure(error.description)
+        let kept = held.withLock { $0 }
+        if let kept {
+            listening = kept
+        } else {
+            switch Listener.open(directory: directory, owner: owner) {
+            case .success(let opened): listening = opened
+            case .failure(let error): return .failure(error.description)
+            }
         }
-        defer { listening.close() }
+        defer { if kept == nil { listening.close() } }
         let deadline = SensorControl.monotonicMilliseconds() + timeout.milliseconds
         while !cancellation.isCancelled {
             let left = deadline - SensorControl.monotonicMilliseconds()
@@ -73,7 +100,7 @@ public final class SocketSensorEvents: SensorEventSource {
     }
 
     /// A bound, listening socket and the lock that makes it ours.
-    private struct Listener {
+    private struct Listener: Sendable {
         let socket: Int32
         let lock: Int32
         let path: String

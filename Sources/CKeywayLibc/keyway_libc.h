@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/un.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 #include <utmpx.h>
@@ -60,3 +61,18 @@ static inline int keyway_openat(int directory, const char *path, int flags) { re
 
 /// The name of a directory entry (a fixed array Swift sees as a tuple).
 static inline const char *keyway_dirent_name(const struct dirent *entry) { return entry->d_name; }
+
+/// Puts a terminal in the mode the PAM module reads it in itself (`read-tty`): no echo, no line editing, and no
+/// signals from keys (Ctrl-C arrives as a byte, so no signal is ever sent for it), one byte at a time. `saved`
+/// receives the settings to put back with keyway_terminal_restore. 0 on success.
+static inline int keyway_terminal_raw(int fd, struct termios *saved) {
+    if (tcgetattr(fd, saved) != 0) return -1;
+    struct termios raw = *saved;
+    raw.c_lflag &= ~(tcflag_t)(ECHO | ECHONL | ICANON | ISIG | IEXTEN);
+    raw.c_cc[VMIN] = 1;
+    raw.c_cc[VTIME] = 0;
+    return tcsetattr(fd, TCSANOW, &raw);
+}
+
+/// Puts back what keyway_terminal_raw saved.
+static inline int keyway_terminal_restore(int fd, const struct termios *saved) { return tcsetattr(fd, TCSANOW, saved); }

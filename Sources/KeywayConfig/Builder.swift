@@ -481,7 +481,61 @@ struct Builder {
                 return nil
             }
             return failed ? nil : .atLeast(count, of: rules)
+        case .firstOf(let nodes, let place):
+            return compileFirstOf(nodes, at: place, in: policy, overrides: overrides, stack: stack)
         }
+    }
+
+    /// `first of (…)`: factors only, at least two, each once, and at most one typed at the prompt (the others wait
+    /// in the background), so that one prompt can ask for all of them (docs/ARCHITECTURE.md §14).
+    mutating func compileFirstOf(
+        _ nodes: [RuleSyntax.Node], at place: Place, in policy: String, overrides: [FactorKind: FactorSettings],
+        stack: [String]
+    ) -> Policy.Rule? {
+        var rules: [Policy.Rule] = []
+        var failed = false
+        var typed: [FactorKind] = []
+        for node in nodes {
+            guard case .name(let word, _, let spot) = node, plugins.plugin(FactorKind(rawValue: word)) != nil else {
+                let spot: Place
+                switch node {
+                case .name(_, _, let at), .atLeast(_, _, let at), .firstOf(_, let at): spot = at
+                }
+                diagnostics.append(
+                    spot.error(
+                        "'first of' lists factors, not rules or policies",
+                        help: "write the factors themselves, e.g. first of (biometric, pattern)"))
+                failed = true
+                continue
+            }
+            guard case .factor(let kind, let attempts)? = compile(node, in: policy, overrides: overrides, stack: stack)
+            else {
+                failed = true
+                continue
+            }
+            if rules.contains(where: { $0.factors == [kind] }) {
+                diagnostics.append(spot.error("'\(word)' is listed twice in 'first of'"))
+                failed = true
+                continue
+            }
+            if plugins.plugin(kind)?.input == .typed { typed.append(kind) }
+            rules.append(.factor(kind, attempts: attempts))
+        }
+        if nodes.count < 2 {
+            diagnostics.append(
+                place.error("'first of' lists at least two factors", help: "a single factor needs no 'first of'"))
+            return nil
+        }
+        if typed.count > 1 {
+            diagnostics.append(
+                place.error(
+                    "'first of' can wait for one typed factor at most (\(Setting.list(typed.map { $0.rawValue })) are "
+                        + "both typed)",
+                    help: "one prompt cannot tell a pattern from a passcode; write 'first of (biometric, pattern) or "
+                        + "passcode'"))
+            return nil
+        }
+        return failed ? nil : .firstOf(rules)
     }
 
     /// Runs `body` and drops the diagnostics it adds: a referenced policy's own errors are reported once, where it
@@ -506,7 +560,7 @@ struct Builder {
                 if seen.contains(kind) { return kind }
                 seen.append(kind)
                 return nil
-            case .atLeast(_, let rules):
+            case .atLeast(_, let rules), .firstOf(let rules):
                 for child in rules { if let repeated = walk(child) { return repeated } }
                 return nil
             }
@@ -539,6 +593,7 @@ struct Builder {
         switch rule {
         case .factor(let kind, _): !unusable.contains(kind)
         case .atLeast(let count, let rules): rules.count { satisfiable($0, without: unusable) } >= count
+        case .firstOf(let rules): rules.contains { satisfiable($0, without: unusable) }
         }
     }
 }

@@ -1,6 +1,6 @@
 import KeywayCore
 
-/// The `require =` expression language: factor names, `and`, `or`, `K of (…)`, parentheses, `factor*N`, and
+/// The `require =` expression language: factor names, `and`, `or`, `K of (…)`, `first of (…)`, parentheses, `factor*N`, and
 /// other policies' names as terms. `and` binds tighter than `or`; both are n-ary, so `a or b or c` is one
 /// fallback list, and `a or (b or c)` keeps its nesting.
 enum RuleSyntax {
@@ -10,6 +10,8 @@ enum RuleSyntax {
         case name(String, attempts: Int?, place: Place)
         /// `K of (…)`; `and` is `count == terms.count`, `or` is `count == 1`.
         case atLeast(Int, [Node], place: Place)
+        /// `first of (…)`: the terms armed at once, the first success wins.
+        case firstOf([Node], place: Place)
     }
 
     /// The deepest nesting and the most tokens one expression may have.
@@ -104,7 +106,9 @@ enum RuleSyntax {
                 return .failure(
                     spot(start, end).error(
                         "unexpected '\(Diagnostic.printable(shown))' in the rule",
-                        help: "a rule is made of factor and policy names, 'and', 'or', 'K of (…)', '(', ')' and '*N'"))
+                        help:
+                            "a rule is made of factor and policy names, 'and', 'or', 'K of (…)', 'first of (…)', '(', ')' "
+                            + "and '*N'"))
             }
             tokens.append(Token(kind: kind, place: spot(start, index)))
             guard tokens.count <= maximumTokens else {
@@ -155,9 +159,14 @@ enum RuleSyntax {
             return terms.count == 1 ? terms[0] : .atLeast(terms.count, terms, place: first)
         }
 
-        /// term := NUMBER 'of' '(' expression (',' expression)* ')' | '(' expression ')' | NAME ('*' NUMBER)?
+        /// term := (NUMBER | 'first') 'of' '(' expression (',' expression)* ')' | '(' expression ')'
+        ///       | NAME ('*' NUMBER)?
         mutating func term(depth: Int) throws(ParseError) -> Node {
             let token = take()
+            if token.kind == .word("first") && peek.kind == .word("of") {
+                _ = take()
+                return .firstOf(try list(after: "first of", depth: depth), place: token.place)
+            }
             switch token.kind {
             case .open:
                 let inner = try expression(depth: depth + 1)
@@ -171,15 +180,7 @@ enum RuleSyntax {
                             help: "write '\(count) of (a, b, c)'"))
                 }
                 _ = take()
-                let open = peek
-                try expect(.open, "'(' after '\(count) of'")
-                var terms = [try expression(depth: depth + 1)]
-                while peek.kind == .comma {
-                    _ = take()
-                    terms.append(try expression(depth: depth + 1))
-                }
-                try expect(.close, "',' or ')' to close the '(' at column \(open.place.column)")
-                return .atLeast(count, terms, place: token.place)
+                return .atLeast(count, try list(after: "\(count) of", depth: depth), place: token.place)
             case .word(let word) where word == "and" || word == "or" || word == "of":
                 throw ParseError(token.place.error("expected a factor or policy name before '\(word)'"))
             case .word(let word):
@@ -202,6 +203,19 @@ enum RuleSyntax {
                 throw ParseError(
                     token.place.error("expected a factor or policy name, found \(RuleSyntax.describe(token.kind))"))
             }
+        }
+
+        /// '(' expression (',' expression)* ')', after `words` ("2 of", "first of").
+        mutating func list(after words: String, depth: Int) throws(ParseError) -> [Node] {
+            let open = peek
+            try expect(.open, "'(' after '\(words)'")
+            var terms = [try expression(depth: depth + 1)]
+            while peek.kind == .comma {
+                _ = take()
+                terms.append(try expression(depth: depth + 1))
+            }
+            try expect(.close, "',' or ')' to close the '(' at column \(open.place.column)")
+            return terms
         }
 
         mutating func expect(_ kind: Token.Kind, _ what: String) throws(ParseError) {
@@ -235,6 +249,8 @@ enum RuleSyntax {
             }.joined(separator: " and ")
         case .atLeast(let count, let rules):
             return "\(count) of (\(rules.map { text(of: $0) }.joined(separator: ", ")))"
+        case .firstOf(let rules):
+            return "first of (\(rules.map { text(of: $0) }.joined(separator: ", ")))"
         }
     }
 }

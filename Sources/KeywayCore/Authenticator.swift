@@ -22,11 +22,44 @@ public protocol Authenticator: AnyObject, Sendable {
     /// The domain state of `user`'s enrollments: an opaque value that changes with every enrollment change, as
     /// LocalAuthentication's `evaluatedPolicyDomainState`; empty when nothing is enrolled or the factor has none.
     func domainState(for user: String) throws(AuthenticationError) -> [UInt8]
+
+    // How the factor takes part in `first of` (docs/ARCHITECTURE.md §14). Requirements with defaults rather than
+    // protocols to cast to: the module's Embedded Swift has no dynamic casts to a protocol.
+
+    /// For a factor typed at a prompt (the pattern, the passcode): its prompt, preamble and check; nil otherwise.
+    var typedEntry: KnowledgeFactor? { get }
+    /// For a factor that can wait in the background (a sensor): the words inviting the person in a shared prompt,
+    /// "Touch the sensor"; nil for a factor that cannot.
+    var invitation: String? { get }
+    /// Starts the factor waiting in the background for `request.user`, with at most `request.attemptsAllowed`
+    /// counted failures, until the returned `ArmedFactor` is released. Throws when it cannot (busy, unavailable).
+    func arm(_ request: AuthenticationRequest) throws(AuthenticationError) -> any ArmedFactor
 }
 
 extension Authenticator {
     /// Most factors have no domain state.
     public func domainState(for user: String) throws(AuthenticationError) -> [UInt8] { [] }
+    /// Most factors are not typed at a prompt of their own making.
+    public var typedEntry: KnowledgeFactor? { nil }
+    /// Most factors cannot wait in the background.
+    public var invitation: String? { nil }
+    public func arm(_ request: AuthenticationRequest) throws(AuthenticationError) -> any ArmedFactor {
+        throw AuthenticationError(.factorNotAvailable, "the \(factor) cannot wait while another factor is asked")
+    }
+}
+
+/// One factor waiting in the background during one evaluation (`first of`): a sensor armed before the prompt and
+/// asked afterwards what happened. The waiting is done where the device is (keywayd listens at the sensor), so the
+/// process that asks needs no thread of its own.
+public protocol ArmedFactor: AnyObject {
+    /// What was presented since arming, or since the last call, oldest first. Each counted failure was counted when
+    /// it happened; a success is returned once (it is spent), and only within its lifetime.
+    func collect() throws(AuthenticationError) -> [Verdict]
+    /// Becomes readable when something was presented, for a conversation that waits on the person and the factor
+    /// together (`Prompt.Wake`); nil when there is no such descriptor.
+    var wakeDescriptor: Int32? { get }
+    /// Stops the waiting and releases the device. Calling it again does nothing.
+    func release()
 }
 
 /// Who is authenticating, and from where.

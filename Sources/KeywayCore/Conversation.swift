@@ -30,6 +30,24 @@ public struct Prompt: Sendable, Equatable {
     public var echo: Bool
     /// The fallback offered with this prompt, e.g. "Use passcode", or nil if none.
     public var fallbackLabel: String?
+    /// Something else that may end the prompt (a sensor armed while the prompt waits, `first of`), or nil.
+    public var wake: Wake?
+
+    /// What else may end a prompt: a conversation able to wait on the person and on `descriptor` together (the
+    /// module reading the terminal itself, `read-tty`) shows `text` instead and, when the descriptor becomes readable,
+    /// ends the prompt as an empty reply, as if the person had pressed Enter. Any other conversation ignores it.
+    public struct Wake: Sendable, Equatable {
+        /// Becomes readable when something happened at the armed factor.
+        public var descriptor: Int32
+        /// The prompt's text when no Enter is needed ("Touch the sensor, or type your pattern: ").
+        public var text: String
+
+        /// Creates a wake.
+        public init(descriptor: Int32, text: String) {
+            self.descriptor = descriptor
+            self.text = text
+        }
+    }
 
     /// The text for a channel that has only a line to type on (a terminal, a prompt-only greeter): the fallback,
     /// if any, is offered as an empty reply. "Pattern (dots 1-9): " becomes
@@ -43,10 +61,11 @@ public struct Prompt: Sendable, Equatable {
     }
 
     /// Creates a prompt; secrets are asked with `echo: false`.
-    public init(_ text: String, echo: Bool = false, fallbackLabel: String? = nil) {
+    public init(_ text: String, echo: Bool = false, fallbackLabel: String? = nil, wake: Wake? = nil) {
         self.text = text
         self.echo = echo
         self.fallbackLabel = fallbackLabel
+        self.wake = wake
     }
 }
 

@@ -47,6 +47,8 @@ public struct FactorPlugin: Sendable {
     public let aliases: [String]
     /// One line: what it is.
     public let summary: String
+    /// How the person gives the factor.
+    public let input: Input
     /// The settings it declares (keys of its `[factor]` section).
     public let settings: [Setting]
     /// The per-user switches it has: `enabled`, then those it declares.
@@ -59,8 +61,17 @@ public struct FactorPlugin: Sendable {
     public let vaultSide: @Sendable (VaultSide) -> any FactorKeeper
 
     /// Declares a plugin.
+    /// How the person gives the factor: typed at a prompt, or presented to a device that can wait in the
+    /// background. `first of` waits for one typed factor at most, beside any number of presented ones.
+    public enum Input: Sendable, Equatable {
+        /// Typed at a prompt (the pattern, the passcode).
+        case typed
+        /// Presented to a device (a finger, a face), which can wait while a prompt does.
+        case presented
+    }
+
     public init(
-        _ kind: FactorKind, aliases: [String] = [], summary: String, settings: [Setting],
+        _ kind: FactorKind, aliases: [String] = [], summary: String, input: Input = .typed, settings: [Setting],
         userSettings: [UserSetting] = [],
         servesRemoteSessions: @escaping @Sendable (FactorSettings) -> Bool = { _ in true },
         personSide: @escaping @Sendable (PersonSide) -> any Authenticator,
@@ -69,6 +80,7 @@ public struct FactorPlugin: Sendable {
         self.kind = kind
         self.aliases = aliases
         self.summary = summary
+        self.input = input
         self.settings = settings
         self.userSettings = [UserSetting.enabled(kind)] + userSettings
         self.servesRemoteSessions = servesRemoteSessions

@@ -51,8 +51,13 @@ public struct KnowledgeFactor: Sendable {
         case .fallback: throw AuthenticationError(.userFallback)
         case .cancel: throw AuthenticationError(.userCancel)
         }
+        return try verify(entered, for: request.user)
+    }
+
+    /// One attempt at what the person typed: normalize, then the vault's reserve, verify, settle.
+    public func verify(_ entered: Secret, for user: UserContext) throws(AuthenticationError) -> Verdict {
         switch normalize(entered) {
-        case .success(let candidate): return try vault.verify(.secret(candidate), of: factor, for: request.user)
+        case .success(let candidate): return try vault.verify(.secret(candidate), of: factor, for: user)
         case .failure(let problem): return .failure(.malformed(problem.message))
         }
     }
@@ -254,6 +259,9 @@ public protocol KnowledgeAuthenticator: Authenticator {
 
 extension KnowledgeAuthenticator {
     public var factor: FactorKind { knowledge.factor }
+
+    /// Typed at a prompt: `first of` asks for it in the prompt it shares with armed factors.
+    public var typedEntry: KnowledgeFactor? { knowledge }
 
     public func availability(for user: UserContext) -> Availability { knowledge.availability(for: user) }
 

@@ -18,6 +18,10 @@ public struct Policy: Sendable, Equatable, CustomStringConvertible {
         /// At least `count` of the rules, tried in order; a failed, unavailable or declined rule falls through
         /// to the next while `count` can still be reached.
         case atLeast(Int, of: [Rule])
+        /// Every listed factor armed at once, the first to succeed wins: a sensor waits while the prompt for a typed
+        /// factor does (docs/ARCHITECTURE.md §14). The members are factors, at least two, each once, at most one of
+        /// them typed; each counts its own failures. For what could succeed it is `anyOf` of the same factors.
+        case firstOf([Rule])
 
         /// The first rule that succeeds, tried in order (the fallback order).
         public static func anyOf(_ rules: [Rule]) -> Rule { .atLeast(1, of: rules) }
@@ -33,6 +37,8 @@ public struct Policy: Sendable, Equatable, CustomStringConvertible {
                 if count == 1 { return "any-of(\(list))" }
                 if count == rules.count { return "all-of(\(list))" }
                 return "\(count)-of(\(list))"
+            case .firstOf(let rules):
+                return "first-of(\(rules.map { $0.description }.joined(separator: ", ")))"
             }
         }
 
@@ -41,7 +47,7 @@ public struct Policy: Sendable, Equatable, CustomStringConvertible {
             switch self {
             case .factor(let kind, _):
                 return [kind]
-            case .atLeast(_, let rules):
+            case .atLeast(_, let rules), .firstOf(let rules):
                 var seen: [FactorKind] = []
                 for kind in rules.flatMap({ $0.factors }) where !seen.contains(kind) { seen.append(kind) }
                 return seen
@@ -74,6 +80,20 @@ public struct Policy: Sendable, Equatable, CustomStringConvertible {
             for (index, child) in rules.enumerated() {
                 found += problems(of: child, knownFactors: knownFactors, path: "\(path)[\(index + 1)]")
             }
+            return found
+        case .firstOf(let rules):
+            var found: [String] = []
+            var seen: [FactorKind] = []
+            for (index, child) in rules.enumerated() {
+                guard case .factor(let kind, _) = child else {
+                    found.append("\(path)[\(index + 1)]: 'first of' lists factors, not rules")
+                    continue
+                }
+                if seen.contains(kind) { found.append("\(path): '\(kind)' is listed twice in 'first of'") }
+                seen.append(kind)
+                found += problems(of: child, knownFactors: knownFactors, path: "\(path)[\(index + 1)]")
+            }
+            if rules.count < 2 { found.append("\(path): 'first of' lists at least two factors") }
             return found
         }
     }

@@ -24,9 +24,223 @@ final class PolicyRunner {
 
     /// Runs `rule`; nil means satisfied.
     func run(_ rule: Policy.Rule, fallbackTo fallback: FactorKind?) -> AuthenticationError? {
-        RuleCombinator.combine(rule, fallback: fallback) { kind, attempts, next in
-            runFactor(kind, attempts: attempts, fallback: next)
+        RuleCombinator.combine(
+            rule, fallback: fallback,
+            leaf: { kind, attempts, next in runFactor(kind, attempts: attempts, fallback: next) },
+            together: { [self] members, next in runTogether(members, fallback: next) })
+    }
+
+    /// The label offered for leaving a factor: the options', "Use <next factor>", or the handover.
+    private func label(before fallback: FactorKind?) -> String? {
+        options.fallbackLabel.map { $0.isEmpty ? nil : $0 } ?? fallback.map { "Use \($0)" } ?? options.handoverLabel
+    }
+
+    /// A member of `first of` while it can still succeed.
+    private struct Member {
+        let kind: FactorKind
+        let plugin: any Authenticator
+        let attempts: Int
+        var counted = 0
+        var armed: (any ArmedFactor)? = nil
+    }
+
+    /// `first of` (docs/ARCHITECTURE.md §14): arms the factors that can wait in the background, asks once for the
+    /// typed one, and takes whichever succeeds first. An empty reply (or one character, for the askpass agents that
+    /// refuse an empty entry) asks the armed factors what was presented; anything longer is the typed factor's.
+    /// Each factor counts its own failures. Members that cannot be arranged so (one left, two typed, no prompt
+    /// allowed) are tried in turn, as `or` would.
+    private func runTogether(_ members: [(factor: FactorKind, attempts: Int)], fallback: FactorKind?)
+        -> AuthenticationError?
+    {
+        if let cancelled { return record(members[0].factor, 0, .ended(cancelled), cancelled) }
+        var errors: [AuthenticationError] = []
+        var usable: [Member] = []
+        for (kind, attempts) in members {
+            guard let plugin = registry[kind] else {
+                let error = AuthenticationError(.invalidPolicy, "no plugin provides the factor '\(kind)'")
+                return record(kind, 0, .skipped(error), error)
+            }
+            if let unavailable = plugin.availability(for: user).error(for: kind) {
+                if unavailable.code.stopsEvaluation { return record(kind, 0, .skipped(unavailable), unavailable) }
+                _ = record(kind, 0, .skipped(unavailable), nil)
+                errors.append(unavailable)
+                continue
+            }
+            usable.append(Member(kind: kind, plugin: plugin, attempts: attempts))
         }
+        let typed = usable.filter { $0.plugin.typedEntry != nil }
+        let waiting = usable.filter { $0.plugin.invitation != nil }
+        if usable.count < 2 || typed.count > 1 || typed.count + waiting.count < usable.count
+            || options.interactionNotAllowed
+        {
+            return inTurn(usable, errors: errors, fallback: fallback)
+        }
+        var live: [Member] = typed
+        for var member in waiting {
+            let request = AuthenticationRequest(
+                user: user, reason: reason, attemptsAllowed: member.attempts, cancellation: cancellation)
+            do {
+                member.armed = try member.plugin.arm(request)
+                live.append(member)
+            } catch {
+                if error.code.stopsEvaluation {
+                    for other in live { other.armed?.release() }
+                    return record(member.kind, 0, .ended(error), error)
+                }
+                _ = record(member.kind, 0, .skipped(error), nil)
+                conversation.tell(.info(error.spoken))
+                errors.append(error)
+            }
+        }
+        defer { for member in live { member.armed?.release() } }
+        if live.count < 2 { return inTurn(live, errors: errors, fallback: fallback) }
+        return together(&live, errors: errors, fallback: fallback)
+    }
+
+    /// The members one after the other, as `or`.
+    private func inTurn(_ members: [Member], errors: [AuthenticationError], fallback: FactorKind?)
+        -> AuthenticationError?
+    {
+        var errors = errors
+        for (index, member) in members.enumerated() {
+            let next = index + 1 < members.count ? members[index + 1].kind : fallback
+            guard let error = runFactor(member.kind, attempts: member.attempts, fallback: next) else { return nil }
+            if error.code.stopsEvaluation { return error }
+            errors.append(error)
+        }
+        return RuleCombinator.explain(errors)
+            ?? AuthenticationError(.authenticationFailed, "no factor of 'first of' could be used")
+    }
+
+    /// The shared prompt, until a member succeeds or none is left.
+    private func together(_ live: inout [Member], errors: [AuthenticationError], fallback: FactorKind?)
+        -> AuthenticationError?
+    {
+        var errors = errors
+        let offered = label(before: fallback)
+        var attempt = 0
+        var uncounted = 0
+        var firstKind: FactorKind { live.first?.kind ?? .biometric }
+        /// Settles one verdict of `live[index]`; sets `outcome` when the evaluation is over.
+        func settle(_ verdict: Verdict, of index: Int, outcome: inout AuthenticationError??) {
+            let kind = live[index].kind
+            switch verdict {
+            case .success:
+                outcome = .some(record(kind, attempt, .succeeded, nil))
+            case .failure(let failure) where failure.countsAsAttempt:
+                live[index].counted += 1
+                _ = record(kind, attempt, .failed(failure), nil)
+                if let locked = live[index].plugin.availability(for: user).error(for: kind), locked.code.isLockout {
+                    conversation.tell(.error("Not recognized."))
+                    conversation.tell(.error(locked.code.summary))
+                    _ = record(kind, attempt, .ended(locked), nil)
+                    errors.append(locked)
+                    live[index].counted = live[index].attempts
+                    return
+                }
+                let left = live[index].attempts - live[index].counted
+                conversation.tell(
+                    .error(
+                        left > 0
+                            ? "Not recognized. \(left) \(left == 1 ? "attempt" : "attempts") left."
+                            : "Not recognized."))
+                if left <= 0 {
+                    let error = AuthenticationError(
+                        .authenticationFailed, "\(live[index].attempts) failed \(kind) attempts")
+                    _ = record(kind, attempt, .exhausted, nil)
+                    errors.append(error)
+                }
+            case .failure(let failure):
+                _ = record(kind, attempt, .failed(failure), nil)
+                if case .malformed(let why) = failure { conversation.tell(.error(why)) }
+                if case .noSample(let why) = failure { conversation.tell(.error(why)) }
+                uncounted += 1
+            }
+        }
+        while !live.isEmpty {
+            if let cancelled { return record(firstKind, attempt, .ended(cancelled), cancelled) }
+            if uncounted >= 3 {
+                let error = AuthenticationError(.authenticationFailed, "too many unusable entries")
+                return record(firstKind, attempt, .exhausted, error)
+            }
+            attempt += 1
+            let typed = live.firstIndex { $0.plugin.typedEntry != nil }
+            let invitation = live.compactMap { $0.armed == nil ? nil : $0.plugin.invitation }.joined(separator: " or ")
+            var text = invitation + " and press Enter: "
+            var waking = invitation + ": "
+            if let typed, let entry = live[typed].plugin.typedEntry {
+                if attempt == 1, let preamble = entry.preamble { conversation.tell(.info(preamble)) }
+                let asked = entry.promptText.prefix(1).lowercased() + entry.promptText.dropFirst()
+                text = invitation + " and press Enter, or type your " + asked
+                waking = invitation + ", or type your " + asked
+            }
+            let wake = live.lazy.compactMap { $0.armed?.wakeDescriptor }.first.map {
+                Prompt.Wake(descriptor: $0, text: waking)
+            }
+            let reply: Reply
+            do {
+                reply = try conversation.ask(Prompt(text, echo: false, fallbackLabel: offered, wake: wake))
+            } catch {
+                return record(firstKind, attempt, .ended(error), error)
+            }
+            var entered: Secret? = nil
+            switch reply {
+            case .cancel:
+                let error = AuthenticationError(.userCancel)
+                return record(firstKind, attempt, .ended(error), error)
+            case .fallback: break
+            case .secret(let secret): if secret.count > 1 { entered = secret }
+            }
+            var outcome: AuthenticationError?? = nil
+            if let entered, let typed, let entry = live[typed].plugin.typedEntry {
+                do {
+                    settle(try entry.verify(entered, for: user), of: typed, outcome: &outcome)
+                } catch {
+                    if error.code.stopsEvaluation { return record(live[typed].kind, attempt, .ended(error), error) }
+                    _ = record(live[typed].kind, attempt, .ended(error), nil)
+                    errors.append(error)
+                    live[typed].counted = live[typed].attempts
+                }
+            } else {
+                // Enter, a one-character confirmation, or the armed factor woke the prompt: ask what happened.
+                var presented = false
+                for index in live.indices where live[index].armed != nil && outcome == nil {
+                    let verdicts: [Verdict]
+                    do { verdicts = try live[index].armed!.collect() } catch {
+                        if error.code.stopsEvaluation { return record(live[index].kind, attempt, .ended(error), error) }
+                        _ = record(live[index].kind, attempt, .ended(error), nil)
+                        conversation.tell(.error(error.spoken))
+                        errors.append(error)
+                        live[index].counted = live[index].attempts
+                        continue
+                    }
+                    for verdict in verdicts where outcome == nil {
+                        presented = true
+                        settle(verdict, of: index, outcome: &outcome)
+                    }
+                }
+                if !presented && outcome == nil {
+                    if reply == .fallback {
+                        let error = AuthenticationError(.userFallback)
+                        return record(firstKind, attempt, .ended(error), error)
+                    }
+                    conversation.tell(.error("Nothing was presented to the sensor."))
+                    uncounted += 1
+                }
+            }
+            if let outcome { return outcome }
+            for member in live where member.counted >= member.attempts { member.armed?.release() }
+            live.removeAll { $0.counted >= $0.attempts }
+            if live.count == 1, live[0].armed == nil {
+                // Only the typed factor is left: its own prompt, with what it has left.
+                let error = runFactor(live[0].kind, attempts: live[0].attempts - live[0].counted, fallback: fallback)
+                guard let error else { return nil }
+                errors.append(error)
+                live.removeAll()
+            }
+        }
+        return RuleCombinator.explain(errors)
+            ?? AuthenticationError(.authenticationFailed, "no factor of 'first of' succeeded")
     }
 
     private var cancelled: AuthenticationError? {
@@ -52,8 +266,7 @@ final class PolicyRunner {
             let error = AuthenticationError(.notInteractive, "\(kind) needs the person, and interaction is not allowed")
             return record(kind, 0, .ended(error), error)
         }
-        let label =
-            options.fallbackLabel.map { $0.isEmpty ? nil : $0 } ?? fallback.map { "Use \($0)" } ?? options.handoverLabel
+        let label = label(before: fallback)
         var counted = 0
         var uncounted = 0
         while counted < attempts {

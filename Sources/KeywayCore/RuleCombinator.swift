@@ -3,6 +3,9 @@ enum RuleCombinator {
     /// Decides what a factor step did: nil for success, or the error it ended with.
     /// `fallback` is the factor tried next if this one fails, if any.
     typealias Leaf = (_ factor: FactorKind, _ attempts: Int, _ fallback: FactorKind?) -> AuthenticationError?
+    /// Decides what factors armed at once did (`first of`): nil for success, or the error it ended with.
+    typealias Together = (_ members: [(factor: FactorKind, attempts: Int)], _ fallback: FactorKind?) ->
+        AuthenticationError?
 
     /// Combines leaf results: nil when the rule is satisfied, otherwise the error that explains why not.
     ///
@@ -12,10 +15,21 @@ enum RuleCombinator {
     /// if any rule really failed to authenticate (with every such rule's reason, in order: "3 failed biometric
     /// attempts; then 3 failed passcode attempts"), otherwise the last rule's error (so "biometrics unavailable,
     /// passcode not set" reports `.passcodeNotSet`).
-    static func combine(_ rule: Policy.Rule, fallback: FactorKind? = nil, leaf: Leaf) -> AuthenticationError? {
+    /// Without `together`, `first of` is combined as `anyOf` of its factors: what could succeed is the same.
+    static func combine(
+        _ rule: Policy.Rule, fallback: FactorKind? = nil, leaf: Leaf, together: Together? = nil
+    ) -> AuthenticationError? {
         switch rule {
         case .factor(let kind, let attempts):
             return leaf(kind, attempts, fallback)
+        case .firstOf(let rules):
+            guard let together else { return combine(.atLeast(1, of: rules), fallback: fallback, leaf: leaf) }
+            var members: [(factor: FactorKind, attempts: Int)] = []
+            for case .factor(let kind, let attempts) in rules { members.append((kind, attempts)) }
+            guard members.count == rules.count else {
+                return AuthenticationError(.invalidPolicy, "rule \(rule) lists something other than factors")
+            }
+            return together(members, fallback)
         case .atLeast(let required, let rules):
             guard required >= 1, required <= rules.count else {
                 return AuthenticationError(.invalidPolicy, "rule \(rule) can never be satisfied")
@@ -27,7 +41,7 @@ enum RuleCombinator {
                 guard successes < required, successes + remainingAfter + 1 >= required else { break }
                 let failureLeavesHope = successes + remainingAfter >= required
                 let childFallback = failureLeavesHope && remainingAfter > 0 ? rules[index + 1].factors.first : fallback
-                if let error = combine(child, fallback: childFallback, leaf: leaf) {
+                if let error = combine(child, fallback: childFallback, leaf: leaf, together: together) {
                     if error.code.stopsEvaluation { return error }
                     errors.append(error)
                 } else {
@@ -35,13 +49,18 @@ enum RuleCombinator {
                 }
             }
             if successes >= required { return nil }
-            // A lockout at the end is what the person can act on ("try again after ..."), so it wins.
-            if let last = errors.last, [.throttled, .lockedOut].contains(last.code) { return last }
-            let failed = errors.filter { $0.code == .authenticationFailed }
-            if !failed.isEmpty {
-                return AuthenticationError(.authenticationFailed, failed.map { $0.reason }.joined(separator: "; then "))
-            }
-            return errors.last ?? AuthenticationError(.invalidPolicy, "rule \(rule) was not satisfied")
+            return explain(errors) ?? AuthenticationError(.invalidPolicy, "rule \(rule) was not satisfied")
         }
+    }
+
+    /// The one error that explains why rules that ended with `errors` (in order) were not satisfied, or nil for none.
+    static func explain(_ errors: [AuthenticationError]) -> AuthenticationError? {
+        // A lockout at the end is what the person can act on ("try again after ..."), so it wins.
+        if let last = errors.last, [.throttled, .lockedOut].contains(last.code) { return last }
+        let failed = errors.filter { $0.code == .authenticationFailed }
+        if !failed.isEmpty {
+            return AuthenticationError(.authenticationFailed, failed.map { $0.reason }.joined(separator: "; then "))
+        }
+        return errors.last
     }
 }

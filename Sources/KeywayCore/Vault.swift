@@ -36,6 +36,18 @@ public protocol Vault: AnyObject, Sendable {
     /// Sets one of the user's switches (`gesture.enabled`, `gesture.show-trail`): a key the vault does not know is
     /// refused. Whether the caller may (turning a factor off needs it verified first) is keywayd's to decide.
     func set(_ key: String, to value: Bool, of user: String, by actor: String) throws(AuthenticationError)
+    /// Arms `factor` for `user` (`first of`): the vault waits at the device, matches and counts what is presented, at
+    /// most `attempts` counted failures, until the returned factor is released. Only a vault beside the device can.
+    func arm(_ factor: FactorKind, for user: UserContext, attempts: Int) throws(AuthenticationError)
+        -> any ArmedFactor
+}
+
+extension Vault {
+    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int) throws(AuthenticationError)
+        -> any ArmedFactor
+    {
+        throw AuthenticationError(.factorNotAvailable, "this vault cannot wait at the \(factor)")
+    }
 }
 
 /// What a factor hands over to be checked or enrolled.

@@ -26,6 +26,14 @@ public final class DaemonVault: Vault {
 
     /// Sends one request and reads its answer; a failure answer is thrown.
     public func ask(_ request: Request) throws(AuthenticationError) -> Response {
+        let (response, fd) = try exchange(request)
+        close(fd)
+        return response
+    }
+
+    /// Sends one request and reads its answer, leaving the connection open (the caller closes it); a failure
+    /// answer is thrown, and its connection closed.
+    private func exchange(_ request: Request) throws(AuthenticationError) -> (Response, Int32) {
         func unavailable(_ failure: UnixSocket.Failure) -> AuthenticationError {
             AuthenticationError(.serviceUnavailable, "keywayd at \(socketPath): \(failure)")
         }
@@ -34,7 +42,8 @@ public final class DaemonVault: Vault {
         case .success(let connected): fd = connected
         case .failure(let failure): throw unavailable(failure)
         }
-        defer { close(fd) }
+        var keep = false
+        defer { if !keep { close(fd) } }
         // Only root's keywayd is trusted with a secret: a socket some user planted at the path is not it.
         guard let server = UnixSocket.peer(of: fd), server.uid == 0 else {
             throw AuthenticationError(
@@ -57,7 +66,8 @@ public final class DaemonVault: Vault {
             throw AuthenticationError(.serviceUnavailable, "keywayd at \(socketPath) answered badly: \(error)")
         }
         if case .failure(let error) = response { throw error }
-        return response
+        keep = true
+        return (response, fd)
     }
 
     private func unexpected(_ response: Response, _ request: String) -> AuthenticationError {
@@ -126,5 +136,60 @@ public final class DaemonVault: Vault {
     public func set(_ key: String, to value: Bool, of user: String, by actor: String) throws(AuthenticationError) {
         let response = try ask(.set(key: key, user: user, value: value, via: actor))
         guard response == .done else { throw unexpected(response, "set") }
+    }
+}
+
+extension DaemonVault {
+    /// Arms the factor at keywayd, which listens at the device for as long as the returned factor keeps its
+    /// connection open (docs/ARCHITECTURE.md §14).
+    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int) throws(AuthenticationError)
+        -> any ArmedFactor
+    {
+        let (response, fd) = try exchange(.arm(factor, user, attempts: attempts))
+        guard case .armed(let nonce) = response else {
+            close(fd)
+            throw AuthenticationError(.internalFailure, "keywayd answered arm with \(response)")
+        }
+        return DaemonArmedFactor(vault: self, factor: factor, user: user, nonce: nonce, connection: fd)
+    }
+}
+
+/// A factor keywayd holds armed for this authentication: the open connection is the lease (closing it, or dying,
+/// releases the device), and each claim names the nonce keywayd gave.
+final class DaemonArmedFactor: ArmedFactor {
+    let vault: DaemonVault
+    let factor: FactorKind
+    let user: UserContext
+    let nonce: [UInt8]
+    private var connection: Int32?
+
+    init(vault: DaemonVault, factor: FactorKind, user: UserContext, nonce: [UInt8], connection: Int32) {
+        self.vault = vault
+        self.factor = factor
+        self.user = user
+        self.nonce = nonce
+        self.connection = connection
+    }
+
+    deinit { release() }
+
+    var wakeDescriptor: Int32? { connection }
+
+    func collect() throws(AuthenticationError) -> [Verdict] {
+        if let connection {
+            // The wake bytes keywayd wrote for each touch: read, so the descriptor waits for the next one.
+            var bytes = [UInt8](repeating: 0, count: 64)
+            while recv(connection, &bytes, bytes.count, Int32(MSG_DONTWAIT)) > 0 {}
+        }
+        let response = try vault.ask(.claim(factor, user, nonce: nonce))
+        guard case .verdicts(let verdicts) = response else {
+            throw AuthenticationError(.internalFailure, "keywayd answered claim with \(response)")
+        }
+        return verdicts
+    }
+
+    func release() {
+        if let connection { close(connection) }
+        connection = nil
     }
 }

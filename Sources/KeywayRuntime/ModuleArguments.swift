@@ -20,11 +20,15 @@ public struct ModuleArguments: Equatable, Sendable {
     /// What comes after Keyway in the stack (`next=password`), offered at every prompt no factor of the policy
     /// follows as "Enter: use password"; nil offers nothing there.
     public var next: String?
+    /// Read the terminal itself where it can (`read-tty`), so a `first of` sensor completes without Enter.
+    public var readTTY = false
     /// Log every step (`debug`).
     public var debug = false
 
     /// Every argument the module knows, for messages.
-    public static let known = ["policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "next=", "debug"]
+    public static let known = [
+        "policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "next=", "read-tty", "debug",
+    ]
 
     /// The defaults (what an empty argument list means).
     public init() {}
@@ -48,6 +52,8 @@ public struct ModuleArguments: Equatable, Sendable {
             switch (key, value) {
             case ("debug", nil):
                 parsed.debug = true
+            case ("read-tty", nil):
+                parsed.readTTY = true
             case ("policy", let name?) where !name.isEmpty:
                 parsed.policy = name  // checked against the configuration, which knows every policy
             case ("config", let path?) where path.hasPrefix("/"):

@@ -1,4 +1,5 @@
 public import KeywayCore
+import Synchronization
 
 /// A factor whose person types what happens: "ok" verifies, anything else that is not "?" is wrong,
 /// "?" is a malformed entry. It counts attempts through the real `AttemptGate`, so the policy engine's rules can be
@@ -14,16 +15,64 @@ public final class ScriptedFactor: Authenticator {
     public let unavailableReason: String?
     /// Counts attempts.
     public let gate: AttemptGate
+    /// How the factor takes part in `first of`: typed at the shared prompt, presented to an armed device, or neither.
+    public enum Role: Sendable { case ordinary, typed, presented }
+    /// Its part in `first of`.
+    public let role: Role
+    /// What the armed device sees, as the test presents it: "ok" matches, anything else does not.
+    private let touches = Mutex<[String]>([])
 
     /// Creates a scripted factor for `kind`; a user is enrolled when the store has an enrollment for `kind`.
     public init(
         _ kind: FactorKind, store: any Store, clock: any Clock, schedule: ThrottleSchedule,
-        clears: [FactorKind] = [], biometry: BiometryType = .none, unavailableReason: String? = nil
+        clears: [FactorKind] = [], biometry: BiometryType = .none, unavailableReason: String? = nil,
+        role: Role = .ordinary
     ) {
         self.kind = kind
         self.biometry = biometry
         self.unavailableReason = unavailableReason
+        self.role = role
         gate = AttemptGate(factor: kind, store: store, clock: clock, schedule: schedule, clears: clears)
+    }
+
+    /// Presents something to the armed device (role `.presented`): it is matched and counted at once, as keywayd
+    /// does, and kept for the next `collect`.
+    public func present(_ typed: String) { touches.withLock { $0.append(typed) } }
+
+    public var invitation: String? { role == .presented ? "Touch the sensor" : nil }
+
+    public var typedEntry: KnowledgeFactor? {
+        guard role == .typed else { return nil }
+        return KnowledgeFactor(
+            factor: kind, promptText: "\(kind): ", normalize: { .success($0) },
+            vault: LocalVault(store: gate.store, clock: gate.clock, keepers: [ScriptedKeeper(gate: gate)]))
+    }
+
+    public func arm(_ request: AuthenticationRequest) throws(AuthenticationError) -> any ArmedFactor {
+        guard role == .presented else { throw AuthenticationError(.factorNotAvailable, "\(kind) cannot be armed") }
+        touches.withLock { $0.removeAll() }  // nothing presented before arming counts
+        return ScriptedArmed(factor: self, user: request.user.name)
+    }
+
+    /// One check of what was typed or presented, counted through the gate.
+    func check(_ typed: String, user: String) throws(AuthenticationError) -> Verdict {
+        let reservation = try gate.reserve(for: user)
+        if typed == "ok" {
+            try gate.settleSuccess(reservation)
+            return .success
+        }
+        return .failure(try gate.settleFailure(reservation, fingerprint: Array(typed.utf8)))
+    }
+
+    /// What was presented since arming, checked.
+    func takeTouches(user: String) throws(AuthenticationError) -> [Verdict] {
+        let taken = touches.withLock { touches in
+            defer { touches.removeAll() }
+            return touches
+        }
+        var verdicts: [Verdict] = []
+        for touch in taken { verdicts.append(try check(touch, user: user)) }
+        return verdicts
     }
 
     /// Enrolls `user` for this factor.
@@ -54,7 +103,51 @@ public final class ScriptedFactor: Authenticator {
         guard try gate.store.enrollment(user: request.user.name, factor: kind) != nil else {
             throw Availability.notEnrolled.error(for: kind) ?? AuthenticationError(.factorNotEnrolled)
         }
-        let reservation = try gate.reserve(for: request.user.name)
+        return try check(typed, user: request.user.name)
+    }
+
+    public func domainState(for user: String) throws(AuthenticationError) -> [UInt8] {
+        try gate.store.enrollment(user: user, factor: kind).map { Array("\($0.changedAt.milliseconds)".utf8) } ?? []
+    }
+}
+
+/// A scripted factor armed for one evaluation.
+final class ScriptedArmed: ArmedFactor {
+    let factor: ScriptedFactor
+    let user: String
+    private(set) var released = false
+
+    init(factor: ScriptedFactor, user: String) {
+        self.factor = factor
+        self.user = user
+    }
+
+    func collect() throws(AuthenticationError) -> [Verdict] {
+        guard !released else { throw AuthenticationError(.invalidContext, "collected after release") }
+        return try factor.takeTouches(user: user)
+    }
+
+    var wakeDescriptor: Int32? { nil }
+
+    func release() { released = true }
+}
+
+/// The vault's side of a typed scripted factor: "ok" verifies, through the gate.
+final class ScriptedKeeper: FactorKeeper {
+    let gate: AttemptGate
+    init(gate: AttemptGate) { self.gate = gate }
+    var factor: FactorKind { gate.factor }
+    var store: any Store { gate.store }
+
+    func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
+        guard records.contains(where: { $0.factor == factor }) else { return .notEnrolled }
+        return gate.availability(of: book, whenAllowed: .available)
+    }
+
+    func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        guard case .secret(let secret) = evidence else { throw AuthenticationError(.invalidPolicy, "a secret") }
+        let typed = secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let reservation = try gate.reserve(for: user.name)
         if typed == "ok" {
             try gate.settleSuccess(reservation)
             return .success
@@ -62,7 +155,9 @@ public final class ScriptedFactor: Authenticator {
         return .failure(try gate.settleFailure(reservation, fingerprint: Array(typed.utf8)))
     }
 
-    public func domainState(for user: String) throws(AuthenticationError) -> [UInt8] {
-        try gate.store.enrollment(user: user, factor: kind).map { Array("\($0.changedAt.milliseconds)".utf8) } ?? []
+    func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Enrollment
+    {
+        throw AuthenticationError(.invalidPolicy, "scripted factors are enrolled with enroll(_:)")
     }
 }

@@ -13,10 +13,16 @@ public enum Request: Sendable, Equatable {
     case audit(user: String?)
     /// Sets one of the user's switches (`keyway enable|disable|set`).
     case set(key: String, user: String, value: Bool, via: String)
+    /// Arms the factor for this authentication (`first of`): keywayd waits at the device, matching and counting
+    /// what is presented, at most `attempts` counted failures, for as long as this connection stays open; the
+    /// answer is `.armed` with the nonce that `claim` names.
+    case arm(FactorKind, UserContext, attempts: Int)
+    /// What was presented since the arming named by `nonce` (or since the last claim): `.verdicts`.
+    case claim(FactorKind, UserContext, nonce: [UInt8])
 
     /// The kind byte of each request.
     enum Kind: UInt8 {
-        case availability = 1, verify, enroll, change, remove, status, reset, audit, set
+        case availability = 1, verify, enroll, change, remove, status, reset, audit, set, arm, claim
     }
 
     /// The request's name, for logs.
@@ -31,13 +37,17 @@ public enum Request: Sendable, Equatable {
         case .reset: "reset"
         case .audit: "audit"
         case .set: "set"
+        case .arm: "arm"
+        case .claim: "claim"
         }
     }
 
     /// The user the request is about, if one.
     public var user: String? {
         switch self {
-        case .availability(_, let context), .verify(_, let context, _): context.name
+        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _),
+            .claim(_, let context, _):
+            context.name
         case .enroll(_, let user, _, _, _), .change(_, let user, _, _, _), .remove(_, let user, _, _),
             .reset(_, let user, _):
             user
@@ -97,6 +107,16 @@ public enum Request: Sendable, Equatable {
             out.string(user)
             out.bool(value)
             out.string(via)
+        case .arm(let factor, let user, let attempts):
+            out = WireWriter(kind: Kind.arm.rawValue)
+            out.string(factor.rawValue)
+            out.context(user)
+            out.u32(attempts)
+        case .claim(let factor, let user, let nonce):
+            out = WireWriter(kind: Kind.claim.rawValue)
+            out.string(factor.rawValue)
+            out.context(user)
+            out.data(nonce)
         }
         return out.bytes
     }
@@ -154,6 +174,14 @@ public enum Request: Sendable, Equatable {
             let key = try input.string("the switch", limit: 64)
             let user = try input.string("the user", limit: UserContext.maximumNameLength)
             self = .set(key: key, user: user, value: try input.bool("the value"), via: try input.string("the tool"))
+        case .arm:
+            let factor = try input.factor()
+            let user = try input.context()
+            let attempts = try input.u32("the attempts")
+            guard (1...20).contains(attempts) else { throw WireError("\(attempts) attempts is not from 1 to 20") }
+            self = .arm(factor, user, attempts: attempts)
+        case .claim:
+            self = .claim(try input.factor(), try input.context(), nonce: Array(try input.data("the nonce", limit: 64)))
         }
         try input.finish()
     }
@@ -169,10 +197,14 @@ public enum Response: Sendable, Equatable {
     case verdict(Verdict)
     case status([UserStatus])
     case audit([AuditEntry])
+    /// The factor is armed for this authentication; `claim` names it by this nonce.
+    case armed(nonce: [UInt8])
+    /// What was presented since arming or the last claim, oldest first.
+    case verdicts([Verdict])
     /// The request failed, was refused, or keywayd was busy: nothing was counted unless the error says so.
     case failure(AuthenticationError)
 
-    enum Kind: UInt8 { case done = 1, removed, availability, verdict, status, audit, failure }
+    enum Kind: UInt8 { case done = 1, removed, availability, verdict, status, audit, failure, armed, verdicts }
 
     /// The body, unframed.
     public var encoded: [UInt8] {
@@ -186,20 +218,16 @@ public enum Response: Sendable, Equatable {
         case .availability(let availability):
             out = WireWriter(kind: Kind.availability.rawValue)
             out.availability(availability)
+        case .armed(let nonce):
+            out = WireWriter(kind: Kind.armed.rawValue)
+            out.data(nonce)
+        case .verdicts(let verdicts):
+            out = WireWriter(kind: Kind.verdicts.rawValue)
+            out.u32(verdicts.count)
+            for verdict in verdicts { out.verdict(verdict) }
         case .verdict(let verdict):
             out = WireWriter(kind: Kind.verdict.rawValue)
-            switch verdict {
-            case .success: out.u8(0)
-            case .failure(.mismatch): out.u8(1)
-            case .failure(.repeatedMismatch): out.u8(2)
-            case .failure(.malformed(let why)):
-                out.u8(3)
-                out.string(why)
-            case .failure(.noSample(let why)):
-                out.u8(4)
-                out.string(why)
-            case .failure(.notEnrolled): out.u8(5)
-            }
+            out.verdict(verdict)
         case .status(let users):
             out = WireWriter(kind: Kind.status.rawValue)
             out.u32(users.count)
@@ -254,15 +282,13 @@ public enum Response: Sendable, Equatable {
         case .availability:
             self = .availability(try input.availability())
         case .verdict:
-            switch try input.u8("the verdict") {
-            case 0: self = .verdict(.success)
-            case 1: self = .verdict(.failure(.mismatch))
-            case 2: self = .verdict(.failure(.repeatedMismatch))
-            case 3: self = .verdict(.failure(.malformed(try input.string("the reason"))))
-            case 4: self = .verdict(.failure(.noSample(try input.string("the reason"))))
-            case 5: self = .verdict(.failure(.notEnrolled))
-            case let other: throw WireError("verdict \(other) is unknown")
-            }
+            self = .verdict(try input.verdict())
+        case .armed:
+            self = .armed(nonce: Array(try input.data("the nonce", limit: 64)))
+        case .verdicts:
+            var verdicts: [Verdict] = []
+            for _ in 0..<(try input.count("verdicts", limit: 64)) { verdicts.append(try input.verdict()) }
+            self = .verdicts(verdicts)
         case .status:
             var users: [UserStatus] = []
             for _ in 0..<(try input.count("users", limit: 1_000_000)) {
@@ -326,6 +352,21 @@ extension WireWriter {
         bool(user.concealsEnrollment)
     }
 
+    mutating func verdict(_ verdict: Verdict) {
+        switch verdict {
+        case .success: u8(0)
+        case .failure(.mismatch): u8(1)
+        case .failure(.repeatedMismatch): u8(2)
+        case .failure(.malformed(let why)):
+            u8(3)
+            string(why)
+        case .failure(.noSample(let why)):
+            u8(4)
+            string(why)
+        case .failure(.notEnrolled): u8(5)
+        }
+    }
+
     mutating func evidence(_ evidence: Evidence) {
         switch evidence {
         case .secret(let value):
@@ -385,6 +426,18 @@ extension WireReader {
         UserContext(
             name: try string("the user", limit: UserContext.maximumNameLength), service: try string("the service"),
             isRemote: try bool("remote"), concealsEnrollment: try bool("concealing"))
+    }
+
+    mutating func verdict() throws(WireError) -> Verdict {
+        switch try u8("the verdict") {
+        case 0: return .success
+        case 1: return .failure(.mismatch)
+        case 2: return .failure(.repeatedMismatch)
+        case 3: return .failure(.malformed(try string("the reason")))
+        case 4: return .failure(.noSample(try string("the reason")))
+        case 5: return .failure(.notEnrolled)
+        case let other: throw WireError("verdict \(other) is unknown")
+        }
     }
 
     mutating func evidence() throws(WireError) -> Evidence {

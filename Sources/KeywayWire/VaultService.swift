@@ -15,6 +15,7 @@ import Synchronization
 /// | reset        | yes  | no                                                |
 /// | audit        | yes  | no                                                |
 /// | set          | yes  | own switches; a factor off only just after verifying it (`proofWindow`) |
+/// | arm, claim   | yes  | own account only (a screen locker running as the user); a claim only by the uid that armed |
 ///
 /// A refused request never reaches the vault, so it costs the named user no attempt.
 public struct VaultService: Sendable {
@@ -50,6 +51,8 @@ public struct VaultService: Sendable {
     public let userSettings: [UserSetting]
     /// Who verified which factor when: the proof a user gives before turning that factor off.
     let proofs: Proofs
+    /// The factors armed now (`first of`).
+    public let leases: Leases
     /// How long a verification counts as proof, in milliseconds of `now`.
     public static let proofWindow: Int64 = 120_000
 
@@ -60,6 +63,7 @@ public struct VaultService: Sendable {
         self.vault = vault
         self.userSettings = userSettings
         proofs = Proofs(now: now)
+        leases = Leases(now: now)
     }
 
     /// Recent successful verifications, by caller, account and factor. Used once: turning a factor off spends it.
@@ -91,7 +95,7 @@ public struct VaultService: Sendable {
         if caller.isRoot { return nil }
         let own = caller.owns(request.user)
         switch request {
-        case .availability, .verify, .status(.some):
+        case .availability, .verify, .status(.some), .arm, .claim:
             return own ? nil : "\(caller.label) may only ask about their own account"
         case .change(let factor, _, _, _, _):
             guard own else { return "\(caller.label) may only change their own factors" }
@@ -103,6 +107,12 @@ public struct VaultService: Sendable {
         case .set:
             return own ? nil : "\(caller.label) may only set their own switches"
         }
+    }
+
+    /// The refusal when another authentication holds the device.
+    public static func deviceBusy(_ factor: FactorKind) -> AuthenticationError {
+        AuthenticationError(
+            .factorNotAvailable, "the \(factor == .biometric ? "sensor" : "\(factor)") is in use by another authentication")
     }
 
     /// True for requests that run the slow hash, which keywayd runs on its bounded pool.
@@ -154,6 +164,24 @@ public struct VaultService: Sendable {
                 return .done
             case .audit(let user):
                 return .audit(try vault.audit(of: user))
+            case .arm(let factor, let user, let attempts):
+                // The daemon holds the device first and listens after this answer, for as long as the connection
+                // stays open; here: may the user use the factor now, and is the device free.
+                let availability = vault.availability(of: factor, for: user)
+                if let error = availability.error(for: factor) { return .failure(error) }
+                guard let nonce = leases.open(factor, user: user.name, uid: caller.uid, attempts: attempts) else {
+                    return .failure(Self.deviceBusy(factor))
+                }
+                return .armed(nonce: nonce)
+            case .claim(let factor, let user, let nonce):
+                switch leases.claim(nonce, factor: factor, user: user.name, uid: caller.uid) {
+                case .success(let verdicts):
+                    if verdicts.contains(.success) {
+                        proofs.record(.init(uid: caller.uid, user: user.name, factor: factor))
+                    }
+                    return .verdicts(verdicts)
+                case .failure(let error): return .failure(error)
+                }
             case .set(let key, let user, let value, let via):
                 if !value, !caller.isRoot, let setting = userSettings.first(where: { $0.key == key }),
                     setting.offNeedsProof,

@@ -88,6 +88,22 @@ extension Command {
     /// The rule as an indented tree, each factor with what follows its outcomes.
     static func tree(_ rule: Policy.Rule, depth: Int, isTop: Bool) -> [String] {
         let indent = String(repeating: "  ", count: depth)
+        if case .firstOf(let rules) = rule {
+            let group = isTop ? "the policy" : "this group"
+            var lines = [
+                "\(indent)first of, at once: the sensor waits while the prompt does; the first success is enough:"
+            ]
+            for case .factor(let kind, let attempts) in rules {
+                lines.append("\(indent)  \(kind), up to \(attempts) counted failure\(attempts == 1 ? "" : "s")")
+            }
+            lines += [
+                "\(indent)  on a success of any: \(group) succeeds",
+                "\(indent)  each failure counts for its own factor; one out of tries, the others go on",
+                "\(indent)  when every one has failed or is unavailable: \(group) fails",
+                "\(indent)  on cancel (Ctrl-C) or a failure of Keyway itself: the policy fails at once",
+            ]
+            return lines
+        }
         guard case .atLeast(let count, let rules) = rule else {
             return outcomes(rule, index: 0, of: [rule], needing: 1, depth: depth, isTop: isTop)
         }
@@ -97,10 +113,10 @@ extension Command {
             : count == rules.count ? "all of, in order" : "\(count) of these \(rules.count), tried in order"
         var lines = ["\(indent)\(kind):"]
         for (index, child) in rules.enumerated() {
-            if case .atLeast = child {
-                lines += tree(child, depth: depth + 1, isTop: false)
-            } else {
+            if case .factor = child {
                 lines += outcomes(child, index: index, of: rules, needing: count, depth: depth + 1, isTop: isTop)
+            } else {
+                lines += tree(child, depth: depth + 1, isTop: false)
             }
         }
         return lines

@@ -17,7 +17,7 @@ import Synchronization
 struct KeywayDaemon {
     static let usage = """
         usage: keywayd [--foreground] [--socket PATH] [--store PATH] [--config FILE] [--workers N] [--queue N]
-                       [--request-timeout MS] [--idle-exit SECONDS]
+                       [--request-timeout MS] [--idle-exit SECONDS] [--sensor DIR]
 
           --foreground          stay in the foreground (keywayd never forks; accepted for init scripts)
           --socket PATH         where to listen (default /run/keyway/keywayd.sock); ignored when systemd passes
@@ -30,6 +30,8 @@ struct KeywayDaemon {
           --queue N             requests waiting for a worker before new ones are answered "busy" (default 32)
           --request-timeout MS  how long a client may take to send its request (default 2000)
           --idle-exit SECONDS   exit after this long without a connection (default 0: never)
+          --sensor DIR          the simulated sensor's control directory, where keywayd listens while an
+                                authentication has armed the sensor (default /run/keyway/sensor)
           --unenrolled-counters N
                                 names without an enrollment whose counters are kept (default 10000; the
                                 latest failures win; checked every minute)
@@ -42,6 +44,7 @@ struct KeywayDaemon {
         var vaultOptions = SystemVault.Options()
         vaultOptions.createStore = true
         var configPath: String? = nil
+        var arming = ArmingOptions()
         var words = Array(CommandLine.arguments.dropFirst())[...]
         func value(_ flag: String) -> String {
             guard let next = words.popFirst() else { fail("\(flag) needs a value") }
@@ -65,6 +68,9 @@ struct KeywayDaemon {
             case "--request-timeout": options.requestTimeout = Int64(number(word, 10...600_000))
             case "--idle-exit": options.idleExit = Int64(number(word, 0...86_400)) * 1000
             case "--unenrolled-counters": options.unenrolledCounterLimit = number(word, 0...100_000_000)
+            case "--sensor":
+                arming.sensorDirectory = value(word)
+                guard arming.sensorDirectory.hasPrefix("/") else { fail("--sensor \(arming.sensorDirectory): give an absolute path") }
             case "--help":
                 print(usage)
                 exit(0)
@@ -75,6 +81,7 @@ struct KeywayDaemon {
         case .success(let configuration):
             for warning in configuration.warnings { Server.log(warning.description) }
             vaultOptions.settings = configuration.settings
+            arming.settings = configuration.settings[.biometric]
         case .failure(let problems):
             let text = "keywayd: refusing to start: the configuration has errors\n\(problems)\n"
             _ = text.withCString { write(2, $0, strlen($0)) }
@@ -115,7 +122,7 @@ struct KeywayDaemon {
         let server = Server(
             service: VaultService(
                 vault: vault, userSettings: Runtime.plugins.userSettings, now: UnixSocket.monotonicMilliseconds),
-            options: options
+            options: options, arming: arming
         ) {
             // Names without an enrollment keep counters (concealment); cap them (Store.pruneCounters).
             do throws(AuthenticationError) {
@@ -199,6 +206,8 @@ final class Server: Sendable {
 
     let service: VaultService
     let options: Options
+    /// Where the sensor is listened to for an armed authentication.
+    let arming: ArmingOptions
     /// Run at start and every `maintenanceInterval`, on a thread of its own.
     let maintenance: @Sendable () -> Void
     private let connections = Mutex(Connections())
@@ -206,9 +215,13 @@ final class Server: Sendable {
     private let workers: DispatchSemaphore
     private let maintaining = Mutex(false)
 
-    init(service: VaultService, options: Options, maintenance: @escaping @Sendable () -> Void) {
+    init(
+        service: VaultService, options: Options, arming: ArmingOptions = ArmingOptions(),
+        maintenance: @escaping @Sendable () -> Void
+    ) {
         self.service = service
         self.options = options
+        self.arming = arming
         self.maintenance = maintenance
         workers = DispatchSemaphore(value: options.workers)
     }
@@ -359,6 +372,9 @@ final class Server: Sendable {
             return
         }
         let caller = VaultService.Caller(uid: peer.uid, name: Self.name(of: peer.uid))
+        if case .arm(let factor, let user, _) = request {
+            return serveArm(request, factor: factor, user: user, from: caller, on: fd)
+        }
         let answer: Response
         if VaultService.isSlow(request) && VaultService.refusal(of: request, by: caller) == nil {
             answer =
@@ -399,7 +415,7 @@ final class Server: Sendable {
         return body()
     }
 
-    private func reply(_ response: Response, to fd: Int32) {
+    func reply(_ response: Response, to fd: Int32) {
         let deadline = UnixSocket.monotonicMilliseconds() + options.requestTimeout
         _ = UnixSocket.send(WireWriter.frame(response.encoded), to: fd, until: deadline)
     }

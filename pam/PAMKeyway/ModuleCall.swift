@@ -20,6 +20,13 @@ struct ModuleCall {
             audit = call.definition.mode == .audit
             handedOver = call.options.handoverLabel != nil
             let policy = call.definition.policy
+            if call.readTTY {
+                switch DirectTerminal.open(tty: handle.item(PAM_TTY), isRemote: call.user.isRemote) {
+                case .success(let terminal): conversation.terminal = terminal
+                case .failure(let why): log(LOG_INFO, "read-tty: \(why.reason); default mode (Enter after a touch)")
+                }
+            }
+            defer { conversation.terminal = nil }
             let evaluation = call.runtime.context(call.options).evaluate(
                 policy, for: call.user, reason: "\(call.user.service) authentication",
                 conversation: conversation)
@@ -77,6 +84,8 @@ struct ModuleCall {
         let user: UserContext
         /// The evaluation's options: the way out to the next module (`next=`).
         let options: EvaluationContext.Options
+        /// `read-tty`: read the terminal directly where it can.
+        let readTTY: Bool
 
         /// " remote=yes" for a remote session, for logs.
         var `where`: String { user.isRemote ? " remote=yes" : "" }
@@ -152,7 +161,10 @@ struct ModuleCall {
         }
         if unenrolled == .skip && !hasAnyFactor(of: policy, runtime, context) { return .ignored }
         let evaluating = EvaluationContext.Options(handoverLabel: parsed.next.map { "Use \($0)" })
-        return body(Call(runtime: runtime, definition: resolved.definition, user: context, options: evaluating))
+        return body(
+            Call(
+                runtime: runtime, definition: resolved.definition, user: context, options: evaluating,
+                readTTY: parsed.readTTY))
     }
 
     /// True when the user has at least one of the policy's factors enrolled (or keywayd cannot say: then the

@@ -16,9 +16,26 @@ final class PAMConversation: Conversation {
     /// Messages held back by PAM_SILENT, oldest first.
     private(set) var held: [String] = []
 
+    /// The terminal the module reads itself for a prompt that can be woken (`read-tty`), or nil.
+    var terminal: DirectTerminal?
+
     init(_ handle: PAMHandle) { self.handle = handle }
 
     func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply {
+        if let wake = prompt.wake, let terminal {
+            // Messages go through the host's conversation as usual; only the prompt is ours.
+            for message in held { handle.show(Message(kind: .error, text: message, isInstruction: true)) }
+            held = []
+            let text = Prompt(wake.text, fallbackLabel: prompt.fallbackLabel).textWithFallback
+            switch terminal.read(text, wake: wake.descriptor) {
+            case .failure(let error): throw error
+            case .success(.cancel): return .cancel
+            case .success(.woken): return .secret(Secret(copying: [UInt8]()))
+            case .success(.line(let secret)):
+                if secret.isEmpty && prompt.fallbackLabel != nil { return .fallback }
+                return .secret(secret)
+            }
+        }
         let text = (held + [prompt.textWithFallback]).joined(separator: "\n")
         held = []
         switch handle.prompt(text, echo: prompt.echo) {
