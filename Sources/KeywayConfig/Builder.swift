@@ -504,7 +504,7 @@ struct Builder {
                 diagnostics.append(
                     spot.error(
                         "'first of' lists factors, not rules or policies",
-                        help: "write the factors themselves, e.g. first of (biometric, pattern)"))
+                        help: "write the factors themselves, e.g. first of (biometric, gesture)"))
                 failed = true
                 continue
             }
@@ -531,7 +531,7 @@ struct Builder {
                 place.error(
                     "'first of' can wait for one typed factor at most (\(Setting.list(typed.map { $0.rawValue })) are "
                         + "both typed)",
-                    help: "one prompt cannot tell a pattern from a passcode; write 'first of (biometric, pattern) or "
+                    help: "one prompt cannot tell a pattern from a passcode; write 'first of (biometric, gesture) or "
                         + "passcode'"))
             return nil
         }

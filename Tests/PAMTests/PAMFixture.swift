@@ -79,7 +79,8 @@ struct PAMFixture {
     /// Starts keywayd on this fixture's store and socket (once), and waits until it accepts connections.
     func startDaemon(_ extra: [String] = [], environment: [String: String] = [:]) {
         daemon.start(
-            [daemonPath, "--socket", socket, "--store", store, "--idle-exit", "120"] + extra, socket: socket,
+            [daemonPath, "--socket", socket, "--store", store, "--sensor", sensor, "--idle-exit", "120"] + extra,
+            socket: socket,
             environment: environment)
     }
 

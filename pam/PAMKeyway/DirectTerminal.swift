@@ -28,7 +28,9 @@ final class DirectTerminal {
         if isRemote { return no("the session is remote") }
         guard let tty, !tty.isEmpty else { return no("PAM_TTY is not set") }
         let path = tty.hasPrefix("/") ? tty : "/dev/" + tty
-        guard path.hasPrefix("/dev/"), !path.contains("/../") else { return no("PAM_TTY (\(tty)) is not a device") }
+        guard path.hasPrefix("/dev/"), !path.split(separator: "/").contains("..") else {
+            return no("PAM_TTY (\(tty)) is not a device")
+        }
         let descriptor = keyway_open(path, O_RDWR | O_NOCTTY | O_CLOEXEC, 0)
         guard descriptor >= 0 else {
             return no("cannot open PAM_TTY \(path): \(String(cString: strerror(keyway_errno())))")
