@@ -72,4 +72,70 @@ struct LoginTests {
         #expect(lines.filter { $0.hasPrefix("Pattern (dots 1-9):") }.count == 5, "a prompt after the lock: \(screen)")
         #expect(!screen.contains("0 attempts left"), "\(screen)")
     }
+
+    /// Puts `first of (biometric, gesture)` with `read-tty` in front of login's own stack, for a user with a finger,
+    /// a pattern and a passcode; returns the original stack to put back.
+    func installReadTTY() throws -> Data {
+        try requireIsolation()
+        let original = try Data(contentsOf: URL(fileURLWithPath: stack))
+        #expect(try TestAccounts.add(user))
+        try fixture.enrollPattern(user, "2-4-9-3")
+        try fixture.enrollPasscode(user, "739155")
+        try fixture.enrollFinger(user, "right-index")
+        fixture.startDaemon()
+        let config = fixture.writeConfig("[policy either]\nrequire = first of (biometric, gesture)\n")
+        let keyway =
+            "auth [success=done default=ignore] \(modulePath) policy=either \(config) \(fixture.moduleArguments) "
+            + "read-tty\n"
+        try Data((keyway + String(decoding: original, as: UTF8.self)).utf8).write(to: URL(fileURLWithPath: stack))
+        return original
+    }
+
+    static let noEnterPrompt = "Touch the sensor, or type your pattern (dots 1-9):"
+
+    @Test("read-tty at a real login: a touch alone logs in, no Enter pressed")
+    func touchAloneLogsIn() throws {
+        let original = try installReadTTY()
+        defer {
+            try? original.write(to: URL(fileURLWithPath: stack))
+            TestAccounts.remove(user)
+            fixture.remove()
+        }
+        let terminal = try Terminal("login \(user)")
+        defer { terminal.close() }
+        try terminal.waitFor(Self.noEnterPrompt)
+        let touched = try run(
+            cliPath, ["sensor", "present", user, "right-index", "--wait", "5", "--sensor", fixture.sensor])
+        #expect(touched.status == 0, "\(touched.text)")
+        // The user's shell, with no key pressed since the prompt.
+        try terminal.type("echo logged-in-as-$(id -un)")
+        let screen = try terminal.waitFor("logged-in-as-\(user)\n")
+        #expect(!screen.contains("Login incorrect"), "\(screen)")
+    }
+
+    @Test("read-tty at a real login: Ctrl-C ends the prompt and the terminal echoes again")
+    func readTTYCtrlC() throws {
+        let original = try installReadTTY()
+        defer {
+            try? original.write(to: URL(fileURLWithPath: stack))
+            TestAccounts.remove(user)
+            fixture.remove()
+        }
+        let terminal = try Terminal("login \(user)")
+        defer { terminal.close() }
+        try terminal.waitFor(Self.noEnterPrompt)
+        try terminal.sendKey("2")  // typed, not shown: echo is off while the module reads
+        var screen = try terminal.screen()
+        #expect(screen.hasSuffix(Self.noEnterPrompt), "\(screen)")
+        try terminal.sendKey("C-c")
+        // The module read Ctrl-C as a key (no signal was sent) and gave up; the stack goes on to login's password.
+        screen = try terminal.waitFor("Password:")
+        #expect(screen.contains(Self.noEnterPrompt + " ^C\nCancelled.\nPassword:"), "\(screen)")
+        // pam_unix turns echo off for the password and puts back what it found: echo on, if the module restored it.
+        try terminal.type("")
+        screen = try terminal.waitFor("login:")
+        _ = try run("/usr/bin/tmux", ["-L", terminal.server, "send-keys", "-t", "0", "-l", "echo-is-on"])
+        screen = try terminal.waitFor("login: echo-is-on")
+        #expect(!screen.contains("logged in"), "\(screen)")
+    }
 }
