@@ -14,11 +14,29 @@ public final class SocketSensorEvents: SensorEventSource {
     public let owner: uid_t
     /// The listener kept between events by `hold()`, or nil when each wait binds its own.
     private let held = Mutex<Listener?>(nil)
+    /// Answer "ok" only once the event has been acted on (`acknowledge()`), so the sender knows it counted.
+    public let acknowledgesAfterHandling: Bool
+    /// The sender of the last event, waiting for its "ok".
+    private let unanswered = Mutex<Int32?>(nil)
 
     /// Creates a source; nothing is bound until a wait.
-    public init(directory: String = SensorControl.defaultDirectory, owner: uid_t = 0) {
+    public init(
+        directory: String = SensorControl.defaultDirectory, owner: uid_t = 0, acknowledgesAfterHandling: Bool = false
+    ) {
         self.directory = directory
         self.owner = owner
+        self.acknowledgesAfterHandling = acknowledgesAfterHandling
+    }
+
+    /// Answers the sender of the last event "ok" (with `acknowledgesAfterHandling`): keywayd calls it once the touch
+    /// is matched and counted, so `keyway sensor present` returns only when a claim would see it.
+    public func acknowledge() {
+        guard let client = unanswered.withLock({ client -> Int32? in
+            defer { client = nil }
+            return client
+        }) else { return }
+        SensorControl.reply(client, "ok")
+        CKeywayLibc.close(client)
     }
 
     /// The flag file decides; `lstat` rather than `access`, which would check the real uid (a user's, under su).
@@ -40,6 +58,7 @@ public final class SocketSensorEvents: SensorEventSource {
 
     /// Gives the sensor back after `hold()`.
     public func release() {
+        acknowledge()
         held.withLock { listener in
             listener?.close()
             listener = nil
@@ -47,6 +66,7 @@ public final class SocketSensorEvents: SensorEventSource {
     }
 
     public func next(timeout: Duration, cancellation: CancellationFlag) -> SensorEvent? {
+        acknowledge()  // whatever came before has been handled by now
         let listening: Listener
         let kept = held.withLock { $0 }
         if let kept {
@@ -67,10 +87,16 @@ public final class SocketSensorEvents: SensorEventSource {
             let client = accept(listening.socket, nil, nil)
             guard client >= 0 else { continue }
             _ = keyway_fcntl(client, F_SETFD, FD_CLOEXEC)
-            defer { CKeywayLibc.close(client) }
             if let event = serve(client, until: min(deadline, SensorControl.monotonicMilliseconds() + 2000)) {
+                if acknowledgesAfterHandling {
+                    acknowledge()
+                    unanswered.withLock { $0 = client }
+                } else {
+                    CKeywayLibc.close(client)
+                }
                 return event
             }
+            CKeywayLibc.close(client)
         }
         return nil
     }
@@ -91,7 +117,7 @@ public final class SocketSensorEvents: SensorEventSource {
             if event == .unplug || event == .plug {
                 _ = SensorControl.setPluggedIn(event == .plug, directory: directory)
             }
-            SensorControl.reply(client, "ok")
+            if !acknowledgesAfterHandling { SensorControl.reply(client, "ok") }
             return event
         case .failure(let error):
             SensorControl.reply(client, "error \(error)")

@@ -28,7 +28,7 @@ extension Server {
             reply(.failure(AuthenticationError(.notPermitted, refusal)), to: fd)
             return
         }
-        let events = SocketSensorEvents(directory: arming.sensorDirectory, owner: 0)
+        let events = SocketSensorEvents(directory: arming.sensorDirectory, owner: 0, acknowledgesAfterHandling: true)
         if case .failure(let error) = events.hold() {
             let busy = error.description.contains("in use")
             reply(
@@ -78,6 +78,7 @@ extension Server {
             case .failure(let reason):
                 leases.end(nonce, with: AuthenticationError(.biometryNotAvailable, "the sensor failed: \(reason)"))
             }
+            events.acknowledge()  // the sender hears "ok" once a claim would see the touch
             var wake: UInt8 = 1
             _ = send(fd, &wake, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
         }

@@ -3,6 +3,9 @@
  *
  *   harness [options] CONFDIR SERVICE USER
  *     --answer TEXT      answer the next prompt with TEXT (repeatable; "" is an empty answer)
+ *     --answer-when FILE TEXT
+ *                        answer the next prompt with TEXT once FILE exists (at most 30 s): a person who answers
+ *                        after doing something else (touching the sensor while the prompt waits)
  *     --null-answer      answer the next prompt with no response (the person gave up)
  *     --conv-error       make the conversation itself fail at the next prompt
  *     --huge-answer N    answer the next prompt with N bytes of 'x'
@@ -35,7 +38,7 @@
 #include <utmpx.h>
 
 enum kind { ANSWER, NULL_ANSWER, CONV_ERROR };
-struct answer { enum kind kind; const char *text; size_t length; /* 0: strlen(text) */ };
+struct answer { enum kind kind; const char *text; size_t length; /* 0: strlen(text) */ const char *when; };
 struct script { struct answer answers[64]; int count, next; int quiet; struct timespec start; long first_prompt_us; };
 
 static long elapsed_us(const struct timespec *from) {
@@ -79,6 +82,7 @@ static int converse(int count, const struct pam_message **messages, struct pam_r
             if (!script->quiet) printf("%s: %s\n", m->msg_style == PAM_PROMPT_ECHO_ON ? "prompt-echo" : "prompt", m->msg);
             if (script->next >= script->count) { free(replies); return PAM_CONV_ERR; }
             struct answer a = script->answers[script->next++];
+            for (int waited = 0; a.when && access(a.when, F_OK) != 0 && waited < 1500; waited++) usleep(20000);
             if (a.kind == CONV_ERROR) { free(replies); return PAM_CONV_ERR; }
             if (a.kind == ANSWER) {  /* the whole buffer, bytes after an embedded NUL included */
                 size_t length = a.length ? a.length : strlen(a.text);
@@ -181,21 +185,25 @@ int main(int argc, char **argv) {
     const char *tty = NULL, *user_override = NULL;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--answer") == 0 && i + 1 < argc && script.count < 64)
-            script.answers[script.count++] = (struct answer){ ANSWER, argv[++i], 0 };
+            script.answers[script.count++] = (struct answer){ ANSWER, argv[++i], 0, NULL };
+        else if (strcmp(argv[i], "--answer-when") == 0 && i + 2 < argc && script.count < 64) {
+            script.answers[script.count++] = (struct answer){ ANSWER, argv[i + 2], 0, argv[i + 1] };
+            i += 2;
+        }
         else if (strcmp(argv[i], "--null-answer") == 0 && script.count < 64)
-            script.answers[script.count++] = (struct answer){ NULL_ANSWER, NULL, 0 };
+            script.answers[script.count++] = (struct answer){ NULL_ANSWER, NULL, 0, NULL };
         else if (strcmp(argv[i], "--conv-error") == 0 && script.count < 64)
-            script.answers[script.count++] = (struct answer){ CONV_ERROR, NULL, 0 };
+            script.answers[script.count++] = (struct answer){ CONV_ERROR, NULL, 0, NULL };
         else if (strcmp(argv[i], "--huge-answer") == 0 && i + 1 < argc && script.count < 64) {
             size_t n = (size_t)atol(argv[++i]);
             char *text = malloc(n + 1);
             memset(text, 'x', n); text[n] = 0;
-            script.answers[script.count++] = (struct answer){ ANSWER, text, n };
+            script.answers[script.count++] = (struct answer){ ANSWER, text, n, NULL };
         }
         else if (strcmp(argv[i], "--answer-hex") == 0 && i + 1 < argc && script.count < 64) {
             size_t n;
             char *bytes = from_hex(argv[++i], &n);
-            script.answers[script.count++] = (struct answer){ ANSWER, bytes, n };
+            script.answers[script.count++] = (struct answer){ ANSWER, bytes, n, NULL };
         }
         else if (strcmp(argv[i], "--user-hex") == 0 && i + 1 < argc) {
             size_t n;
