@@ -132,19 +132,22 @@ final class ScriptedArmed: ArmedFactor {
     func release() { released = true }
 }
 
-/// The vault's side of a typed scripted factor: "ok" verifies, through the gate.
-final class ScriptedKeeper: FactorKeeper {
-    let gate: AttemptGate
-    init(gate: AttemptGate) { self.gate = gate }
-    var factor: FactorKind { gate.factor }
-    var store: any Store { gate.store }
+/// The vault's side of a scripted factor: a secret "ok" verifies, through the gate; enrolled when the store has an
+/// enrollment of its factor.
+public final class ScriptedKeeper: FactorKeeper {
+    /// Counts attempts.
+    public let gate: AttemptGate
+    /// Creates the keeper over `gate`.
+    public init(gate: AttemptGate) { self.gate = gate }
+    public var factor: FactorKind { gate.factor }
+    public var store: any Store { gate.store }
 
-    func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
+    public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
         guard records.contains(where: { $0.factor == factor }) else { return .notEnrolled }
         return gate.availability(of: book, whenAllowed: .available)
     }
 
-    func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+    public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
         guard case .secret(let secret) = evidence else { throw AuthenticationError(.invalidPolicy, "a secret") }
         let typed = secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         let reservation = try gate.reserve(for: user.name)
@@ -155,7 +158,7 @@ final class ScriptedKeeper: FactorKeeper {
         return .failure(try gate.settleFailure(reservation, fingerprint: Array(typed.utf8)))
     }
 
-    func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
+    public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
         throws(AuthenticationError) -> Enrollment
     {
         throw AuthenticationError(.invalidPolicy, "scripted factors are enrolled with enroll(_:)")

@@ -43,6 +43,8 @@ struct VaultServiceTests {
             .enroll(.gesture, user: user, label: nil, .secret(pattern), via: "t"),
             .remove(.gesture, user: user, label: nil, via: "t"), .reset(nil, user: user, via: "t"), .audit(user: user),
             .set(key: "gesture.show-trail", user: user, value: false, via: "t"),
+            .arm(.biometric, UserContext(name: user), attempts: 3),
+            .claim(.biometric, UserContext(name: user), nonce: Array(repeating: 7, count: 16)),
         ]
     }
 
@@ -53,7 +55,7 @@ struct VaultServiceTests {
 
     @Test("a user may ask availability, verify, status, change (pattern, passcode) and set of their own account only")
     func ownRow() {
-        let allowed: Set = ["availability", "verify", "status alice", "change gesture", "set"]
+        let allowed: Set = ["availability", "verify", "status alice", "change gesture", "set", "arm", "claim"]
         for request in Self.requests(about: "alice") {
             var key = request.name
             if case .status(let user) = request { key += " " + (user ?? "everyone") }
@@ -157,5 +159,141 @@ struct VaultServiceTests {
             try store.auditTrail(user: "alice").map(\.description).contains {
                 $0.hasSuffix("root via keyway disable set alice gesture.enabled=off")
             })
+    }
+}
+
+/// keywayd's armed factors (`first of`): a match is claimed once, with the nonce, by the uid that armed, for the
+/// same user, within its lifetime; one authentication holds the device at a time.
+@Suite("keywayd: armed sensor leases")
+struct LeaseTests {
+    /// The monotonic clock and the nonce maker the leases see.
+    final class World: Sendable {
+        let now = Mutex<Int64>(1_000)
+        let nonces = Mutex<UInt8>(0)
+    }
+    let world = World()
+    let leases: Leases
+
+    init() {
+        let world = self.world
+        leases = Leases(
+            now: { world.now.withLock { $0 } },
+            random: { Array(repeating: world.nonces.withLock { $0 += 1; return $0 }, count: Leases.nonceLength) })
+    }
+
+    func advance(_ milliseconds: Int64) { world.now.withLock { $0 += milliseconds } }
+
+    @Test("what was presented is claimed once, in order; a success is spent and nothing counts after it")
+    func claimOnce() throws {
+        let nonce = try #require(leases.open(.biometric, user: "alice", uid: 0, attempts: 3))
+        leases.record(.failure(.mismatch), for: nonce)
+        leases.record(.success, for: nonce)
+        #expect(!leases.wantsMore(nonce), "a lease with a match waiting listens no more")
+        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .success([.failure(.mismatch), .success]))
+        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .success([]))
+        leases.record(.success, for: nonce)
+        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .success([]))
+    }
+
+    @Test("another uid, another user, another factor or a made-up nonce: the same refusal, and the match stays")
+    func boundToTheAuthentication() throws {
+        let nonce = try #require(leases.open(.biometric, user: "alice", uid: 1000, attempts: 3))
+        leases.record(.success, for: nonce)
+        for (factor, user, uid, tried) in [
+            (FactorKind.biometric, "alice", UInt32(1001), nonce), (.biometric, "bob", 1000, nonce),
+            (.gesture, "alice", 1000, nonce), (.biometric, "alice", 1000, Array(repeating: 9, count: 16)),
+            (.biometric, "alice", 1000, []),
+        ] {
+            guard case .failure(let error) = leases.claim(tried, factor: factor, user: user, uid: uid) else {
+                Issue.record("claimed by \(uid) for \(user)")
+                continue
+            }
+            #expect(error.code == .invalidContext)
+        }
+        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 1000) == .success([.success]))
+    }
+
+    @Test("a match expires 60 s after the touch; failures do not")
+    func expiry() throws {
+        let nonce = try #require(leases.open(.biometric, user: "alice", uid: 0, attempts: 3))
+        leases.record(.failure(.mismatch), for: nonce)
+        leases.record(.success, for: nonce)
+        #expect(Leases.matchLifetime == 60_000)
+        advance(Leases.matchLifetime)
+        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .success([.failure(.mismatch)]))
+    }
+
+    @Test("one authentication holds the device; it is free again when the lease closes or outlives its limit")
+    func oneAtATime() throws {
+        let first = try #require(leases.open(.biometric, user: "alice", uid: 0, attempts: 3))
+        #expect(leases.open(.biometric, user: "bob", uid: 0, attempts: 3) == nil)
+        leases.close(first)
+        guard case .failure = leases.claim(first, factor: .biometric, user: "alice", uid: 0) else {
+            Issue.record("a closed lease was claimed")
+            return
+        }
+        let second = try #require(leases.open(.biometric, user: "bob", uid: 0, attempts: 3))
+        #expect(leases.wantsMore(second))
+        advance(Leases.maximumDuration)
+        #expect(!leases.wantsMore(second))
+        #expect(leases.open(.biometric, user: "carol", uid: 0, attempts: 3) != nil)
+    }
+
+    @Test("the lease stops after its attempts; an end (cancel, unplug, lockout) is reported once nothing is pending")
+    func attemptsAndEnd() throws {
+        let nonce = try #require(leases.open(.biometric, user: "alice", uid: 0, attempts: 2))
+        leases.record(.failure(.noSample("too fast")), for: nonce)
+        #expect(leases.wantsMore(nonce), "an unusable sample is not a counted failure")
+        leases.record(.failure(.mismatch), for: nonce)
+        leases.record(.failure(.mismatch), for: nonce)
+        #expect(!leases.wantsMore(nonce))
+        leases.end(nonce, with: AuthenticationError(.userCancel))
+        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0)
+            == .success([.failure(.noSample("too fast")), .failure(.mismatch), .failure(.mismatch)]))
+        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .failure(AuthenticationError(.userCancel)))
+    }
+
+    @Test("arm and claim, and their answers, cross the wire unchanged")
+    func wire() throws {
+        let user = UserContext(name: "alice", service: "sudo", isRemote: false, concealsEnrollment: true)
+        for request in [
+            Request.arm(.biometric, user, attempts: 3), .claim(.biometric, user, nonce: Array(0..<16)),
+        ] {
+            #expect(try Request(decoding: request.encoded) == request)
+        }
+        for response in [
+            Response.armed(nonce: Array(0..<16)), .verdicts([]),
+            .verdicts([.failure(.mismatch), .failure(.noSample("too fast")), .success]),
+        ] {
+            #expect(try Response(decoding: response.encoded) == response)
+        }
+        #expect(throws: WireError.self) { try Request(decoding: Request.arm(.biometric, user, attempts: 0).encoded) }
+    }
+
+    @Test("VaultService: arming needs the factor usable and the device free; a claimed match is proof for `disable`")
+    func service() throws {
+        let store = InMemoryStore()
+        let clock = ManualClock()
+        let sensor = ScriptedFactor(.biometric, store: store, clock: clock, schedule: .biometric, biometry: .fingerprint)
+        let vault = LocalVault(store: store, clock: clock, keepers: [ScriptedKeeper(gate: sensor.gate)])
+        let service = VaultService(vault: vault, userSettings: [.enabled(.biometric)])
+        let alice = VaultService.Caller(uid: 1000, name: "alice")
+        let context = UserContext(name: "alice")
+        guard case .failure(let unenrolled) = service.answer(.arm(.biometric, context, attempts: 3), from: alice)
+        else { Issue.record("armed with nothing enrolled"); return }
+        #expect(unenrolled.code == .biometryNotEnrolled)
+        try sensor.enroll("alice")
+        guard case .armed(let nonce) = service.answer(.arm(.biometric, context, attempts: 3), from: alice) else {
+            Issue.record("not armed")
+            return
+        }
+        guard case .failure(let busy) = service.answer(.arm(.biometric, context, attempts: 3), from: alice) else {
+            Issue.record("armed twice")
+            return
+        }
+        #expect(busy.reason == "the sensor is in use by another authentication")
+        service.leases.record(.success, for: nonce)
+        #expect(service.answer(.claim(.biometric, context, nonce: nonce), from: alice) == .verdicts([.success]))
+        #expect(service.answer(.set(key: "biometric.enabled", user: "alice", value: false, via: "t"), from: alice) == .done)
     }
 }
