@@ -529,8 +529,8 @@ struct Builder {
         if typed.count > 1 {
             diagnostics.append(
                 place.error(
-                    "'first of' can wait for one typed factor at most (\(Setting.list(typed.map { $0.rawValue })) are "
-                        + "both typed)",
+                    "'first of' can wait for one typed factor at most (\(typed.map { $0.rawValue }.joined(separator: " and ")) "
+                        + "are both typed)",
                     help: "one prompt cannot tell a pattern from a passcode; write 'first of (biometric, gesture) or "
                         + "passcode'"))
             return nil

@@ -189,6 +189,30 @@ struct MalformedConfigTests {
             ),
             ("[gesture]\nmin-dots = 5\u{1}\n", "t.conf:2:13: error: a control character is not allowed here"),
             ("[policy sudo]\nrequire = \(deep)\n", "t.conf:2:27: error: the rule nests deeper than 16 levels"),
+            (
+                "[policy sudo]\nrequire = first of (biometric, gesture or passcode)\n",
+                "t.conf:2:32: error: 'first of' lists factors, not rules or policies"
+            ),
+            (
+                "[policy sudo]\nrequire = first of (biometric, pattern)\n",
+                "t.conf:2:32: error: 'first of' lists factors, not rules or policies"
+            ),
+            (
+                "[policy sudo]\nrequire = first of (biometric)\n",
+                "t.conf:2:11: error: 'first of' lists at least two factors"
+            ),
+            (
+                "[policy sudo]\nrequire = first of (biometric, gesture, passcode)\n",
+                "t.conf:2:11: error: 'first of' can wait for one typed factor at most (gesture and passcode are both typed)"
+            ),
+            (
+                "[policy sudo]\nrequire = first of (gesture, gesture*2)\n",
+                "t.conf:2:30: error: 'gesture' is listed twice in 'first of'"
+            ),
+            (
+                "[policy sudo]\nrequire = first (biometric, gesture)\n",
+                "t.conf:2:17: error: expected 'and', 'or' or the end of the rule, found '('"
+            ),
         ])
     func refused(text: String, expected: String) {
         let errors = Self.problems(text)
