@@ -130,6 +130,22 @@ struct PolicyCommandTests {
         #expect(unknown.status == 65 && unknown.text.contains("did you mean 'sudo'?"), "\(unknown.text)")
     }
 
+    @Test("show explains `first of`: armed at once, the first success wins, failures per factor")
+    func showFirstOf() throws {
+        defer { fixture.remove() }
+        fixture.writeConfig("[policy either]\nrequire = first of (biometric, gesture*5) or passcode\n")
+        let shown = try keyway(["policy", "show", "either"])
+        #expect(shown.status == 0, "\(shown.text)")
+        let text = shown.standardOutput.joined(separator: "\n")
+        #expect(text.contains("require = first of (biometric*3, gesture*5) or passcode*3"), "\(text)")
+        #expect(
+            text.contains(
+                "    first of, at once: the sensor waits while the prompt does; the first success is enough:\n"
+                    + "      biometric, up to 3 counted failures\n      gesture, up to 5 counted failures\n"
+                    + "      on a success of any: this group succeeds"), "\(text)")
+        #expect(text.contains("each failure counts for its own factor"), "\(text)")
+    }
+
     @Test("unlock --policy evaluates a configured policy as the module does, variant and settings included")
     func unlock() throws {
         defer { fixture.remove() }
