@@ -31,10 +31,12 @@ public final class SocketSensorEvents: SensorEventSource {
     /// Answers the sender of the last event "ok" (with `acknowledgesAfterHandling`): keywayd calls it once the touch
     /// is matched and counted, so `keyway sensor present` returns only when a claim would see it.
     public func acknowledge() {
-        guard let client = unanswered.withLock({ client -> Int32? in
-            defer { client = nil }
-            return client
-        }) else { return }
+        guard
+            let client = unanswered.withLock({ client -> Int32? in
+                defer { client = nil }
+                return client
+            })
+        else { return }
         SensorControl.reply(client, "ok")
         CKeywayLibc.close(client)
     }

@@ -112,7 +112,8 @@ public struct VaultService: Sendable {
     /// The refusal when another authentication holds the device.
     public static func deviceBusy(_ factor: FactorKind) -> AuthenticationError {
         AuthenticationError(
-            .factorNotAvailable, "the \(factor == .biometric ? "sensor" : "\(factor)") is in use by another authentication")
+            .factorNotAvailable,
+            "the \(factor == .biometric ? "sensor" : "\(factor)") is in use by another authentication")
     }
 
     /// True for requests that run the slow hash, which keywayd runs on its bounded pool.

@@ -70,7 +70,9 @@ struct KeywayDaemon {
             case "--unenrolled-counters": options.unenrolledCounterLimit = number(word, 0...100_000_000)
             case "--sensor":
                 arming.sensorDirectory = value(word)
-                guard arming.sensorDirectory.hasPrefix("/") else { fail("--sensor \(arming.sensorDirectory): give an absolute path") }
+                guard arming.sensorDirectory.hasPrefix("/") else {
+                    fail("--sensor \(arming.sensorDirectory): give an absolute path")
+                }
             case "--help":
                 print(usage)
                 exit(0)

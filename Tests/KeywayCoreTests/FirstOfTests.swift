@@ -36,7 +36,9 @@ struct FirstOfTests {
         return (context.evaluate(policy, for: user, reason: "test", conversation: conversation), conversation)
     }
 
-    func failures(_ factor: FactorKind) -> Int { (try? store.attempts(user: user.name)[factor].consecutiveFailures) ?? -1 }
+    func failures(_ factor: FactorKind) -> Int {
+        (try? store.attempts(user: user.name)[factor].consecutiveFailures) ?? -1
+    }
 
     @Test("one prompt asks for both; a touch, then Enter, succeeds")
     func touchThenEnter() {
@@ -86,8 +88,9 @@ struct FirstOfTests {
         let rig = FirstOfTests(options: .init(handoverLabel: "Use password"))
         let (evaluation, conversation) = rig.evaluate([.fallback])
         #expect(evaluation.error?.code == .userFallback)
-        #expect(conversation.prompts.first?.textWithFallback
-            == "Touch the sensor and press Enter, or type your gesture (Enter: use password): ")
+        #expect(
+            conversation.prompts.first?.textWithFallback
+                == "Touch the sensor and press Enter, or type your gesture (Enter: use password): ")
         #expect(conversation.messages.isEmpty)
     }
 
@@ -116,14 +119,16 @@ struct FirstOfTests {
     func sharedLockout() {
         _ = evaluate([.type(""), .cancel], during: [1: ["a", "b", "c"]])
         #expect(failures(.biometric) == 3)
-        let sensorOnly = Policy(name: "sensor", rule: .firstOf([.factor(.biometric, attempts: 5), .factor(.passcode, attempts: 3)]))
+        let sensorOnly = Policy(
+            name: "sensor", rule: .firstOf([.factor(.biometric, attempts: 5), .factor(.passcode, attempts: 3)]))
         let (evaluation, conversation) = evaluate([.type(""), .cancel], policy: sensorOnly, during: [1: ["d", "e"]])
         #expect(failures(.biometric) == 5)
         #expect(!evaluation.succeeded)
         // The fifth failure locks biometrics: said at once, and the prompt goes on for the passcode alone.
         #expect(conversation.messages.map(\.text).contains("Not recognized."), "\(conversation.messages)")
         #expect(conversation.prompts.map(\.text).last == "passcode: ", "\(conversation.prompts.map(\.text))")
-        if case .lockedOut = sensor.availability(for: user) {} else {
+        if case .lockedOut = sensor.availability(for: user) {
+        } else {
             Issue.record("biometrics are not locked: \(sensor.availability(for: user))")
         }
     }
@@ -133,7 +138,8 @@ struct FirstOfTests {
         let policy = Policy(
             name: "composed", rule: .anyOf([Self.both.rule, .factor(.passcode, attempts: 3)]))
         let (evaluation, conversation) = evaluate(
-            [.type("w1"), .type("w2"), .type("w3"), .type(""), .type("ok")], policy: policy, during: [4: ["x", "y", "z"]])
+            [.type("w1"), .type("w2"), .type("w3"), .type(""), .type("ok")], policy: policy,
+            during: [4: ["x", "y", "z"]])
         #expect(evaluation.succeeded, "\(evaluation)")
         #expect(conversation.prompts.map(\.text).last == "passcode: ")
         #expect(failures(.biometric) == 0, "the passcode clears the biometric count")
@@ -165,7 +171,8 @@ struct FirstOfTests {
     @Test("problems: members are factors, at least two, each once")
     func problems() {
         let known: Set<FactorKind> = [.biometric, .gesture, .passcode]
-        let nested = Policy(name: "n", rule: .firstOf([.factor(.biometric, attempts: 3), .anyOf([.factor(.gesture, attempts: 3)])]))
+        let nested = Policy(
+            name: "n", rule: .firstOf([.factor(.biometric, attempts: 3), .anyOf([.factor(.gesture, attempts: 3)])]))
         #expect(nested.problems(knownFactors: known) == ["n[2]: 'first of' lists factors, not rules"])
         let single = Policy(name: "s", rule: .firstOf([.factor(.biometric, attempts: 3)]))
         #expect(single.problems(knownFactors: known) == ["s: 'first of' lists at least two factors"])

@@ -21,7 +21,8 @@ struct FirstOfSudoTests {
         try fixture.enrollPasscode(name, "739155")
         try fixture.enrollFinger(name, "right-index")
         let config = fixture.writeConfig("[policy either]\nrequire = first of (biometric, gesture)\n")
-        let rules = "Defaults:\(name) pam_service=keyway-first-\(name), !lecture, passwd_tries=1\n\(name) ALL=(ALL) ALL\n"
+        let rules =
+            "Defaults:\(name) pam_service=keyway-first-\(name), !lecture, passwd_tries=1\n\(name) ALL=(ALL) ALL\n"
         let draft = fixture.directory + "/sudoers-\(name)"
         _ = FileManager.default.createFile(
             atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])

@@ -178,7 +178,12 @@ struct LeaseTests {
         let world = self.world
         leases = Leases(
             now: { world.now.withLock { $0 } },
-            random: { Array(repeating: world.nonces.withLock { $0 += 1; return $0 }, count: Leases.nonceLength) })
+            random: {
+                Array(
+                    repeating: world.nonces.withLock {
+                        $0 += 1; return $0
+                    }, count: Leases.nonceLength)
+            })
     }
 
     func advance(_ milliseconds: Int64) { world.now.withLock { $0 += milliseconds } }
@@ -189,7 +194,8 @@ struct LeaseTests {
         leases.record(.failure(.mismatch), for: nonce)
         leases.record(.success, for: nonce)
         #expect(!leases.wantsMore(nonce), "a lease with a match waiting listens no more")
-        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .success([.failure(.mismatch), .success]))
+        #expect(
+            leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .success([.failure(.mismatch), .success]))
         #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .success([]))
         leases.record(.success, for: nonce)
         #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .success([]))
@@ -248,9 +254,12 @@ struct LeaseTests {
         leases.record(.failure(.mismatch), for: nonce)
         #expect(!leases.wantsMore(nonce))
         leases.end(nonce, with: AuthenticationError(.userCancel))
-        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0)
-            == .success([.failure(.noSample("too fast")), .failure(.mismatch), .failure(.mismatch)]))
-        #expect(leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .failure(AuthenticationError(.userCancel)))
+        #expect(
+            leases.claim(nonce, factor: .biometric, user: "alice", uid: 0)
+                == .success([.failure(.noSample("too fast")), .failure(.mismatch), .failure(.mismatch)]))
+        #expect(
+            leases.claim(nonce, factor: .biometric, user: "alice", uid: 0) == .failure(AuthenticationError(.userCancel))
+        )
     }
 
     @Test("arm and claim, and their answers, cross the wire unchanged")
@@ -274,7 +283,8 @@ struct LeaseTests {
     func service() throws {
         let store = InMemoryStore()
         let clock = ManualClock()
-        let sensor = ScriptedFactor(.biometric, store: store, clock: clock, schedule: .biometric, biometry: .fingerprint)
+        let sensor = ScriptedFactor(
+            .biometric, store: store, clock: clock, schedule: .biometric, biometry: .fingerprint)
         let vault = LocalVault(store: store, clock: clock, keepers: [ScriptedKeeper(gate: sensor.gate)])
         let service = VaultService(vault: vault, userSettings: [.enabled(.biometric)])
         let alice = VaultService.Caller(uid: 1000, name: "alice")
@@ -294,6 +304,7 @@ struct LeaseTests {
         #expect(busy.reason == "the sensor is in use by another authentication")
         service.leases.record(.success, for: nonce)
         #expect(service.answer(.claim(.biometric, context, nonce: nonce), from: alice) == .verdicts([.success]))
-        #expect(service.answer(.set(key: "biometric.enabled", user: "alice", value: false, via: "t"), from: alice) == .done)
+        #expect(
+            service.answer(.set(key: "biometric.enabled", user: "alice", value: false, via: "t"), from: alice) == .done)
     }
 }

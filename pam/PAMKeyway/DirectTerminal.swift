@@ -60,7 +60,8 @@ final class DirectTerminal {
         var saved = termios()
         guard keyway_terminal_raw(descriptor, &saved) == 0 else {
             return .failure(
-                AuthenticationError(.conversationFailure, "cannot set \(path): \(String(cString: strerror(keyway_errno())))"))
+                AuthenticationError(
+                    .conversationFailure, "cannot set \(path): \(String(cString: strerror(keyway_errno())))"))
         }
         defer { _ = keyway_terminal_restore(descriptor, &saved) }
         show(text)
@@ -68,7 +69,8 @@ final class DirectTerminal {
         defer { line.withUnsafeMutableBytes { secureZero($0) } }
         while true {
             var entries = [
-                pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0),
+                pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
             ]
             let ready = poll(&entries, 2, 1000)
             if ready < 0 && keyway_errno() != EINTR {
