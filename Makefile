@@ -118,6 +118,8 @@ install: module cli daemon
 	install -D -m 644 pam/examples/sudo $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/sudo
 	install -D -m 644 pam/examples/login $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/login
 	install -D -m 644 pam/examples/two-factor $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/two-factor
+	install -D -m 644 pam/examples/gdm-fingerprint $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/gdm-fingerprint
+	install -D -m 644 pam/examples/kde-fingerprint $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/kde-fingerprint
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemctl daemon-reload && systemctl enable --now keywayd.socket && echo "Enabled keywayd.socket."; \
 	else \

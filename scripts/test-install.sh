@@ -18,6 +18,7 @@ expect_mode /usr/local/sbin/keyway 755 root
 expect_mode /usr/local/share/man/man8/pam_keyway.8 644 root
 expect_mode /usr/local/share/man/man8/keyway.8 644 root
 expect_mode /usr/local/share/doc/keyway/examples/sudo 644 root
+expect_mode /usr/local/share/doc/keyway/examples/gdm-fingerprint 644 root
 expect_mode /usr/local/share/man/man5/keyway.conf.5 644 root
 expect_mode /usr/local/share/doc/keyway/examples/keyway.conf/wheel.conf 644 root
 expect_mode /usr/local/share/bash-completion/completions/keyway 644 root
