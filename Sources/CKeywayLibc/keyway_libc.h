@@ -63,10 +63,9 @@ static inline int keyway_openat(int directory, const char *path, int flags) { re
 static inline const char *keyway_dirent_name(const struct dirent *entry) { return entry->d_name; }
 
 /// Puts a terminal in the mode the PAM module reads it in itself (`read-tty`): no echo, no line editing, and no
-/// signals from keys (Ctrl-C arrives as a byte, so no signal is ever sent for it), one byte at a time. `saved`
-/// receives the settings to put back with keyway_terminal_restore. 0 on success.
-static inline int keyway_terminal_raw(int fd, struct termios *saved) {
-    if (tcgetattr(fd, saved) != 0) return -1;
+/// signals from keys (Ctrl-C arrives as a byte, so no signal is ever sent for it), one byte at a time, starting from
+/// `saved`, the settings the caller read with tcgetattr (to put back with keyway_terminal_restore). 0 on success.
+static inline int keyway_terminal_raw(int fd, const struct termios *saved) {
     struct termios raw = *saved;
     raw.c_lflag &= ~(tcflag_t)(ECHO | ECHONL | ICANON | ISIG | IEXTEN);
     raw.c_cc[VMIN] = 1;
@@ -76,3 +75,51 @@ static inline int keyway_terminal_raw(int fd, struct termios *saved) {
 
 /// Puts back what keyway_terminal_raw saved.
 static inline int keyway_terminal_restore(int fd, const struct termios *saved) { return tcsetattr(fd, TCSANOW, saved); }
+
+/// Sends `length` bytes of `data` (at most 256) and, when `fd` is not negative, the descriptor `fd` with them
+/// (SCM_RIGHTS), in one message over a Unix socket; never raises SIGPIPE. The cmsg macros are not Swift's to call.
+static inline ssize_t keyway_send_with_descriptor(int socket, const void *data, size_t length, int fd) {
+    char copy[256];
+    if (length > sizeof copy) return -1;
+    memcpy(copy, data, length);
+    struct iovec part = { copy, length };
+    union { char space[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    if (fd >= 0) {
+        message.msg_control = control.space;
+        message.msg_controllen = sizeof control.space;
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(header), &fd, sizeof(int));
+    }
+    return sendmsg(socket, &message, MSG_NOSIGNAL);
+}
+
+/// Receives one message sent by keyway_send_with_descriptor without waiting: the bytes read (0 when the peer has
+/// closed, -1 when nothing is there or on error), and in `*fd` the descriptor that came with it, or -1 (close-on-exec).
+static inline ssize_t keyway_receive_with_descriptor(int socket, void *data, size_t capacity, int *fd) {
+    struct iovec part = { data, capacity };
+    union { char space[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control.space;
+    message.msg_controllen = sizeof control.space;
+    *fd = -1;
+    ssize_t count = recvmsg(socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (count < 0) return -1;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS &&
+            header->cmsg_len == CMSG_LEN(sizeof(int))) {
+            memcpy(fd, CMSG_DATA(header), sizeof(int));
+        }
+    }
+    return count;
+}

@@ -60,6 +60,13 @@ public protocol ArmedFactor: AnyObject {
     var wakeDescriptor: Int32? { get }
     /// Stops the waiting and releases the device. Calling it again does nothing.
     func release()
+    /// True when the other end of `wakeDescriptor` keeps a terminal's settings deposited with it and puts them back
+    /// if this process goes without withdrawing them (keywayd, `TerminalCustody`).
+    var keepsTerminalSettings: Bool { get }
+}
+
+extension ArmedFactor {
+    public var keepsTerminalSettings: Bool { false }
 }
 
 /// Who is authenticating, and from where.

@@ -41,11 +41,15 @@ public struct Prompt: Sendable, Equatable {
         public var descriptor: Int32
         /// The prompt's text when no Enter is needed ("Touch the sensor, or type your pattern: ").
         public var text: String
+        /// True when the descriptor's other end keeps a terminal's settings deposited with it and restores them if
+        /// this process goes first (`ArmedFactor.keepsTerminalSettings`).
+        public var keepsTerminalSettings: Bool
 
         /// Creates a wake.
-        public init(descriptor: Int32, text: String) {
+        public init(descriptor: Int32, text: String, keepsTerminalSettings: Bool = false) {
             self.descriptor = descriptor
             self.text = text
+            self.keepsTerminalSettings = keepsTerminalSettings
         }
     }
 

@@ -174,8 +174,11 @@ final class PolicyRunner {
                 text = invitation + " and press Enter, or type your " + asked
                 waking = invitation + ", or type your " + asked
             }
-            let wake = live.lazy.compactMap { $0.armed?.wakeDescriptor }.first.map {
-                Prompt.Wake(descriptor: $0, text: waking)
+            let waker = live.lazy.compactMap { $0.armed }.first { $0.wakeDescriptor != nil }
+            let wake = waker.flatMap { armed in
+                armed.wakeDescriptor.map {
+                    Prompt.Wake(descriptor: $0, text: waking, keepsTerminalSettings: armed.keepsTerminalSettings)
+                }
             }
             let reply: Reply
             do {

@@ -175,6 +175,9 @@ final class DaemonArmedFactor: ArmedFactor {
 
     var wakeDescriptor: Int32? { connection }
 
+    /// keywayd restores a terminal deposited on the arming connection when it closes first (`TerminalCustody`).
+    var keepsTerminalSettings: Bool { true }
+
     func collect() throws(AuthenticationError) -> [Verdict] {
         if let connection {
             // The wake bytes keywayd wrote for each touch: read, so the descriptor waits for the next one.

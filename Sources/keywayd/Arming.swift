@@ -1,8 +1,10 @@
+import CKeywayLibc
 import Glibc
 import KeywayBiometricSimulator
 import KeywayCore
 import KeywayPlatform
 import KeywayWire
+import Synchronization
 
 /// Where keywayd waits at the device for an armed authentication (`first of`, docs/ARCHITECTURE.md §14).
 struct ArmingOptions: Sendable {
@@ -51,9 +53,14 @@ extension Server {
                 model: BiometricAuthenticator.model(arming.settings),
                 timeout: .milliseconds(Leases.maximumDuration)),
             events: events)
+        // A terminal the module reads itself (read-tty) is deposited here with its settings, and put back if the
+        // client goes without withdrawing it: a host killed in the middle of the read.
+        let custody = TerminalHolder()
+        func clientGone() -> Bool { custody.take(from: fd) }
+        defer { if clientGone() { custody.restore() } else { custody.release() } }
         // Stops when the client has gone (its socket closed: a killed sudo included) or the lease wants no more.
         let stop = CancellationFlag(following: CancellationFlag()) {
-            UnixSocket.peerHasClosed(fd) || !leases.wantsMore(nonce)
+            custody.take(from: fd) || !leases.wantsMore(nonce)
         }
         while let event = sensor.next(cancellation: stop) {
             switch event {
@@ -84,13 +91,89 @@ extension Server {
         }
         // The lease stays claimable until the client closes the connection (or the limit passes).
         let deadline = UnixSocket.monotonicMilliseconds() + Leases.maximumDuration
-        while !UnixSocket.peerHasClosed(fd) && UnixSocket.monotonicMilliseconds() < deadline {
+        while !clientGone() && UnixSocket.monotonicMilliseconds() < deadline {
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             _ = poll(&entry, 1, 1000)
-            if entry.revents & Int16(POLLIN) != 0 && !UnixSocket.peerHasClosed(fd) {
-                var byte: UInt8 = 0
-                if recv(fd, &byte, 1, Int32(MSG_DONTWAIT)) <= 0 { break }  // a client writing here is done
+        }
+    }
+}
+
+/// keywayd's side of one arming connection: the terminal deposited on it, if any.
+final class TerminalHolder: Sendable {
+    private struct Deposit {
+        var terminal: Int32
+        var settings: termios
+    }
+    private let deposit = Mutex<Deposit?>(nil)
+    private let closed = Mutex(false)
+
+    /// Creates an empty holder.
+    init() {}
+
+    deinit { release() }
+
+    /// True while a terminal is deposited.
+    var holdsTerminal: Bool { deposit.withLock { $0 != nil } }
+
+    /// Reads what the client sent on `connection` without waiting; true when the client has closed it (and from
+    /// then on). Anything that is not a deposit of a terminal with settings of the right size, or a withdrawal,
+    /// is dropped.
+    func take(from connection: Int32) -> Bool {
+        if closed.withLock({ $0 }) { return true }
+        let gone = read(connection)
+        if gone { closed.withLock { $0 = true } }
+        return gone
+    }
+
+    private func read(_ connection: Int32) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 1 + MemoryLayout<termios>.size)
+        while true {
+            var passed: Int32 = -1
+            let count = buffer.withUnsafeMutableBytes {
+                keyway_receive_with_descriptor(connection, $0.baseAddress, $0.count, &passed)
             }
+            if count == 0 {
+                if passed >= 0 { close(passed) }
+                return true
+            }
+            if count < 0 {
+                let reason = keyway_errno()
+                return !(reason == EAGAIN || reason == EWOULDBLOCK || reason == EINTR)
+            }
+            if buffer[0] == TerminalCustody.depositTag, count == buffer.count, passed >= 0, isatty(passed) == 1 {
+                var settings = termios()
+                withUnsafeMutableBytes(of: &settings) { $0.copyBytes(from: buffer[1...]) }
+                let earlier = deposit.withLock { held in
+                    defer { held = Deposit(terminal: passed, settings: settings) }
+                    return held?.terminal
+                }
+                if let earlier { close(earlier) }
+                continue
+            }
+            if passed >= 0 { close(passed) }
+            if buffer[0] == TerminalCustody.withdrawTag && count == 1 { release() }
+        }
+    }
+
+    /// Puts the deposited settings back on the deposited terminal, and lets go of it.
+    func restore() {
+        guard
+            var held = deposit.withLock({ held -> Deposit? in
+                defer { held = nil }
+                return held
+            })
+        else { return }
+        _ = keyway_terminal_restore(held.terminal, &held.settings)
+        close(held.terminal)
+    }
+
+    /// Lets go of the terminal without touching it.
+    func release() {
+        if let terminal = deposit.withLock({ held -> Int32? in
+            defer { held = nil }
+            return held?.terminal
+        }) {
+            close(terminal)
         }
     }
 }

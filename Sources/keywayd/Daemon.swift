@@ -1,3 +1,4 @@
+import CKeywayLibc
 import Dispatch
 import Glibc
 import KeywayConfig

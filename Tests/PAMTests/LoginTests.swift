@@ -138,4 +138,36 @@ struct LoginTests {
         screen = try terminal.waitFor("login: echo-is-on")
         #expect(!screen.contains("logged in"), "\(screen)")
     }
+
+    @Test("read-tty: login killed outright mid-read; keywayd puts the terminal's settings back (echo, line editing)")
+    func readTTYKilled() throws {
+        let original = try installReadTTY()
+        defer {
+            try? original.write(to: URL(fileURLWithPath: stack))
+            TestAccounts.remove(user)
+            fixture.remove()
+        }
+        let terminal = try Terminal("login \(user)")
+        defer { terminal.close() }
+        try terminal.waitFor(Self.noEnterPrompt)
+        let pane = try run(
+            "/usr/bin/tmux", ["-L", terminal.server, "display-message", "-p", "#{pane_tty} #{pane_pid}"])
+        let fields = pane.output.first?.split(separator: " ").map(String.init) ?? []
+        try #require(fields.count == 2, "\(pane.text)")
+        func settings() throws -> String { try run("/usr/bin/stty", ["-a", "-F", fields[0]]).text }
+        let reading = try settings()
+        #expect(reading.contains("-echo ") && reading.contains("-icanon"), "while the module reads: \(reading)")
+        let login = try run("/usr/bin/pgrep", ["-P", fields[1], "-x", "login"])
+        let pid = try #require(login.output.first.flatMap { pid_t($0) }, "\(login.text)")
+        kill(pid, SIGKILL)
+        try terminal.waitFor("[exit 137]")
+        // keywayd sees the arming connection close without a withdrawal and restores what the module deposited.
+        var after = ""
+        for _ in 0..<100 {
+            after = try settings()
+            if !after.contains("-echo ") && !after.contains("-icanon") { break }
+            usleep(50_000)
+        }
+        #expect(!after.contains("-echo ") && !after.contains("-icanon") && !after.contains("-isig"), "\(after)")
+    }
 }

@@ -1,5 +1,6 @@
 import CKeywayLibc
 import KeywayCore
+import KeywayPlatform
 
 /// `read-tty` (docs/ARCHITECTURE.md §14): the module reads the terminal PAM_TTY names itself, so it can wait on the
 /// person and on an armed sensor together, and a touch alone completes the prompt. Only where that terminal is
@@ -8,7 +9,8 @@ import KeywayCore
 ///
 /// While it reads, echo, line editing and the keys' signals are off (Ctrl-C is read as a byte: no signal is sent,
 /// none is caught); the settings are put back on every way out the module sees: Enter, a touch, Ctrl-C, Ctrl-D, a
-/// hang-up, an error. A host killed outright cannot put anything back; the next program on the terminal resets it.
+/// hang-up, an error. For a host killed outright, the terminal and its settings are deposited with keywayd first
+/// (`TerminalCustody`), which puts them back when the arming connection closes without their withdrawal.
 final class DirectTerminal {
     let descriptor: Int32
     let path: String
@@ -55,9 +57,18 @@ final class DirectTerminal {
         case cancel
     }
 
-    /// Shows `text`, then reads a line with echo off until Enter, or until `wake` becomes readable.
-    func read(_ text: String, wake: Int32) -> Result<Outcome, AuthenticationError> {
+    /// Shows `text`, then reads a line with echo off until Enter, or until `wake` becomes readable. With
+    /// `deposit`, the terminal and its settings are first left with the other end of `wake` (keywayd), which puts
+    /// them back if this process is killed before it does so itself.
+    func read(_ text: String, wake: Int32, deposit: Bool) -> Result<Outcome, AuthenticationError> {
         var saved = termios()
+        guard tcgetattr(descriptor, &saved) == 0 else {
+            return .failure(
+                AuthenticationError(
+                    .conversationFailure, "cannot read \(path): \(String(cString: strerror(keyway_errno())))"))
+        }
+        if deposit { TerminalCustody.deposit(descriptor, settings: saved, over: wake) }
+        defer { if deposit { TerminalCustody.withdraw(over: wake) } }
         guard keyway_terminal_raw(descriptor, &saved) == 0 else {
             return .failure(
                 AuthenticationError(

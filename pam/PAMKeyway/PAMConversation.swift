@@ -27,7 +27,7 @@ final class PAMConversation: Conversation {
             for message in held { handle.show(Message(kind: .error, text: message, isInstruction: true)) }
             held = []
             let text = Prompt(wake.text, fallbackLabel: prompt.fallbackLabel).textWithFallback
-            switch terminal.read(text, wake: wake.descriptor) {
+            switch terminal.read(text, wake: wake.descriptor, deposit: wake.keepsTerminalSettings) {
             case .failure(let error): throw error
             case .success(.cancel): return .cancel
             case .success(.woken): return .secret(Secret(copying: [UInt8]()))
