@@ -14,7 +14,7 @@ struct FirstOfSudoTests {
 
     /// A user with a pattern, a passcode and a finger, whose sudo asks `first of (biometric, pattern)` in front of
     /// pam_unix.
-    func install(_ name: String) throws {
+    func install(_ name: String, arguments: String = "") throws {
         try requireIsolation()
         #expect(try TestAccounts.add(name))
         try fixture.enrollPattern(name, "2-4-9-3")
@@ -29,7 +29,7 @@ struct FirstOfSudoTests {
         let check = try run("/usr/sbin/visudo", ["-cf", draft])
         #expect(check.status == 0, "\(check.text)")
         try FileManager.default.copyItem(atPath: draft, toPath: "/etc/sudoers.d/keyway-first-\(name)")
-        let line = "\(modulePath) policy=either \(config) \(fixture.moduleArguments)"
+        let line = "\(modulePath) policy=either \(config) \(fixture.moduleArguments) \(arguments)"
         let stack = """
             auth     [success=done default=ignore] \(line) next=password
             auth     required pam_unix.so
@@ -152,5 +152,20 @@ struct FirstOfSudoTests {
         screen = try first.waitFor("Not recognized. 2 attempts left.")
         #expect(try failures(other, .biometric) == 1)
         #expect(try failures(user, .biometric) == 0)
+    }
+
+    @Test(
+        "read-tty with `sudo -S`: the pattern on standard input, in the default mode (the module does not read the tty)"
+    )
+    func readTTYWithStandardInput() throws {
+        defer { uninstall() }
+        try install(user, arguments: "read-tty")
+        let result = try Started(
+            "/usr/bin/su", [user, "-c", "sudo -S -k id -u"], input: "2-4-9-3\n", separateErrors: true
+        )
+        .finish()
+        #expect(result.status == 0, "\(result.text)")
+        #expect(result.standardOutput == ["0"], "\(result.text)")
+        #expect(result.text.contains("Touch the sensor and press Enter, or type your pattern"), "\(result.text)")
     }
 }

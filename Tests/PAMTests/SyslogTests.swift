@@ -74,6 +74,31 @@ final class SyslogCapture: @unchecked Sendable {
 
 @Suite("syslog: every decision, never a secret", .serialized)
 struct SyslogTests {
+    @Test("read-tty where the module cannot read the terminal itself: the default mode, and the log says why")
+    func readTTYFallsBack() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        let config = fixture.writeConfig("[policy either]\nrequire = first of (biometric, gesture)\n")
+        fixture.service("kwtty", "policy=either \(config) read-tty")
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        for options in [[], ["--tty", "/dev/null"], ["--tty", "pts/../../etc/passwd"]] {
+            let (executable, arguments) = capture.command(
+                harnessPath, options + ["--answer", "2-4-9-3", fixture.services, "kwtty", "alice"])
+            let result = try run(executable, arguments)
+            #expect(result.output.last?.hasPrefix("result: PAM_SUCCESS") == true, "\(result.text)")
+        }
+        let lines = capture.lines.filter { $0.contains("read-tty") }
+        for reason in [
+            "read-tty: PAM_TTY is not set; default mode (Enter after a touch)",
+            "read-tty: PAM_TTY /dev/null is not a terminal; default mode",
+            "read-tty: PAM_TTY (pts/../../etc/passwd) is not a device; default mode",
+        ] {
+            #expect(lines.contains { $0.hasPrefix("<86>") && $0.contains(reason) }, "\(reason): \(lines)")
+        }
+    }
+
     @Test("decisions go to authpriv with user, service, policy, steps and outcome; errors say why; no pattern appears")
     func decisionsAreLogged() throws {
         let fixture = PAMFixture()
