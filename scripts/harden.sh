@@ -2,7 +2,8 @@
 # make harden: what runs on every change because Keyway runs inside setuid programs and decides who becomes root.
 #   1. the Swift test suite built with AddressSanitizer (any report fails the run), and the PAM suites again with the
 #      C host built with AddressSanitizer + UndefinedBehaviorSanitizer;
-#   2. valgrind over 1,000 start/authenticate/end cycles of the real module for five kinds of answer;
+#   2. valgrind over 1,000 start/authenticate/end cycles of the real module for each kind of answer, and for a
+#      `first of` that arms the sensor at keywayd on every cycle;
 #   3. every fuzz target for a fixed number of executions;
 # and prints a summary. Needs `make module cli harness` (the Makefile's dependencies). Changes no system file.
 # docs/HARDENING.md says what each step checks, and why its settings are what they are.
@@ -85,13 +86,17 @@ build probe -c release --product keyway-probe
 probe=.build/release/keyway-probe
 mkdir "$work/pam.d"
 # One user per scenario, so scenarios running side by side never share counters.
-for user in alice bob carol dave erin frank; do "$probe" enroll-cost "$work/keyway.db" "$user" 739155 1 8 >/dev/null; done
+for user in alice bob carol dave erin frank root; do "$probe" enroll-cost "$work/keyway.db" "$user" 739155 1 8 >/dev/null; done
+# root (in this store only) also has a finger, so its `first of` arms the sensor at keywayd before every prompt; the
+# command line enrolls only accounts of the system, and root is the one every machine has.
+build/keyway --store "$work/keyway.db" enroll biometric --user root --simulate-touches >/dev/null
 # carol is throttled for an hour (9 consecutive failures), so she stays throttled however long valgrind takes.
 now_ms=$(($(date +%s) * 1000))
 sqlite3 "$work/keyway.db" \
     "INSERT INTO attempts (user, factor, failures, last_failure, recent_mismatches) VALUES ('carol', 'passcode', 9, $now_ms, x'')"
 # The module is keywayd's client: one daemon serves every scenario (it is not under valgrind; the module is).
-build/keywayd --socket "$work/keywayd.sock" --store "$work/keyway.db" --idle-exit 900 2>"$out/keywayd.txt" &
+build/keywayd --socket "$work/keywayd.sock" --store "$work/keyway.db" --sensor "$work/sensor" --idle-exit 900 \
+    2>"$out/keywayd.txt" &
 daemon=$!
 trap 'kill $daemon 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 100); do [ -S "$work/keywayd.sock" ] && break; sleep 0.05; done
@@ -105,6 +110,11 @@ printf '[policy conf]\nrequire = passcode or gesture\n[policy conf for group roo
     >"$work/keyway.conf.d/50-conf.conf"
 echo "auth required $PWD/build/pam_keyway.so policy=conf config=$work/keyway.conf socket=$work/keywayd.sock sensor=$work/run" \
     >"$work/pam.d/kwconf"
+# first of (biometric, passcode): each cycle arms the sensor at keywayd (a connection held across the prompt, a
+# claim-free success by the passcode) and releases it.
+printf '[policy either]\nrequire = first of (biometric, passcode)\n' >"$work/either.conf"
+echo "auth required $PWD/build/pam_keyway.so policy=either config=$work/either.conf socket=$work/keywayd.sock" \
+    >"$work/pam.d/kwfirst"
 scenario() {  # name user harness-answers…
     local name=$1 user=$2
     shift 2
@@ -134,11 +144,12 @@ pids=()
 scenario malformed dave --answer "" --answer "" --answer "" & pids+=($!)
 scenario null-reply erin --null-answer & pids+=($!)
 SERVICE=kwconf scenario config frank --answer 739155 & pids+=($!)
+SERVICE=kwfirst scenario first-of root --answer 739155 & pids+=($!)
 for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
 [ "$failed" = 0 ] || exit 1
 declare -A expected=([right]=PAM_SUCCESS [wrong]=PAM_AUTH_ERR [throttled]=PAM_MAXTRIES [malformed]=PAM_AUTH_ERR
-    [null-reply]=PAM_CONV_ERR [config]=PAM_SUCCESS)
-for name in right wrong throttled malformed null-reply config; do
+    [null-reply]=PAM_CONV_ERR [config]=PAM_SUCCESS [first-of]=PAM_SUCCESS)
+for name in right wrong throttled malformed null-reply config first-of; do
     first=$out/valgrind-$name-1.txt last=$out/valgrind-$name-$CYCLES.txt
     errors=$(awk '/ERROR SUMMARY/ { print $4 }' "$last")
     definite=$(leak "$last" definitely) possible_first=$(leak "$first" possibly) possible=$(leak "$last" possibly)

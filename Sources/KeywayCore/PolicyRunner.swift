@@ -201,6 +201,7 @@ final class PolicyRunner {
                 } catch {
                     if error.code.stopsEvaluation { return record(live[typed].kind, attempt, .ended(error), error) }
                     _ = record(live[typed].kind, attempt, .ended(error), nil)
+                    conversation.tell(.error(error.spoken))  // the sensor goes on alone: say why the typed one ended
                     errors.append(error)
                     live[typed].counted = live[typed].attempts
                 }
