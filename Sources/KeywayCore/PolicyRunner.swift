@@ -63,6 +63,11 @@ final class PolicyRunner {
             if let unavailable = plugin.availability(for: user).error(for: kind) {
                 if unavailable.code.stopsEvaluation { return record(kind, 0, .skipped(unavailable), unavailable) }
                 _ = record(kind, 0, .skipped(unavailable), nil)
+                // Why the prompt does not offer it (locked, unplugged); not for a factor never enrolled, which
+                // would be said at every authentication of someone who does not use it.
+                if !Self.revealsEnrollment.contains(unavailable.code) {
+                    conversation.tell(.info(unavailable.code.summary))
+                }
                 errors.append(unavailable)
                 continue
             }
@@ -247,6 +252,11 @@ final class PolicyRunner {
             ?? AuthenticationError(.authenticationFailed, "no factor of 'first of' succeeded")
     }
 
+    /// The codes that tell whether a factor is enrolled.
+    private static var revealsEnrollment: Set<AuthenticationError.Code> {
+        [.biometryNotEnrolled, .passcodeNotSet, .factorNotEnrolled]
+    }
+
     private var cancelled: AuthenticationError? {
         cancellation.isCancelled ? AuthenticationError(.appCancel, "the context was invalidated") : nil
     }
@@ -258,10 +268,7 @@ final class PolicyRunner {
             return record(kind, 0, .skipped(error), error)
         }
         if let unavailable = plugin.availability(for: user).error(for: kind) {
-            let revealsEnrollment: Set<AuthenticationError.Code> = [
-                .biometryNotEnrolled, .passcodeNotSet, .factorNotEnrolled,
-            ]
-            if fallback != nil && !(user.concealsEnrollment && revealsEnrollment.contains(unavailable.code)) {
+            if fallback != nil && !(user.concealsEnrollment && Self.revealsEnrollment.contains(unavailable.code)) {
                 conversation.tell(.info(unavailable.code.summary))
             }
             return record(kind, 0, .skipped(unavailable), unavailable)

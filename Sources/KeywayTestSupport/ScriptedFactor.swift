@@ -55,7 +55,7 @@ public final class ScriptedFactor: Authenticator {
     }
 
     /// One check of what was typed or presented, counted through the gate.
-    func check(_ typed: String, user: String) throws(AuthenticationError) -> Verdict {
+    public func check(_ typed: String, user: String) throws(AuthenticationError) -> Verdict {
         let reservation = try gate.reserve(for: user)
         if typed == "ok" {
             try gate.settleSuccess(reservation)

@@ -154,6 +154,18 @@ struct FirstOfTests {
         #expect(conversation.prompts.map(\.text) == ["gesture: "])
     }
 
+    @Test("a locked sensor is said once, and the pattern is asked alone; a sensor never enrolled is not mentioned")
+    func lockedSensorSaid() {
+        for _ in 0..<5 { _ = try? sensor.check("wrong-\(UInt32.random(in: 0...UInt32.max))", user: user.name) }
+        let (evaluation, conversation) = evaluate([.type("ok")])
+        #expect(evaluation.succeeded)
+        #expect(conversation.prompts.map(\.text) == ["gesture: "])
+        #expect(conversation.messages.count == 1, "\(conversation.messages)")
+        let quiet = FirstOfTests(enrolled: [.gesture, .passcode])
+        let (_, told) = quiet.evaluate([.type("ok")])
+        #expect(told.messages.isEmpty, "\(told.messages)")
+    }
+
     @Test("cancel at the shared prompt ends the evaluation and releases the sensor")
     func cancel() {
         let (evaluation, _) = evaluate([.cancel])
