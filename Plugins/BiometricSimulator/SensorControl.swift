@@ -194,8 +194,13 @@ public enum SensorControl {
 public struct SensorControlError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The explanation.
     public var description: String
+    /// True when another authentication holds the sensor.
+    public var isBusy: Bool
     /// Creates an explanation.
-    public init(_ description: String) { self.description = description }
+    public init(_ description: String, isBusy: Bool = false) {
+        self.description = description
+        self.isBusy = isBusy
+    }
 }
 
 extension Duration {

@@ -91,8 +91,7 @@ public final class SocketSensorEvents: SensorEventSource {
             _ = keyway_fcntl(client, F_SETFD, FD_CLOEXEC)
             if let event = serve(client, until: min(deadline, SensorControl.monotonicMilliseconds() + 2000)) {
                 if acknowledgesAfterHandling {
-                    acknowledge()
-                    unanswered.withLock { $0 = client }
+                    unanswered.withLock { $0 = client }  // the previous sender was answered when this wait began
                 } else {
                     CKeywayLibc.close(client)
                 }
@@ -147,7 +146,7 @@ public final class SocketSensorEvents: SensorEventSource {
             }
             guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
                 CKeywayLibc.close(lock)
-                return .failure(SensorControlError("the sensor is in use by another authentication"))
+                return .failure(SensorControlError("the sensor is in use by another authentication", isBusy: true))
             }
             let path = SensorControl.socketPath(in: directory)
             unlink(path)  // under the lock: whatever is there was left by a process that no longer listens

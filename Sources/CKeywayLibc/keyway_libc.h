@@ -102,7 +102,8 @@ static inline ssize_t keyway_send_with_descriptor(int socket, const void *data, 
 }
 
 /// Receives one message sent by keyway_send_with_descriptor without waiting: the bytes read (0 when the peer has
-/// closed, -1 when nothing is there or on error), and in `*fd` the descriptor that came with it, or -1 (close-on-exec).
+/// closed, -2 when nothing is there yet, -1 on error), and in `*fd` the descriptor that came with it, or -1
+/// (close-on-exec). errno is read here, at once: by the time Swift code asked for it, the runtime may have changed it.
 static inline ssize_t keyway_receive_with_descriptor(int socket, void *data, size_t capacity, int *fd) {
     struct iovec part = { data, capacity };
     union { char space[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
@@ -114,7 +115,7 @@ static inline ssize_t keyway_receive_with_descriptor(int socket, void *data, siz
     message.msg_controllen = sizeof control.space;
     *fd = -1;
     ssize_t count = recvmsg(socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (count < 0) return -1;
+    if (count < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -2 : -1;
     for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
         if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS &&
             header->cmsg_len == CMSG_LEN(sizeof(int))) {

@@ -102,19 +102,16 @@ final class PolicyRunner {
         return together(&live, errors: errors, fallback: fallback)
     }
 
-    /// The members one after the other, as `or`.
+    /// The members one after the other, as `or` (the combinator's own walk), after the `errors` of those skipped.
     private func inTurn(_ members: [Member], errors: [AuthenticationError], fallback: FactorKind?)
         -> AuthenticationError?
     {
-        var errors = errors
-        for (index, member) in members.enumerated() {
-            let next = index + 1 < members.count ? members[index + 1].kind : fallback
-            guard let error = runFactor(member.kind, attempts: member.attempts, fallback: next) else { return nil }
-            if error.code.stopsEvaluation { return error }
-            errors.append(error)
-        }
-        return RuleCombinator.explain(errors)
-            ?? AuthenticationError(.authenticationFailed, "no factor of 'first of' could be used")
+        let none = AuthenticationError(.authenticationFailed, "no factor of 'first of' could be used")
+        guard !members.isEmpty else { return RuleCombinator.explain(errors) ?? none }
+        guard let error = run(.anyOf(members.map { .factor($0.kind, attempts: $0.attempts) }), fallbackTo: fallback)
+        else { return nil }
+        if error.code.stopsEvaluation { return error }
+        return RuleCombinator.explain(errors + [error]) ?? error
     }
 
     /// The shared prompt, until a member succeeds or none is left.
@@ -135,20 +132,13 @@ final class PolicyRunner {
             case .failure(let failure) where failure.countsAsAttempt:
                 live[index].counted += 1
                 _ = record(kind, attempt, .failed(failure), nil)
-                if let locked = live[index].plugin.availability(for: user).error(for: kind), locked.code.isLockout {
-                    conversation.tell(.error("Not recognized."))
-                    conversation.tell(.error(locked.code.summary))
+                let left = live[index].attempts - live[index].counted
+                if let locked = sayFailure(of: kind, live[index].plugin, left: left, sayingLock: true) {
                     _ = record(kind, attempt, .ended(locked), nil)
                     errors.append(locked)
                     live[index].counted = live[index].attempts
                     return
                 }
-                let left = live[index].attempts - live[index].counted
-                conversation.tell(
-                    .error(
-                        left > 0
-                            ? "Not recognized. \(left) \(left == 1 ? "attempt" : "attempts") left."
-                            : "Not recognized."))
                 if left <= 0 {
                     let error = AuthenticationError(
                         .authenticationFailed, "\(live[index].attempts) failed \(kind) attempts")
@@ -303,19 +293,10 @@ final class PolicyRunner {
             case .failure(let failure) where failure.countsAsAttempt:
                 counted += 1
                 _ = record(kind, attempt, .failed(failure), nil)
-                // The failure that triggers a lockout says so: no "attempts left", and no prompt whose answer
-                // would only be refused. The lock's own words (until when, what unlocks it) come with the error.
-                if let locked = plugin.availability(for: user).error(for: kind), locked.code.isLockout {
-                    conversation.tell(.error("Not recognized."))
-                    if fallback != nil { conversation.tell(.error(locked.code.summary)) }
+                // Without a fallback, the module's last word says the lock's own words (until when, what unlocks it).
+                if let locked = sayFailure(of: kind, plugin, left: attempts - counted, sayingLock: fallback != nil) {
                     return record(kind, attempt, .ended(locked), locked)
                 }
-                let left = attempts - counted
-                conversation.tell(
-                    .error(
-                        left > 0
-                            ? "Not recognized. \(left) \(left == 1 ? "attempt" : "attempts") left."
-                            : "Not recognized."))
             case .failure(let failure):
                 uncounted += 1
                 _ = record(kind, attempt, .failed(failure), nil)
@@ -329,6 +310,23 @@ final class PolicyRunner {
         }
         let error = AuthenticationError(.authenticationFailed, "\(attempts) failed \(kind) attempts")
         return record(kind, counted + uncounted, .exhausted, error)
+    }
+
+    /// What the person hears after a counted failure of `kind` with `left` attempts left in this evaluation. The failure
+    /// that triggers a lockout says so: no "attempts left", and no prompt whose answer would only be refused; it is
+    /// returned, and its summary said when `sayingLock`.
+    private func sayFailure(of kind: FactorKind, _ plugin: any Authenticator, left: Int, sayingLock: Bool)
+        -> AuthenticationError?
+    {
+        if let locked = plugin.availability(for: user).error(for: kind), locked.code.isLockout {
+            conversation.tell(.error("Not recognized."))
+            if sayingLock { conversation.tell(.error(locked.code.summary)) }
+            return locked
+        }
+        conversation.tell(
+            .error(left > 0 ? "Not recognized. \(left) \(left == 1 ? "attempt" : "attempts") left." : "Not recognized.")
+        )
+        return nil
     }
 
     private func record(

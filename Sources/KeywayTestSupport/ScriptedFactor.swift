@@ -56,12 +56,7 @@ public final class ScriptedFactor: Authenticator {
 
     /// One check of what was typed or presented, counted through the gate.
     public func check(_ typed: String, user: String) throws(AuthenticationError) -> Verdict {
-        let reservation = try gate.reserve(for: user)
-        if typed == "ok" {
-            try gate.settleSuccess(reservation)
-            return .success
-        }
-        return .failure(try gate.settleFailure(reservation, fingerprint: Array(typed.utf8)))
+        try ScriptedKeeper.check(typed, user: user, gate: gate)
     }
 
     /// What was presented since arming, checked.
@@ -149,8 +144,13 @@ public final class ScriptedKeeper: FactorKeeper {
 
     public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
         guard case .secret(let secret) = evidence else { throw AuthenticationError(.invalidPolicy, "a secret") }
-        let typed = secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-        let reservation = try gate.reserve(for: user.name)
+        return try Self.check(
+            secret.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }, user: user.name, gate: gate)
+    }
+
+    /// Reserves, then settles: "ok" is a success, anything else a failure fingerprinted by its text.
+    static func check(_ typed: String, user: String, gate: AttemptGate) throws(AuthenticationError) -> Verdict {
+        let reservation = try gate.reserve(for: user)
         if typed == "ok" {
             try gate.settleSuccess(reservation)
             return .success

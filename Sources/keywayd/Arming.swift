@@ -32,10 +32,9 @@ extension Server {
         }
         let events = SocketSensorEvents(directory: arming.sensorDirectory, owner: 0, acknowledgesAfterHandling: true)
         if case .failure(let error) = events.hold() {
-            let busy = error.description.contains("in use")
             reply(
                 .failure(
-                    busy
+                    error.isBusy
                         ? VaultService.deviceBusy(factor)
                         : AuthenticationError(.biometryNotAvailable, "keywayd cannot listen at the sensor: \(error)")),
                 to: fd)
@@ -46,6 +45,7 @@ extension Server {
         reply(answer, to: fd)
         guard case .armed(let nonce) = answer else { return }
         defer { service.leases.close(nonce) }
+        let deadline = UnixSocket.monotonicMilliseconds() + Leases.maximumDuration  // the lease's whole life
         let leases = service.leases
         let sensor = SimulatedSensor(
             .init(
@@ -90,7 +90,6 @@ extension Server {
             _ = send(fd, &wake, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
         }
         // The lease stays claimable until the client closes the connection (or the limit passes).
-        let deadline = UnixSocket.monotonicMilliseconds() + Leases.maximumDuration
         while !clientGone() && UnixSocket.monotonicMilliseconds() < deadline {
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             _ = poll(&entry, 1, 1000)
@@ -111,9 +110,6 @@ final class TerminalHolder: Sendable {
     init() {}
 
     deinit { release() }
-
-    /// True while a terminal is deposited.
-    var holdsTerminal: Bool { deposit.withLock { $0 != nil } }
 
     /// Reads what the client sent on `connection` without waiting; true when the client has closed it (and from
     /// then on). Anything that is not a deposit of a terminal with settings of the right size, or a withdrawal,
@@ -136,10 +132,8 @@ final class TerminalHolder: Sendable {
                 if passed >= 0 { close(passed) }
                 return true
             }
-            if count < 0 {
-                let reason = keyway_errno()
-                return !(reason == EAGAIN || reason == EWOULDBLOCK || reason == EINTR)
-            }
+            if count == -2 { return false }  // nothing more for now
+            if count < 0 { return true }  // the connection failed: the client is as good as gone
             if buffer[0] == TerminalCustody.depositTag, count == buffer.count, passed >= 0, isatty(passed) == 1 {
                 var settings = termios()
                 withUnsafeMutableBytes(of: &settings) { $0.copyBytes(from: buffer[1...]) }

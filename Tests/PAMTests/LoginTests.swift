@@ -73,8 +73,23 @@ struct LoginTests {
         #expect(!screen.contains("0 attempts left"), "\(screen)")
     }
 
-    /// Puts `first of (biometric, gesture)` with `read-tty` in front of login's own stack, for a user with a finger,
-    /// a pattern and a passcode; returns the original stack to put back.
+    /// With `first of (biometric, gesture)` and `read-tty` in front of login's own stack, for a user with a finger, a
+    /// pattern and a passcode: runs `body` on `login USER` in a terminal once the no-Enter prompt shows, then puts
+    /// everything back.
+    func atReadTTYPrompt(_ body: (Terminal) throws -> Void) throws {
+        let original = try installReadTTY()
+        defer {
+            try? original.write(to: URL(fileURLWithPath: stack))
+            TestAccounts.remove(user)
+            fixture.remove()
+        }
+        let terminal = try Terminal("login \(user)")
+        defer { terminal.close() }
+        try terminal.waitFor(Self.noEnterPrompt)
+        try body(terminal)
+    }
+
+    /// Puts the `first of` stack in place and enrolls the user; returns the original stack to put back.
     func installReadTTY() throws -> Data {
         try requireIsolation()
         let original = try Data(contentsOf: URL(fileURLWithPath: stack))
@@ -95,79 +110,58 @@ struct LoginTests {
 
     @Test("read-tty at a real login: a touch alone logs in, no Enter pressed")
     func touchAloneLogsIn() throws {
-        let original = try installReadTTY()
-        defer {
-            try? original.write(to: URL(fileURLWithPath: stack))
-            TestAccounts.remove(user)
-            fixture.remove()
+        try atReadTTYPrompt { terminal in
+            let touched = try run(
+                cliPath, ["sensor", "present", user, "right-index", "--wait", "5", "--sensor", fixture.sensor])
+            #expect(touched.status == 0, "\(touched.text)")
+            // The user's shell, with no key pressed since the prompt.
+            try terminal.type("echo logged-in-as-$(id -un)")
+            let screen = try terminal.waitFor("logged-in-as-\(user)\n")
+            #expect(!screen.contains("Login incorrect"), "\(screen)")
         }
-        let terminal = try Terminal("login \(user)")
-        defer { terminal.close() }
-        try terminal.waitFor(Self.noEnterPrompt)
-        let touched = try run(
-            cliPath, ["sensor", "present", user, "right-index", "--wait", "5", "--sensor", fixture.sensor])
-        #expect(touched.status == 0, "\(touched.text)")
-        // The user's shell, with no key pressed since the prompt.
-        try terminal.type("echo logged-in-as-$(id -un)")
-        let screen = try terminal.waitFor("logged-in-as-\(user)\n")
-        #expect(!screen.contains("Login incorrect"), "\(screen)")
     }
 
     @Test("read-tty at a real login: Ctrl-C ends the prompt and the terminal echoes again")
     func readTTYCtrlC() throws {
-        let original = try installReadTTY()
-        defer {
-            try? original.write(to: URL(fileURLWithPath: stack))
-            TestAccounts.remove(user)
-            fixture.remove()
+        try atReadTTYPrompt { terminal in
+            try terminal.sendKey("2")  // typed, not shown: echo is off while the module reads
+            var screen = try terminal.screen()
+            #expect(screen.hasSuffix(Self.noEnterPrompt), "\(screen)")
+            try terminal.sendKey("C-c")
+            // The module read Ctrl-C as a key (no signal was sent) and gave up; the stack goes on to login's password.
+            screen = try terminal.waitFor("Password:")
+            #expect(screen.contains(Self.noEnterPrompt + " ^C\nCancelled.\nPassword:"), "\(screen)")
+            // pam_unix turns echo off for the password and puts back what it found: echo on, if the module restored it.
+            try terminal.type("")
+            screen = try terminal.waitFor("login:")
+            _ = try run("/usr/bin/tmux", ["-L", terminal.server, "send-keys", "-t", "0", "-l", "echo-is-on"])
+            screen = try terminal.waitFor("login: echo-is-on")
+            #expect(!screen.contains("logged in"), "\(screen)")
         }
-        let terminal = try Terminal("login \(user)")
-        defer { terminal.close() }
-        try terminal.waitFor(Self.noEnterPrompt)
-        try terminal.sendKey("2")  // typed, not shown: echo is off while the module reads
-        var screen = try terminal.screen()
-        #expect(screen.hasSuffix(Self.noEnterPrompt), "\(screen)")
-        try terminal.sendKey("C-c")
-        // The module read Ctrl-C as a key (no signal was sent) and gave up; the stack goes on to login's password.
-        screen = try terminal.waitFor("Password:")
-        #expect(screen.contains(Self.noEnterPrompt + " ^C\nCancelled.\nPassword:"), "\(screen)")
-        // pam_unix turns echo off for the password and puts back what it found: echo on, if the module restored it.
-        try terminal.type("")
-        screen = try terminal.waitFor("login:")
-        _ = try run("/usr/bin/tmux", ["-L", terminal.server, "send-keys", "-t", "0", "-l", "echo-is-on"])
-        screen = try terminal.waitFor("login: echo-is-on")
-        #expect(!screen.contains("logged in"), "\(screen)")
     }
 
     @Test("read-tty: login killed outright mid-read; keywayd puts the terminal's settings back (echo, line editing)")
     func readTTYKilled() throws {
-        let original = try installReadTTY()
-        defer {
-            try? original.write(to: URL(fileURLWithPath: stack))
-            TestAccounts.remove(user)
-            fixture.remove()
+        try atReadTTYPrompt { terminal in
+            let pane = try run(
+                "/usr/bin/tmux", ["-L", terminal.server, "display-message", "-p", "#{pane_tty} #{pane_pid}"])
+            let fields = pane.output.first?.split(separator: " ").map(String.init) ?? []
+            try #require(fields.count == 2, "\(pane.text)")
+            func settings() throws -> String { try run("/usr/bin/stty", ["-a", "-F", fields[0]]).text }
+            let reading = try settings()
+            #expect(reading.contains("-echo ") && reading.contains("-icanon"), "while the module reads: \(reading)")
+            let login = try run("/usr/bin/pgrep", ["-P", fields[1], "-x", "login"])
+            let pid = try #require(login.output.first.flatMap { pid_t($0) }, "\(login.text)")
+            kill(pid, SIGKILL)
+            try terminal.waitFor("[exit 137]")
+            // keywayd sees the arming connection close without a withdrawal and restores what the module deposited.
+            var after = ""
+            for _ in 0..<100 {
+                after = try settings()
+                if !after.contains("-echo ") && !after.contains("-icanon") { break }
+                usleep(50_000)
+            }
+            #expect(!after.contains("-echo ") && !after.contains("-icanon") && !after.contains("-isig"), "\(after)")
         }
-        let terminal = try Terminal("login \(user)")
-        defer { terminal.close() }
-        try terminal.waitFor(Self.noEnterPrompt)
-        let pane = try run(
-            "/usr/bin/tmux", ["-L", terminal.server, "display-message", "-p", "#{pane_tty} #{pane_pid}"])
-        let fields = pane.output.first?.split(separator: " ").map(String.init) ?? []
-        try #require(fields.count == 2, "\(pane.text)")
-        func settings() throws -> String { try run("/usr/bin/stty", ["-a", "-F", fields[0]]).text }
-        let reading = try settings()
-        #expect(reading.contains("-echo ") && reading.contains("-icanon"), "while the module reads: \(reading)")
-        let login = try run("/usr/bin/pgrep", ["-P", fields[1], "-x", "login"])
-        let pid = try #require(login.output.first.flatMap { pid_t($0) }, "\(login.text)")
-        kill(pid, SIGKILL)
-        try terminal.waitFor("[exit 137]")
-        // keywayd sees the arming connection close without a withdrawal and restores what the module deposited.
-        var after = ""
-        for _ in 0..<100 {
-            after = try settings()
-            if !after.contains("-echo ") && !after.contains("-icanon") { break }
-            usleep(50_000)
-        }
-        #expect(!after.contains("-echo ") && !after.contains("-icanon") && !after.contains("-isig"), "\(after)")
     }
 }
