@@ -26,6 +26,8 @@ struct ExampleStackTests {
 
     /// Puts `text` in place of `path` for `body`, then restores the original byte for byte (and checks it).
     func replacing(_ path: String, with text: String, _ body: () throws -> Void) throws {
+        systemStackLock.lock()  // LoginTests replaces /etc/pam.d/login too, in a suite that runs beside this one
+        defer { systemStackLock.unlock() }
         let original = try Data(contentsOf: URL(fileURLWithPath: path))
         defer {
             try? original.write(to: URL(fileURLWithPath: path))

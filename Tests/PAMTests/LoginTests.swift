@@ -12,6 +12,8 @@ struct LoginTests {
     @Test("Ctrl-C while login waits at the sensor ends the wait at once (login leaves SIGINT at its default)")
     func interruptAtSensor() throws {
         try requireIsolation()
+        systemStackLock.lock()  // ExampleStackTests replaces /etc/pam.d/login too, beside this suite
+        defer { systemStackLock.unlock() }
         let original = try Data(contentsOf: URL(fileURLWithPath: stack))
         defer {
             try? original.write(to: URL(fileURLWithPath: stack))
@@ -36,6 +38,8 @@ struct LoginTests {
     )
     func wrongThenLocked() throws {
         try requireIsolation()
+        systemStackLock.lock()  // ExampleStackTests replaces /etc/pam.d/login too, beside this suite
+        defer { systemStackLock.unlock() }
         let original = try Data(contentsOf: URL(fileURLWithPath: stack))
         defer {
             try? original.write(to: URL(fileURLWithPath: stack))
@@ -77,6 +81,8 @@ struct LoginTests {
     /// pattern and a passcode: runs `body` on `login USER` in a terminal once the no-Enter prompt shows, then puts
     /// everything back.
     func atReadTTYPrompt(_ body: (Terminal) throws -> Void) throws {
+        systemStackLock.lock()  // ExampleStackTests replaces /etc/pam.d/login too, beside this suite
+        defer { systemStackLock.unlock() }
         let original = try installReadTTY()
         defer {
             try? original.write(to: URL(fileURLWithPath: stack))

@@ -51,6 +51,11 @@ func requireIsolation() throws {
     else { throw NotIsolated() }
 }
 
+/// Held by every test that puts another file in place of a shared stack in /etc/pam.d (LoginTests and ExampleStackTests
+/// both replace /etc/pam.d/login): suites run side by side, and one must not take the other's stack for the
+/// original, nor log in through it. Recursive, since a test may replace a stack inside another replacement.
+let systemStackLock = NSRecursiveLock()
+
 /// A throwaway root-owned directory with a store, a keywayd serving it, a sensor directory and a PAM service
 /// directory. The daemon starts with the first service written (or `startDaemon()`) and stops in `remove()`; if a
 /// test dies first, it exits by itself after two idle minutes.
