@@ -138,7 +138,7 @@ let package = Package(
                     dependencies: ["KeywayRuntime", "KeywayConfig", "KeywayVault", "KeywayWire", "KeywayCrypto", "KeywayCore",
                                    "KeywayTestSupport",
                                    "KeywayStore", "KeywayPlatform", "KeywayGesture",
-                                   "KeywayPasscode", "KeywayBiometricSimulator"],
+                                   "KeywayPasscode", "KeywayBiometricSimulator", "keyway-hostile"],
                     swiftSettings: strictSettings),
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
         .executableTarget(
@@ -148,6 +148,10 @@ let package = Package(
                 "KeywayPasscode", "KeywayRuntime", "KeywayWire", "KeywayCrypto", "KeywayConfig",
             ],
             path: "Tests/KeywayFuzz", swiftSettings: strictSettings),
+        // What a hostile local user does to keywayd, run as that user by the hostile-peer tests.
+        .executableTarget(name: "keyway-hostile",
+                          dependencies: ["KeywayCore", "KeywayPlatform", "KeywayWire"],
+                          path: "Tests/KeywayHostile", swiftSettings: strictSettings),
         // A separate process that drives a real store, for the multi-process tests and the store benchmark.
         .executableTarget(name: "keyway-probe",
                           dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform", "KeywayCrypto"],

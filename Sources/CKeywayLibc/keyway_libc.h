@@ -101,26 +101,90 @@ static inline ssize_t keyway_send_with_descriptor(int socket, const void *data, 
     return sendmsg(socket, &message, MSG_NOSIGNAL);
 }
 
-/// Receives one message sent by keyway_send_with_descriptor without waiting: the bytes read (0 when the peer has
-/// closed, -2 when nothing is there yet, -1 on error), and in `*fd` the descriptor that came with it, or -1
-/// (close-on-exec). errno is read here, at once: by the time Swift code asked for it, the runtime may have changed it.
-static inline ssize_t keyway_receive_with_descriptor(int socket, void *data, size_t capacity, int *fd) {
+// Descriptors another process passes (SCM_RIGHTS) are hostile until checked (keywayd(8), "Descriptors";
+// docs/ARCHITECTURE.md §10). The kernel accepts them from any peer unless the socket refuses them, and the last close
+// of one can block (a TCP socket with SO_LINGER and a full send queue), so keywayd refuses them where it can,
+// receives every one it is sent where it cannot, and disarms each before it lets go of it.
+
+#ifndef SO_PASSRIGHTS
+#define SO_PASSRIGHTS 83  // Linux 6.16 and later; older kernels answer ENOPROTOOPT
+#endif
+
+/// The most descriptors one SCM_RIGHTS message can carry (the kernel's SCM_MAX_FD).
+#define KEYWAY_MAX_PASSED 253
+
+/// Tells the kernel whether `socket` (a listener's setting is inherited by the connections it accepts) takes
+/// descriptors: with `accept` 0, a peer's sendmsg with SCM_RIGHTS fails with EPERM and nothing reaches us.
+/// 0 on success; the errno otherwise (ENOPROTOOPT: a kernel older than 6.16).
+static inline int keyway_accept_passed_descriptors(int socket, int accept) {
+    int value = accept ? 1 : 0;
+    return setsockopt(socket, SOL_SOCKET, SO_PASSRIGHTS, &value, sizeof value) == 0 ? 0 : errno;
+}
+
+/// Receives one message without waiting, with room for every descriptor a message can carry, so the kernel never
+/// drops one on this thread. Every control message is walked: each passed descriptor is stored in `fds` (room for
+/// KEYWAY_MAX_PASSED; close-on-exec) and counted in `*passed`; `*odd` is set when the message held control data
+/// that was not descriptors, or was truncated. Returns the bytes read, 0 when the peer has closed, -2 when nothing
+/// is there yet, -1 on error (errno read here, at once).
+static inline ssize_t keyway_receive_message(int socket, void *data, size_t capacity, int *fds, int *passed,
+                                             int *odd) {
     struct iovec part = { data, capacity };
-    union { char space[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } control;
+    union { char space[CMSG_SPACE(sizeof(int) * KEYWAY_MAX_PASSED) + CMSG_SPACE(64)]; struct cmsghdr align; } control;
     struct msghdr message;
     memset(&message, 0, sizeof message);
     message.msg_iov = &part;
     message.msg_iovlen = 1;
     message.msg_control = control.space;
     message.msg_controllen = sizeof control.space;
-    *fd = -1;
+    *passed = 0;
+    *odd = 0;
     ssize_t count = recvmsg(socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (count < 0) return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -2 : -1;
+    if (message.msg_flags & MSG_CTRUNC) *odd = 1;
     for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header; header = CMSG_NXTHDR(&message, header)) {
-        if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS &&
-            header->cmsg_len == CMSG_LEN(sizeof(int))) {
-            memcpy(fd, CMSG_DATA(header), sizeof(int));
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
+            *odd = 1;
+            continue;
+        }
+        size_t bytes = header->cmsg_len - CMSG_LEN(0);
+        for (size_t offset = 0; offset + sizeof(int) <= bytes && *passed < KEYWAY_MAX_PASSED; offset += sizeof(int)) {
+            memcpy(&fds[*passed], CMSG_DATA(header) + offset, sizeof(int));
+            *passed += 1;
         }
     }
     return count;
+}
+
+/// Disarms and closes a descriptor keywayd did not ask for, so that its close cannot block: a socket's lingering
+/// close becomes an abortive one (SO_LINGER with 0 seconds), and a Unix socket is shut down and emptied first,
+/// since descriptors still queued on it would be released by its close (the kernel nests them at most 4 deep).
+static inline void keyway_dispose_descriptor_at(int fd, int depth) {
+    struct stat info;
+    if (fstat(fd, &info) == 0 && S_ISSOCK(info.st_mode)) {
+        struct linger abortive = { 1, 0 };
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive);
+        struct sockaddr_storage address;
+        socklen_t length = sizeof address;
+        if (depth < 8 && getsockname(fd, (struct sockaddr *)&address, &length) == 0 && address.ss_family == AF_UNIX) {
+            (void)shutdown(fd, SHUT_RDWR);
+            char bytes[512];
+            int inner[KEYWAY_MAX_PASSED];
+            int passed = 0, odd = 0;
+            for (int messages = 0; messages < 100000; messages++) {
+                ssize_t count = keyway_receive_message(fd, bytes, sizeof bytes, inner, &passed, &odd);
+                for (int i = 0; i < passed; i++) keyway_dispose_descriptor_at(inner[i], depth + 1);
+                if (count <= 0) break;
+            }
+        }
+    }
+    close(fd);
+}
+
+/// keyway_dispose_descriptor_at for a descriptor received from a client.
+static inline void keyway_dispose_descriptor(int fd) { keyway_dispose_descriptor_at(fd, 0); }
+
+/// True when `fd` is a terminal device: a character device that answers as a terminal.
+static inline int keyway_is_terminal_device(int fd) {
+    struct stat info;
+    return fstat(fd, &info) == 0 && S_ISCHR(info.st_mode) && isatty(fd) == 1;
 }

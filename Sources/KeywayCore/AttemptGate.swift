@@ -57,6 +57,14 @@ public struct AttemptGate: Sendable {
         }
     }
 
+    /// Throws the lockout that would forbid an attempt now, counting nothing.
+    public func check(for user: String) throws(AuthenticationError) {
+        let decision = AttemptDecision.decide(
+            try store.attempts(user: user), factor: factor, schedule: schedule, accountLimit: accountLimit,
+            now: clock.now())
+        guard decision == .allowed else { throw error(for: decision) }
+    }
+
     /// Counts an attempt now, or throws the lockout that forbids it.
     public func reserve(for user: String) throws(AuthenticationError) -> Reservation {
         let now = clock.now()

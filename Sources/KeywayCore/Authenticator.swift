@@ -81,13 +81,22 @@ public struct UserContext: Sendable, Equatable {
     /// hash, and is told "not recognized" (docs/ARCHITECTURE.md §5: no user enumeration). For logins, where anyone may type
     /// any user name; LocalAuthentication-style callers leave it off and get `.factorNotEnrolled` at once.
     public var concealsEnrollment: Bool
+    /// The real user id of the process that started this authentication (`su bob` typed by alice: alice's), or nil
+    /// when unknown. keywayd takes it from a root client (the module inside su, sudo or login reads `getuid()`) and
+    /// puts a non-root client's own uid in its place; the sensor and the owner's share of the hash workers follow
+    /// it (docs/ARCHITECTURE.md §10).
+    public var startedBy: UInt32?
 
     /// Creates a user context.
-    public init(name: String, service: String = "keyway", isRemote: Bool = false, concealsEnrollment: Bool = false) {
+    public init(
+        name: String, service: String = "keyway", isRemote: Bool = false, concealsEnrollment: Bool = false,
+        startedBy: UInt32? = nil
+    ) {
         self.name = name
         self.service = service
         self.isRemote = isRemote
         self.concealsEnrollment = concealsEnrollment
+        self.startedBy = startedBy
     }
 }
 

@@ -62,6 +62,15 @@ public final class InMemoryStore: Store {
     }
 
     @discardableResult
+    public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
+        contents.withLock { contents in
+            let excess = max(contents.audit.count - max(limit, 0), 0)
+            contents.audit.removeFirst(excess)
+            return excess
+        }
+    }
+
+    @discardableResult
     public func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int {
         contents.withLock { contents in
             let unenrolled = contents.attempts.filter { contents.enrollments[$0.key]?.isEmpty ?? true }
@@ -104,6 +113,7 @@ public final class InMemoryStore: Store {
         throws(AuthenticationError)
     {
         contents.withLock {
+            if $0.preferences[user]?[key] == value { return }  // nothing changes: nothing is written
             $0.preferences[user, default: [:]][key] = value
             $0.audit.append(
                 AuditEntry(

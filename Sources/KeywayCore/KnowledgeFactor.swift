@@ -162,6 +162,8 @@ public final class KnowledgeKeeper: FactorKeeper {
     public let gate: AttemptGate
     /// The code for "not enrolled" (`.passcodeNotSet` for the passcode).
     public let notEnrolledCode: AuthenticationError.Code
+    /// Recent wrong secrets, answered again without the slow hash.
+    public let repeats = RepeatMemory()
 
     /// Creates the keeper.
     public init(
@@ -221,7 +223,15 @@ public final class KnowledgeKeeper: FactorKeeper {
     public func verify(_ candidate: Secret, user: String, concealing: Bool = false) throws(AuthenticationError)
         -> Verdict
     {
-        guard let enrollment = try gate.store.enrollment(user: user, factor: factor) else {
+        let enrollment = try gate.store.enrollment(user: user, factor: factor)
+        // A repeat of a wrong secret seen lately is the failure it was: no slow hash, nothing counted (the lockout,
+        // if any, still answers first). Enrolled or not, it looks and costs the same.
+        let quick = hasher.quickFingerprint(candidate, boundTo: enrollment?.payload ?? [])
+        if let quick, enrollment != nil || concealing, repeats.contains(quick, for: user) {
+            try gate.check(for: user)
+            return .failure(enrollment == nil ? .notEnrolled : .repeatedMismatch)
+        }
+        guard let enrollment else {
             guard concealing else {
                 hasher.burnWork(candidate)
                 throw AuthenticationError(notEnrolledCode, "no \(factor) is enrolled for \(user)")
@@ -230,6 +240,7 @@ public final class KnowledgeKeeper: FactorKeeper {
             // delays nor the repeats tell the two apart.
             let reservation = try gate.reserve(for: user)
             _ = try gate.settleFailure(reservation, fingerprint: hasher.burnWork(candidate))
+            if let quick { repeats.remember(quick, for: user) }
             return .failure(.notEnrolled)
         }
         guard let encoded = String(validating: enrollment.payload, as: UTF8.self) else {
@@ -238,10 +249,12 @@ public final class KnowledgeKeeper: FactorKeeper {
         let reservation = try gate.reserve(for: user)
         switch try hasher.verify(candidate, against: encoded) {
         case .match:
-            try gate.settleSuccess(reservation)
+            try gate.settleSuccess(reservation)  // a wrong secret stays wrong: the memory is kept
             return .success
         case .mismatch(let fingerprint):
-            return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
+            let failure = try gate.settleFailure(reservation, fingerprint: fingerprint)
+            if let quick { repeats.remember(quick, for: user) }
+            return .failure(failure)
         }
     }
 }

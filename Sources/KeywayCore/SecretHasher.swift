@@ -7,7 +7,13 @@
 ///   secret derived from the slow hash's output, so fingerprints are as costly to invert as the enrollment.
 /// - `burnWork` costs what one `verify` costs, for users with nothing enrolled (no enumeration by timing), and
 ///   returns a fingerprint of the secret in the same way, so a repeated wrong secret is recognised for them too.
+/// - `quickFingerprint`, when it returns one, is a fast keyed hash of the secret and `binding` whose key never
+///   leaves this process (it is made at random when the hasher is): keywayd remembers recent wrong secrets by it
+///   in memory only, so a repeat is answered without the slow hash, and nothing on disk can be checked fast.
 public protocol SecretHasher: AnyObject, Sendable {
+    /// A fast fingerprint of `secret` bound to `binding` (the enrolled hash), under a key only this process holds;
+    /// nil when the hasher offers none (then every attempt pays the slow hash).
+    func quickFingerprint(_ secret: Secret, boundTo binding: [UInt8]) -> [UInt8]?
     /// Hashes a new secret for enrollment.
     func hash(_ secret: Secret) throws(AuthenticationError) -> String
     /// Checks a secret against an enrolled hash string.
@@ -23,4 +29,9 @@ public enum SecretCheck: Sendable, Equatable {
     case match
     /// The secret is wrong; the fingerprint identifies this wrong secret for this enrollment.
     case mismatch(fingerprint: [UInt8])
+}
+
+extension SecretHasher {
+    /// No fast fingerprint: every attempt pays the slow hash.
+    public func quickFingerprint(_ secret: Secret, boundTo binding: [UInt8]) -> [UInt8]? { nil }
 }

@@ -43,7 +43,12 @@ public protocol Store: AnyObject, Sendable {
     /// The user's switches and preferences (`keyway enable|disable|set`), key → value; a key not stored has its
     /// declared default (UserSetting).
     func preferences(user: String) throws(AuthenticationError) -> [String: String]
-    /// Stores (or with nil, forgets) one preference and records it in the audit trail, in one transaction.
+    /// Keeps only the latest `limit` rows of the audit trail; returns how many older ones it dropped. keywayd runs it
+    /// every minute, so no flood of changes can fill the disk that holds the store (keywayd(8), LIMITS).
+    @discardableResult
+    func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int
+    /// Stores (or with nil, forgets) one preference and records it in the audit trail, in one transaction. A value
+    /// equal to the stored one (nil: none stored) writes nothing, not even an audit row.
     func setPreference(user: String, key: String, value: String?, by change: Attribution) throws(AuthenticationError)
 }
 

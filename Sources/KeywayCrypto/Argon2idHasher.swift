@@ -83,6 +83,20 @@ public final class Argon2idHasher: SecretHasher {
         return .mismatch(fingerprint: fingerprint)
     }
 
+    /// The key of `quickFingerprint`: random, made with the hasher, never written anywhere.
+    private let quickKey = Sodium.randomBytes(32)
+
+    /// Keyed BLAKE2b of the secret, then the binding, under this process's own random key.
+    public func quickFingerprint(_ secret: Secret, boundTo binding: [UInt8]) -> [UInt8]? {
+        var input = [UInt8]()
+        input.reserveCapacity(secret.count + binding.count + 1)
+        secret.withUnsafeBytes { input.append(contentsOf: $0) }
+        input.append(0)
+        input.append(contentsOf: binding)
+        defer { input.withUnsafeMutableBytes { Sodium.wipe($0) } }
+        return input.withUnsafeBytes { Sodium.keyedHash($0, key: quickKey, length: 32) }
+    }
+
     @discardableResult
     public func burnWork(_ secret: Secret) -> [UInt8] {
         var derived = [UInt8](repeating: 0, count: Self.keyLength)

@@ -74,6 +74,13 @@ enum Sodium {
         return output
     }
 
+    /// `randombytes_buf`: `count` bytes from the system's generator.
+    static func randomBytes(_ count: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        randombytes_buf(&bytes, count)
+        return bytes
+    }
+
     /// `sodium_memzero`: a wipe the compiler cannot remove.
     static func wipe(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let base = buffer.baseAddress else { return }

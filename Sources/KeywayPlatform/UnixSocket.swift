@@ -163,15 +163,63 @@ public enum UnixSocket {
                 return fail(Failure("receive", reason: "\(what) did not arrive in time"))
             }
             let wanted = min(chunk.count, count - bytes.count)
-            let got = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, wanted, Int32(MSG_DONTWAIT)) }
-            if got < 0 {
-                if keyway_errno() == EINTR || keyway_errno() == EAGAIN { continue }
-                return fail(Failure("receive", errno: keyway_errno()))
+            var passed = 0
+            var odd = false
+            let got = chunk.withUnsafeMutableBytes {
+                receiveMessage(fd, into: $0, count: wanted, passed: &passed, odd: &odd)
             }
+            if passed > 0 || odd {
+                return fail(Failure("receive", reason: "the peer passed descriptors or control data with \(what)"))
+            }
+            if got == -2 { continue }
+            if got < 0 { return fail(Failure("receive", errno: keyway_errno())) }
             if got == 0 { return fail(Failure("receive", reason: "the connection closed before \(what) ended")) }
             bytes.append(contentsOf: chunk[0..<got])
         }
         return .success(bytes)
+    }
+
+    /// Receives one message without waiting into the first `count` bytes of `buffer`, as
+    /// `keyway_receive_message`: every descriptor passed with it is disposed of here (`dispose`), counted in
+    /// `passed`; `odd` is set for control data that is not descriptors or was cut short. Returns the bytes read,
+    /// 0 at the end of the stream, -2 when nothing is there yet, -1 on error.
+    public static func receiveMessage(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, count: Int, passed: inout Int, odd: inout Bool
+    ) -> Int {
+        var descriptors: [Int32] = []
+        let got = receiveMessage(fd, into: buffer, count: count, descriptors: &descriptors, odd: &odd)
+        for descriptor in descriptors { dispose(descriptor) }
+        passed = descriptors.count
+        return got
+    }
+
+    /// `receiveMessage`, handing the caller the descriptors that came with the message: it must dispose of each.
+    public static func receiveMessage(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, count: Int, descriptors: inout [Int32],
+        odd: inout Bool
+    ) -> Int {
+        var fds = [Int32](repeating: -1, count: Int(KEYWAY_MAX_PASSED))
+        var received: Int32 = 0
+        var strange: Int32 = 0
+        let got = fds.withUnsafeMutableBufferPointer {
+            keyway_receive_message(
+                fd, buffer.baseAddress, min(count, buffer.count), $0.baseAddress, &received, &strange)
+        }
+        descriptors = Array(fds[0..<Int(received)])
+        odd = strange != 0
+        return got
+    }
+
+    /// Lets go of a descriptor a peer may have had a hand in (a client's connection, or anything it passed) so that
+    /// the close cannot block: an abortive close for a socket, a Unix socket shut down and emptied of what is
+    /// queued on it first (`keyway_dispose_descriptor`). keywayd(8), "Descriptors".
+    public static func dispose(_ fd: Int32) { keyway_dispose_descriptor(fd) }
+
+    /// Asks the kernel to refuse descriptors passed to `fd` (a listener passes the setting on to each connection it
+    /// accepts), or to take them again with `accept`; false on a kernel without SO_PASSRIGHTS (before 6.16).
+    @discardableResult
+    public static func acceptDescriptors(_ accept: Bool, on fd: Int32) -> Bool {
+        keyway_accept_passed_descriptors(fd, accept ? 1 : 0) == 0
     }
 
     /// True when the other end has closed the connection (its whole request was read, so anything readable now is

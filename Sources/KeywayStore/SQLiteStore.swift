@@ -341,6 +341,21 @@ public final class SQLiteStore: Store {
         }
     }
 
+    @discardableResult
+    public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
+        try run("cannot prune the audit trail") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let count = try db.query("SELECT count(*) FROM audit").first?.first?.integer ?? 0
+                let excess = Int(count) - max(limit, 0)
+                guard excess > 0 else { return 0 }
+                try db.query(
+                    "DELETE FROM audit WHERE id IN (SELECT id FROM audit ORDER BY id LIMIT ?)",
+                    [.integer(Int64(excess))])
+                return excess
+            }
+        }
+    }
+
     public func users() throws(AuthenticationError) -> [String] {
         try run("cannot list users") { db throws(SQLiteError) in
             try db.query(
@@ -398,6 +413,10 @@ public final class SQLiteStore: Store {
     {
         try run("cannot store the preference") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
+                let stored = try db.query(
+                    "SELECT value FROM preferences WHERE user = ? AND key = ?", [.text(user), .text(key)]
+                ).first?.first?.text
+                if stored == value { return }  // nothing changes: nothing is written
                 if let value {
                     try db.query(
                         "INSERT INTO preferences (user, key, value) VALUES (?, ?, ?) "

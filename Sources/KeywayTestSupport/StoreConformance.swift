@@ -124,6 +124,21 @@ public enum StoreConformance {
                     ],
                 "each change is audited with what was set: \(switchTrail.map { $0.detail ?? "nil" })")
             expect(switchTrail.allSatisfy { $0.action == .set && $0.factor == .gesture }, "as a set of the gesture")
+            // A change that changes nothing writes nothing: no row, no audit entry.
+            try store.setPreference(
+                user: switcher, key: "gesture.show-trail", value: "on", by: Attribution("c", at: at))
+            try store.setPreference(user: switcher, key: "gesture.enabled", value: nil, by: Attribution("c", at: at))
+            expect(try store.auditTrail(user: switcher).count == 4, "setting what is already set is not audited")
+
+            // The audit trail is capped: the oldest rows go first, and the count of those dropped is returned.
+            let total = try store.auditTrail(user: nil).count
+            expect(try store.pruneAudit(keeping: total) == 0, "a trail within its cap loses nothing")
+            expect(try store.pruneAudit(keeping: 2) == total - 2, "pruning reports the rows it dropped")
+            expect(
+                try store.auditTrail(user: nil).map { $0.detail ?? "" } == [
+                    "gesture.show-trail=on", "gesture.enabled=default",
+                ],
+                "the latest rows are kept")
         } catch {
             problems.append("threw \(error)")
         }

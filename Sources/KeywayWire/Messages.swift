@@ -43,6 +43,33 @@ public enum Request: Sendable, Equatable {
     }
 
     /// The user the request is about, if one.
+    /// Who started the authentication this request belongs to (`UserContext.startedBy`), for the requests that
+    /// carry a context.
+    public var startedBy: UInt32? {
+        switch self {
+        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _),
+            .claim(_, let context, _):
+            context.startedBy
+        case .enroll, .change, .remove, .reset, .status, .audit, .set: nil
+        }
+    }
+
+    /// The request with `startedBy` set to `uid` in its context (a request without one is returned as it is).
+    public func started(by uid: UInt32) -> Request {
+        func with(_ context: UserContext) -> UserContext {
+            var context = context
+            context.startedBy = uid
+            return context
+        }
+        switch self {
+        case .availability(let factor, let context): return .availability(factor, with(context))
+        case .verify(let factor, let context, let evidence): return .verify(factor, with(context), evidence)
+        case .arm(let factor, let context, let attempts): return .arm(factor, with(context), attempts: attempts)
+        case .claim(let factor, let context, let nonce): return .claim(factor, with(context), nonce: nonce)
+        case .enroll, .change, .remove, .reset, .status, .audit, .set: return self
+        }
+    }
+
     public var user: String? {
         switch self {
         case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _),
@@ -350,6 +377,8 @@ extension WireWriter {
         string(user.service)
         bool(user.isRemote)
         bool(user.concealsEnrollment)
+        bool(user.startedBy != nil)
+        if let uid = user.startedBy { u32(Int(uid)) }
     }
 
     mutating func verdict(_ verdict: Verdict) {
@@ -425,7 +454,8 @@ extension WireReader {
     mutating func context() throws(WireError) -> UserContext {
         UserContext(
             name: try string("the user", limit: UserContext.maximumNameLength), service: try string("the service"),
-            isRemote: try bool("remote"), concealsEnrollment: try bool("concealing"))
+            isRemote: try bool("remote"), concealsEnrollment: try bool("concealing"),
+            startedBy: try bool("started by") ? UInt32(truncatingIfNeeded: try u32("the starting uid")) : nil)
     }
 
     mutating func verdict() throws(WireError) -> Verdict {

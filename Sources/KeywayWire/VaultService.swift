@@ -15,6 +15,8 @@ import Synchronization
 /// | reset        | yes  | no                                                |
 /// | audit        | yes  | no                                                |
 /// | set          | yes  | own switches; a factor off only just after verifying it (`proofWindow`) |
+///
+/// A user other than root makes at most `writesPerWindow` changes (`set`, `change`) a minute.
 /// | arm, claim   | yes  | own account only (a screen locker running as the user); a claim only by the uid that armed |
 ///
 /// A refused request never reaches the vault, so it costs the named user no attempt.
@@ -53,6 +55,13 @@ public struct VaultService: Sendable {
     let proofs: Proofs
     /// The factors armed now (`first of`).
     public let leases: Leases
+    /// How many changes each user other than root has made lately: each writes an audit row.
+    let writes: WriteBudget
+    /// Changes (`set`, `change`) one user other than root may make per `writeWindow`; beyond them a change is
+    /// refused and nothing is written, so no user can fill the disk that holds the store (keywayd(8), LIMITS).
+    public static let writesPerWindow = 10
+    /// The window of `writesPerWindow`, in milliseconds of `now`.
+    public static let writeWindow: Int64 = 60_000
     /// How long a verification counts as proof, in milliseconds of `now`.
     public static let proofWindow: Int64 = 120_000
 
@@ -64,6 +73,30 @@ public struct VaultService: Sendable {
         self.userSettings = userSettings
         proofs = Proofs(now: now)
         leases = Leases(now: now)
+        writes = WriteBudget(now: now)
+    }
+
+    /// Changes by uid in the current window. Bounded by the users who made one within a window.
+    final class WriteBudget: Sendable {
+        private let table = Mutex<[UInt32: (start: Int64, count: Int)]>([:])
+        let now: @Sendable () -> Int64
+        init(now: @escaping @Sendable () -> Int64) { self.now = now }
+
+        /// Spends one change for `uid`; the seconds until the next is allowed when none is left.
+        func spend(_ uid: UInt32) -> Int64? {
+            let time = now()
+            return table.withLock { table -> Int64? in
+                if table.count > 4096 { table = table.filter { time - $0.value.start < VaultService.writeWindow } }
+                var entry = table[uid] ?? (time, 0)
+                if time - entry.start >= VaultService.writeWindow { entry = (time, 0) }
+                guard entry.count < VaultService.writesPerWindow else {
+                    return (entry.start + VaultService.writeWindow - time + 999) / 1000
+                }
+                entry.count += 1
+                table[uid] = entry
+                return nil
+            }
+        }
     }
 
     /// Recent successful verifications, by caller, account and factor. Used once: turning a factor off spends it.
@@ -116,6 +149,14 @@ public struct VaultService: Sendable {
             "the \(factor == .biometric ? "sensor" : "\(factor)") is in use by another authentication")
     }
 
+    /// True for the requests a user other than root may make that write the audit trail.
+    public static func writesAudit(_ request: Request) -> Bool {
+        switch request {
+        case .set, .change: true
+        case .availability, .verify, .enroll, .remove, .status, .reset, .audit, .arm, .claim: false
+        }
+    }
+
     /// True for requests that run the slow hash, which keywayd runs on its bounded pool.
     public static func isSlow(_ request: Request) -> Bool {
         switch request {
@@ -131,8 +172,15 @@ public struct VaultService: Sendable {
         return kept.isEmpty ? "an unnamed tool" : String(String.UnicodeScalarView(kept))
     }
 
+    /// The request as keywayd takes it from `caller`: who started the authentication is what a root client says
+    /// (the module inside su or sudo reads its host's real uid), and for anyone else the caller itself.
+    public static func vouched(_ request: Request, by caller: Caller) -> Request {
+        caller.isRoot ? request : request.started(by: caller.uid)
+    }
+
     /// Answers one request from `caller`.
     public func answer(_ request: Request, from caller: Caller) -> Response {
+        let request = Self.vouched(request, by: caller)
         if let refusal = Self.refusal(of: request, by: caller) {
             return .failure(AuthenticationError(.notPermitted, refusal))
         }
@@ -140,6 +188,13 @@ public struct VaultService: Sendable {
             return .failure(AuthenticationError(.invalidUserName, problem))
         }
         func actor(_ via: String) -> String { "\(caller.label) via \(Self.toolName(via))" }
+        if !caller.isRoot, Self.writesAudit(request), let wait = writes.spend(caller.uid) {
+            return .failure(
+                AuthenticationError(
+                    .notPermitted,
+                    "\(caller.label) made \(Self.writesPerWindow) changes within \(Self.writeWindow / 1000) s; "
+                        + "nothing was changed, try again in \(wait) s"))
+        }
         do {
             switch request {
             case .availability(let factor, let user):

@@ -5,7 +5,7 @@ public import KeywayCore
 /// strings with a 4-byte length, optionals with a 0/1 byte. A decoder consumes exactly the body or refuses it.
 public enum Wire {
     /// The protocol version spoken; a frame with another version is refused.
-    public static let version: UInt8 = 1
+    public static let version: UInt8 = 2
     /// The largest body accepted in either direction. A request is far smaller (a secret is at most 4 KiB, a
     /// biometric enrollment 64 samples of 64 values); an answer (status of every user, the audit trail) may be larger.
     public static let maximumRequest = 64 * 1024

@@ -336,7 +336,7 @@ struct Command {
         let policy = resolved.policy
         let runtime = runtime(settings: resolved.settings)
         let evaluation = runtime.context().evaluate(
-            policy, for: UserContext(name: user, service: "keyway"),
+            policy, for: UserContext(name: user, service: "keyway", startedBy: getuid()),
             reason: "keyway unlock", conversation: conversation)
         print(evaluation.description.escapingControlCharacters)
         if resolved.definition.mode == .audit {

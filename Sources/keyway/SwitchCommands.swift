@@ -29,7 +29,7 @@ extension Command {
             if setting.offNeedsProof && !value && getuid() != 0 {
                 let proof = Policy(name: "verify the \(setting.factor)", rule: .factor(setting.factor, attempts: 3))
                 let evaluation = runtime.context().evaluate(
-                    proof, for: UserContext(name: user, service: "keyway"),
+                    proof, for: UserContext(name: user, service: "keyway", startedBy: getuid()),
                     reason: "turn the \(setting.factor) off", conversation: conversation)
                 if let error = evaluation.error { throw error }
             }

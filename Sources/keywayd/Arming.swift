@@ -41,6 +41,9 @@ extension Server {
             return
         }
         defer { events.release() }
+        // The one connection that may carry a descriptor: the terminal the module in a root host deposits.
+        let custody = TerminalHolder(acceptsCustody: caller.isRoot)
+        if caller.isRoot { UnixSocket.acceptDescriptors(true, on: fd) }
         let answer = service.answer(request, from: caller)
         reply(answer, to: fd)
         guard case .armed(let nonce) = answer else { return }
@@ -55,9 +58,11 @@ extension Server {
             events: events)
         // A terminal the module reads itself (read-tty) is deposited here with its settings, and put back if the
         // client goes without withdrawing it: a host killed in the middle of the read.
-        let custody = TerminalHolder()
         func clientGone() -> Bool { custody.take(from: fd) }
-        defer { if clientGone() { custody.restore() } else { custody.release() } }
+        defer {
+            if clientGone() { custody.restore() } else { custody.release() }
+            if let error = custody.protocolError { Server.logLimited("\(caller.label): lease ended: \(error)") }
+        }
         // Stops when the client has gone (its socket closed: a killed sudo included) or the lease wants no more.
         let stop = CancellationFlag(following: CancellationFlag()) {
             custody.take(from: fd) || !leases.wantsMore(nonce)
@@ -105,9 +110,12 @@ final class TerminalHolder: Sendable {
     }
     private let deposit = Mutex<Deposit?>(nil)
     private let closed = Mutex(false)
+    private let refusal = Mutex<String?>(nil)
+    /// Whether a terminal may be deposited here: only by the module inside a root host (keywayd(8), "Descriptors").
+    let acceptsCustody: Bool
 
-    /// Creates an empty holder.
-    init() {}
+    /// Creates an empty holder; `acceptsCustody` for a root client.
+    init(acceptsCustody: Bool) { self.acceptsCustody = acceptsCustody }
 
     deinit { release() }
 
@@ -124,30 +132,43 @@ final class TerminalHolder: Sendable {
     private func read(_ connection: Int32) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 1 + MemoryLayout<termios>.size)
         while true {
-            var passed: Int32 = -1
+            var passed: [Int32] = []
+            var odd = false
             let count = buffer.withUnsafeMutableBytes {
-                keyway_receive_with_descriptor(connection, $0.baseAddress, $0.count, &passed)
-            }
-            if count == 0 {
-                if passed >= 0 { close(passed) }
-                return true
+                UnixSocket.receiveMessage(connection, into: $0, count: $0.count, descriptors: &passed, odd: &odd)
             }
             if count == -2 { return false }  // nothing more for now
-            if count < 0 { return true }  // the connection failed: the client is as good as gone
-            if buffer[0] == TerminalCustody.depositTag, count == buffer.count, passed >= 0, isatty(passed) == 1 {
+            // The one message that may carry a descriptor: a deposit, from a root host, of exactly one terminal with
+            // settings of the right size. Anything else passed is a protocol error that ends the lease.
+            if count == buffer.count, buffer[0] == TerminalCustody.depositTag, acceptsCustody, !odd, passed.count == 1,
+                keyway_is_terminal_device(passed[0]) == 1
+            {
                 var settings = termios()
                 withUnsafeMutableBytes(of: &settings) { $0.copyBytes(from: buffer[1...]) }
                 let earlier = deposit.withLock { held in
-                    defer { held = Deposit(terminal: passed, settings: settings) }
+                    defer { held = Deposit(terminal: passed[0], settings: settings) }
                     return held?.terminal
                 }
-                if let earlier { close(earlier) }
+                if let earlier { UnixSocket.dispose(earlier) }
                 continue
             }
-            if passed >= 0 { close(passed) }
+            for descriptor in passed { UnixSocket.dispose(descriptor) }
+            if count <= 0 { return true }  // closed, or failed: the client is as good as gone
+            if !passed.isEmpty || odd {
+                refusal.withLock {
+                    $0 =
+                        acceptsCustody
+                        ? "passed \(passed.count) descriptor(s) that are not one terminal with its settings"
+                        : "passed \(passed.count) descriptor(s); only a root host may deposit its terminal"
+                }
+                return true
+            }
             if buffer[0] == TerminalCustody.withdrawTag && count == 1 { release() }
         }
     }
+
+    /// Why the lease was ended for a protocol error, if it was.
+    var protocolError: String? { refusal.withLock { $0 } }
 
     /// Puts the deposited settings back on the deposited terminal, and lets go of it.
     func restore() {
@@ -158,7 +179,7 @@ final class TerminalHolder: Sendable {
             })
         else { return }
         _ = keyway_terminal_restore(held.terminal, &held.settings)
-        close(held.terminal)
+        UnixSocket.dispose(held.terminal)
     }
 
     /// Lets go of the terminal without touching it.
@@ -167,7 +188,7 @@ final class TerminalHolder: Sendable {
             defer { held = nil }
             return held?.terminal
         }) {
-            close(terminal)
+            UnixSocket.dispose(terminal)
         }
     }
 }

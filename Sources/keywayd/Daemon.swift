@@ -33,6 +33,11 @@ struct KeywayDaemon {
           --idle-exit SECONDS   exit after this long without a connection (default 0: never)
           --sensor DIR          the simulated sensor's control directory, where keywayd listens while an
                                 authentication has armed the sensor (default /run/keyway/sensor)
+          --audit-rows N        rows of the audit trail kept (default 100000, the latest; checked every minute)
+          --passed-descriptors refuse|receive
+                                refuse (the default): the kernel refuses descriptors a client passes where none
+                                is asked for (Linux 6.16 and later); receive: keywayd receives and disposes of
+                                them itself, as it must on older kernels
           --unenrolled-counters N
                                 names without an enrollment whose counters are kept (default 10000; the
                                 latest failures win; checked every minute)
@@ -46,6 +51,7 @@ struct KeywayDaemon {
         vaultOptions.createStore = true
         var configPath: String? = nil
         var arming = ArmingOptions()
+        var kernelRefusal = true
         var words = Array(CommandLine.arguments.dropFirst())[...]
         func value(_ flag: String) -> String {
             guard let next = words.popFirst() else { fail("\(flag) needs a value") }
@@ -61,6 +67,12 @@ struct KeywayDaemon {
         while let word = words.popFirst() {
             switch word {
             case "--foreground": break
+            case "--passed-descriptors":
+                switch value(word) {
+                case "refuse": kernelRefusal = true
+                case "receive": kernelRefusal = false
+                case let other: fail("--passed-descriptors \(other): give refuse or receive")
+                }
             case "--socket": socketPath = value(word)
             case "--store": vaultOptions.storePath = value(word)
             case "--config": configPath = value(word)
@@ -69,6 +81,7 @@ struct KeywayDaemon {
             case "--request-timeout": options.requestTimeout = Int64(number(word, 10...600_000))
             case "--idle-exit": options.idleExit = Int64(number(word, 0...86_400)) * 1000
             case "--unenrolled-counters": options.unenrolledCounterLimit = number(word, 0...100_000_000)
+            case "--audit-rows": options.auditRowLimit = number(word, 100...100_000_000)
             case "--sensor":
                 arming.sensorDirectory = value(word)
                 guard arming.sensorDirectory.hasPrefix("/") else {
@@ -116,12 +129,20 @@ struct KeywayDaemon {
             }
             ownSocket = socketPath
         }
+        // No request but the arming lease of a root host carries a descriptor: the kernel refuses the rest before
+        // they reach keywayd (Linux 6.16 and later); elsewhere each is received and disposed of (keywayd(8)).
+        if kernelRefusal && UnixSocket.acceptDescriptors(false, on: listener) {
+            Server.log("passed descriptors: refused by the kernel (SO_PASSRIGHTS)")
+        } else {
+            Server.log("passed descriptors: received and disposed of by keywayd (no SO_PASSRIGHTS)")
+        }
         var bound = stat()
         let ownInode = ownSocket.flatMap { stat($0, &bound) == 0 ? bound.st_ino : nil }
         Server.log(
             "serving \(vaultOptions.storePath) on \(ownSocket ?? "the socket systemd passed") "
                 + "with \(options.workers) workers, queue \(options.queueLimit)")
         let limit = options.unenrolledCounterLimit
+        let auditRows = options.auditRowLimit
         let server = Server(
             service: VaultService(
                 vault: vault, userSettings: Runtime.plugins.userSettings, now: UnixSocket.monotonicMilliseconds),
@@ -133,6 +154,12 @@ struct KeywayDaemon {
                 if cleared > 0 { Server.log("cleared the counters of \(cleared) names without an enrollment") }
             } catch {
                 Server.log("cannot prune counters: \(error.reason)")
+            }
+            do throws(AuthenticationError) {
+                let dropped = try vault.store.pruneAudit(keeping: auditRows)
+                if dropped > 0 { Server.log("dropped the \(dropped) oldest audit rows (the trail keeps \(auditRows))") }
+            } catch {
+                Server.log("cannot prune the audit trail: \(error.reason)")
             }
         }
         server.run(listener)
@@ -168,10 +195,11 @@ final class Server: Sendable {
         var workers = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
         /// Requests waiting for a worker; beyond this a request is answered "busy" at once.
         var queueLimit = 32
-        /// Slow-hash requests about one account admitted at once (running or waiting): half the workers, at least
-        /// one. A user may have sudo hash their own right pattern over and over (a success resets the counter), as
-        /// root, or stop clients in the middle of their requests; one account can then never hold every worker,
-        /// so other users' hashes always find one free.
+        /// Slow-hash requests of one share (an account's owner's, or everyone else's at that account) admitted at
+        /// once: half the workers, at least one. A user may have sudo hash their own right pattern over and over (a
+        /// success resets the counter), or have su guess at someone else's; one share can then never hold every
+        /// worker, so other users' hashes always find one free, and an account's owner always has a share of
+        /// their own. Beyond it a request waits (`queueWait`) rather than being refused.
         var perAccountLimit: Int { max(1, workers / 2) }
         /// Milliseconds a client has to send its request (and to take its answer).
         var requestTimeout: Int64 = 2000
@@ -188,6 +216,8 @@ final class Server: Sendable {
         var maximumPerUser = 4
         /// Names without an enrollment whose counters are kept.
         var unenrolledCounterLimit = 10_000
+        /// Rows of the audit trail kept, the latest.
+        var auditRowLimit = 100_000
         /// Milliseconds between runs of the maintenance.
         var maintenanceInterval: Int64 = 60_000
     }
@@ -201,11 +231,31 @@ final class Server: Sendable {
         var total: Int { root + others }
     }
 
-    /// Slow-hash requests admitted (running or waiting), in all and per account.
+    /// Slow-hash requests admitted (running or waiting), in all and per share, with who holds each share's places.
     private struct Pool {
         var admitted = 0
-        var byAccount: [[UInt8]: Int] = [:]
+        var byShare: [Share: [Holder]] = [:]
     }
+
+    /// One account's places on the pool: its owner's own requests (sudo, a screen locker: the authentication's
+    /// starter is the account) apart from everyone else's (su, login, sshd), so guesses others make at an account
+    /// never take the places its owner needs (docs/ARCHITECTURE.md §10, "Fair to the owner").
+    struct Share: Hashable {
+        var account: [UInt8]
+        var owner: Bool
+    }
+
+    /// Who holds a place, for the log line of a busy answer.
+    struct Holder: Equatable, CustomStringConvertible {
+        var pid: Int32
+        var uid: UInt32
+        var startedBy: UInt32?
+
+        var description: String { "pid \(pid) uid \(uid) started by uid \(startedBy.map { "\($0)" } ?? "unknown")" }
+    }
+
+    /// Wakes requests waiting for a place in their share.
+    private let shareFreed = DispatchSemaphore(value: 0)
 
     let service: VaultService
     let options: Options
@@ -217,6 +267,8 @@ final class Server: Sendable {
     private let pool = Mutex(Pool())
     private let workers: DispatchSemaphore
     private let maintaining = Mutex(false)
+    /// Where refused connections are answered and let go of, off the accept loop.
+    let disposer = Disposer()
 
     init(
         service: VaultService, options: Options, arming: ArmingOptions = ArmingOptions(),
@@ -284,24 +336,24 @@ final class Server: Sendable {
                 continue
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // keywayd runs no programs; this is for whoever adds one
+            // The accept loop serves everyone, so it never reads, waits on or closes a client's connection: a refused
+            // one goes to the disposer with its answer (keywayd(8), "Descriptors").
             guard let peer = UnixSocket.peer(of: fd) else {
-                close(fd)
+                disposer.refuse(fd, answer: nil)
                 continue
             }
             guard admit(peer) else {
                 Self.logLimited("pid \(peer.pid) uid \(peer.uid): too many connections; answered busy")
-                reply(.failure(busy("too many connections are open")), to: fd)
-                close(fd)
+                disposer.refuse(fd, answer: frame(busy("too many connections are open")))
                 continue
             }
             let started = spawn { [self] in
                 serve(fd, peer)
-                close(fd)
+                UnixSocket.dispose(fd)  // on this connection's own thread, which serves no one else
                 release(peer)
             }
             if !started {
-                reply(.failure(busy("no thread could be started")), to: fd)
-                close(fd)
+                disposer.refuse(fd, answer: frame(busy("no thread could be started")))
                 release(peer)
             }
         }
@@ -349,6 +401,8 @@ final class Server: Sendable {
         if !started { maintaining.withLock { $0 = false } }
     }
 
+    private func frame(_ error: AuthenticationError) -> [UInt8] { WireWriter.frame(Response.failure(error).encoded) }
+
     private func busy(_ why: String) -> AuthenticationError {
         AuthenticationError(.serviceUnavailable, "keywayd is busy (\(why)); nothing was counted, try again")
     }
@@ -380,9 +434,15 @@ final class Server: Sendable {
         }
         let answer: Response
         if VaultService.isSlow(request) && VaultService.refusal(of: request, by: caller) == nil {
+            let vouched = VaultService.vouched(request, by: caller)
+            let startedBy = vouched.startedBy ?? (caller.isRoot ? nil : caller.uid)
+            let account = request.user ?? ""
+            let owner = startedBy.map { $0 == caller.uid ? caller.owns(account) : Self.name(of: $0) == account }
+            let share = Share(account: Array(account.utf8), owner: owner ?? false)
             answer =
-                onPool(for: request.user ?? "", client: fd) { service.answer(request, from: caller) }
-                ?? .failure(busy("too many requests wait for the slow hash"))
+                onPool(share, for: Holder(pid: peer.pid, uid: peer.uid, startedBy: startedBy), client: fd) {
+                    service.answer(vouched, from: caller)
+                } ?? .failure(busy("too many requests wait for the slow hash"))
         } else {
             answer = service.answer(request, from: caller)
         }
@@ -392,30 +452,66 @@ final class Server: Sendable {
         reply(answer, to: fd)
     }
 
-    /// Runs `body` on one of the pool's workers, or returns nil (busy) when the queue or the account's share is
-    /// full, or the wait too long. A request whose client has gone by the time a worker is free is dropped unrun.
-    private func onPool(for account: String, client fd: Int32, _ body: () -> Response) -> Response? {
-        let key = Array(account.utf8)
-        let admitted = pool.withLock { state -> Bool in
-            guard state.admitted < options.workers + options.queueLimit,
-                state.byAccount[key, default: 0] < options.perAccountLimit
-            else { return false }
-            state.admitted += 1
-            state.byAccount[key, default: 0] += 1
-            return true
+    /// Runs `body` on one of the pool's workers, or returns nil (busy) when the queue is full or the wait too long.
+    /// A request beyond its share's places waits for one (within `queueWait`) instead of being refused; a request
+    /// whose client has gone by the time a worker is free is dropped unrun. Every busy answer is logged with who
+    /// held the places (rate-limited).
+    private func onPool(
+        _ share: Share, for holder: Holder, client fd: Int32, _ body: () -> Response
+    ) -> Response? {
+        let deadline = UnixSocket.monotonicMilliseconds() + options.queueWait
+        enum Admission { case admitted, queueFull, shareFull([Holder]) }
+        while true {
+            let admission = pool.withLock { state -> Admission in
+                guard state.admitted < options.workers + options.queueLimit else { return .queueFull }
+                let holders = state.byShare[share, default: []]
+                guard holders.count < options.perAccountLimit else { return .shareFull(holders) }
+                state.admitted += 1
+                state.byShare[share, default: []].append(holder)
+                return .admitted
+            }
+            switch admission {
+            case .admitted: break
+            case .queueFull:
+                logBusy(share, for: holder, "the queue is full (\(options.workers + options.queueLimit) admitted)")
+                return nil
+            case .shareFull(let holders):
+                if UnixSocket.peerHasClosed(fd) { return .failure(busy("the client left before its turn")) }
+                guard UnixSocket.monotonicMilliseconds() < deadline else {
+                    let by = holders.map { $0.description }.joined(separator: ", ")
+                    logBusy(share, for: holder, "its places were held for \(options.queueWait) ms by \(by)")
+                    return nil
+                }
+                _ = shareFreed.wait(timeout: .now() + .milliseconds(20))
+                continue
+            }
+            break
         }
-        guard admitted else { return nil }
         defer {
             pool.withLock { state in
                 state.admitted -= 1
-                let left = state.byAccount[key, default: 1] - 1
-                state.byAccount[key] = left > 0 ? left : nil
+                var holders = state.byShare[share, default: []]
+                if let index = holders.firstIndex(of: holder) { holders.remove(at: index) }
+                state.byShare[share] = holders.isEmpty ? nil : holders
             }
+            shareFreed.signal()
         }
-        guard workers.wait(timeout: .now() + .milliseconds(Int(options.queueWait))) == .success else { return nil }
+        let left = deadline - UnixSocket.monotonicMilliseconds()
+        guard left > 0, workers.wait(timeout: .now() + .milliseconds(Int(left))) == .success else {
+            logBusy(share, for: holder, "no worker was free within \(options.queueWait) ms")
+            return nil
+        }
         defer { workers.signal() }
         if UnixSocket.peerHasClosed(fd) { return .failure(busy("the client left before its turn")) }
         return body()
+    }
+
+    private func logBusy(_ share: Share, for holder: Holder, _ why: String) {
+        let account = String(decoding: share.account, as: UTF8.self)
+        Self.logLimited(
+            "busy: answered \(holder) about \(account.escapingControlCharacters) "
+                + "(\(share.owner ? "the owner's" : "others'") share): "
+                + why)
     }
 
     func reply(_ response: Response, to fd: Int32) {

@@ -117,6 +117,7 @@ struct KeywaydTests {
         hugeCount.string("t")
         hugeCount.bool(false)
         hugeCount.bool(false)
+        hugeCount.bool(false)  // no starting uid
         hugeCount.u8(2)
         hugeCount.u32(Int(UInt32.max))
         for (body, reason) in [
@@ -248,7 +249,7 @@ struct KeywaydTests {
         #expect(attacked - normal < 5000, "alice took \(attacked) ms under attack, \(normal) ms without")
     }
 
-    @Test("a full pool answers busy at once and counts nothing; one account holds at most half the places; idle exit")
+    @Test("a full queue answers busy at once and counts nothing; beyond its share an account waits its turn; idle exit")
     func busyAndIdle() throws {
         defer { fixture.remove() }
         fixture.startDaemon(["--workers", "1", "--queue", "4"])
@@ -256,26 +257,34 @@ struct KeywaydTests {
             cliPath, ["--socket", fixture.socket, "enroll", "gesture", "--user", "daemon", "--stdin"],
             input: "1-6-7-2-9\n")
         #expect(enroll.status == 0, "\(enroll.text)")
-        // Six different wrong patterns for one account at once (each a default-cost hash): with one worker, one is
-        // admitted at a time.
-        let guesses = ["3-4-9-2", "6-1-8-3", "4-3-8-1-6", "7-5-3-6", "9-5-1-4", "2-6-7-4"]
-        let connections = try guesses.map { guess in
+        func send(_ guess: String, for user: String) throws -> Int32 {
             let fd = try connect()
             let request = Request.verify(
-                .gesture, UserContext(name: "daemon"), .secret(Secret(copying: Array(guess.utf8))))
+                .gesture, UserContext(name: user, concealsEnrollment: true), .secret(Secret(copying: Array(guess.utf8)))
+            )
             write(fd, WireWriter.frame(request.encoded))
             return fd
         }
-        let answers = connections.map { outcome($0, waiting: 10_000).response }
-        let busy = answers.filter {
-            if case .failure(let error)? = $0 { error.code == .serviceUnavailable } else { false }
+        func isBusy(_ answer: Response?) -> Bool {
+            if case .failure(let error)? = answer { error.code == .serviceUnavailable } else { false }
         }
-        let verdicts = answers.filter { if case .verdict? = $0 { true } else { false } }
-        #expect(busy.count == guesses.count - verdicts.count, "\(answers)")
-        #expect(verdicts.count >= 1 && verdicts.count <= 4, "\(answers)")
-        #expect(busy.count >= 2, "one account held more than its share of the pool: \(answers)")
-        let counted = try fixture.vault().store.attempts(user: "daemon")[.gesture].consecutiveFailures
-        #expect(counted == verdicts.count, "\(counted) counted for \(verdicts.count) answered")
+        // Four different wrong patterns for one account at once (each a default-cost hash): its share is one
+        // place, so they wait their turn, one after the other, and each is answered and counted.
+        let oneAccount = try ["3-4-9-2", "6-1-8-3", "4-3-8-1-6", "7-5-3-6"].map { try send($0, for: "daemon") }
+        let waited = oneAccount.map { outcome($0, waiting: 10_000).response }
+        #expect(waited.allSatisfy { if case .verdict? = $0 { true } else { false } }, "\(waited)")
+        #expect(try fixture.vault().store.attempts(user: "daemon")[.gesture].consecutiveFailures == 4)
+        // Six names at once: one worker and a queue of four admit five; the sixth is answered busy at once.
+        let names = (1...6).map { "kwqueue\($0)" }
+        let spread = try names.map { try send("2-5-8-9", for: $0) }
+        let answers = spread.map { outcome($0, waiting: 10_000) }
+        let busy = answers.filter { isBusy($0.response) }
+        #expect(busy.count == 1, "\(answers)")
+        #expect(busy.allSatisfy { $0.milliseconds < 1000 }, "busy was not answered at once: \(answers)")
+        let counted = try names.reduce(0) { total, name in
+            total + (try fixture.vault().store.attempts(user: name)[.gesture].consecutiveFailures)
+        }
+        #expect(counted == names.count - busy.count, "\(counted) counted for \(names.count - busy.count) answered")
         // A daemon that may exit when idle does, and takes its socket with it.
         let idleSocket = fixture.directory + "/idle.sock"
         let idle = try Started(daemonPath, ["--socket", idleSocket, "--store", fixture.store, "--idle-exit", "1"])

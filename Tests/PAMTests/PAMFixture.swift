@@ -92,6 +92,9 @@ struct PAMFixture {
     /// Stops the daemon (SIGKILL, as a crash would).
     func stopDaemon() { daemon.stop() }
 
+    /// What keywayd has logged (its standard error) since it started.
+    var daemonLog: String { (try? String(contentsOfFile: directory + "/keywayd.log", encoding: .utf8)) ?? "" }
+
     /// The daemon's process, while it runs.
     var daemonProcess: Process? { daemon.process }
 
@@ -166,7 +169,10 @@ final class DaemonBox: @unchecked Sendable {  // used from one test at a time
             daemon.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
         daemon.standardOutput = FileHandle.nullDevice
-        daemon.standardError = FileHandle.nullDevice
+        // keywayd logs to standard error: kept beside its socket, for the tests that read what it said.
+        let log = (socket as NSString).deletingLastPathComponent + "/keywayd.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        daemon.standardError = FileHandle(forWritingAtPath: log) ?? FileHandle.nullDevice
         guard (try? daemon.run()) != nil else {
             Issue.record("keywayd could not be started: \(command)")
             return

@@ -204,3 +204,67 @@ struct PasscodeTests {
         #expect(conversation.prompts.count == 1)
     }
 }
+
+/// Counts the slow hash's runs of the real Argon2id hasher it wraps.
+final class SlowHashCounter: SecretHasher, @unchecked Sendable {  // counted from one test at a time
+    let inner: Argon2idHasher
+    var slow = 0
+    init() throws { inner = try Argon2idHasher(cost: .minimum) }
+    func quickFingerprint(_ secret: Secret, boundTo binding: [UInt8]) -> [UInt8]? {
+        inner.quickFingerprint(secret, boundTo: binding)
+    }
+    func hash(_ secret: Secret) throws(AuthenticationError) -> String { try inner.hash(secret) }
+    func verify(_ secret: Secret, against encoded: String) throws(AuthenticationError) -> SecretCheck {
+        slow += 1
+        return try inner.verify(secret, against: encoded)
+    }
+    func burnWork(_ secret: Secret) -> [UInt8] {
+        slow += 1
+        return inner.burnWork(secret)
+    }
+}
+
+@Suite("Passcode factor: repeats without the slow hash")
+struct PasscodeRepeatTests {
+    @Test("a repeated wrong passcode is answered without the slow hash, counts nothing, and respects the lockout")
+    func repeatIsFast() throws {
+        let store = InMemoryStore()
+        let clock = ManualClock()
+        let hasher = try SlowHashCounter()
+        let plugin = PasscodeAuthenticator(store: store, clock: clock, hasher: hasher, rules: .default)
+        func attempt(_ typed: String, as name: String = "alice", concealing: Bool = false) -> Verdict? {
+            try? plugin.authenticate(
+                AuthenticationRequest(user: UserContext(name: name, concealsEnrollment: concealing)),
+                conversation: ScriptedConversation(typing: typed))
+        }
+        _ = try plugin.enroll(user: "alice", by: "t", conversation: ScriptedConversation(typing: "739155", "739155"))
+        #expect(attempt("555123") == .failure(.mismatch))
+        #expect(hasher.slow == 1)
+        for _ in 0..<5 { #expect(attempt("555123") == .failure(.repeatedMismatch)) }
+        #expect(hasher.slow == 1, "a repeat ran the slow hash")
+        #expect(try store.attempts(user: "alice")[.passcode].consecutiveFailures == 1)
+        // A success keeps the memory (the wrong passcode is still wrong); the right one always pays the hash.
+        #expect(attempt("739155") == .success)
+        #expect(attempt("555123") == .failure(.repeatedMismatch))
+        #expect(hasher.slow == 2)
+        // An unenrolled name under concealment: the same, so the two cannot be told apart.
+        #expect(attempt("555123", as: "ghost", concealing: true) == .failure(.notEnrolled))
+        #expect(attempt("555123", as: "ghost", concealing: true) == .failure(.notEnrolled))
+        #expect(hasher.slow == 3)
+        // Locked out: a repeat still gets the lockout, not a verdict.
+        for guess in ["111111", "222223", "333334", "444445", "555556"] { _ = attempt(guess) }
+        let locked = Result { () throws(AuthenticationError) in
+            try plugin.authenticate(
+                AuthenticationRequest(user: UserContext(name: "alice")),
+                conversation: ScriptedConversation(typing: "555123"))
+        }
+        #expect(throws: AuthenticationError(.throttled)) { try locked.get() }
+        // A changed passcode remembers nothing: the old wrong one is checked again by the slow hash.
+        clock.advance(by: .seconds(3600))
+        _ = try plugin.change(
+            user: "alice", by: "t", conversation: ScriptedConversation(typing: "739155", "864209", "864209"))
+        let before = hasher.slow
+        #expect(attempt("555123") == .failure(.mismatch))
+        #expect(hasher.slow == before + 1)
+    }
+}

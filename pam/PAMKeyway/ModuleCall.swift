@@ -150,7 +150,7 @@ struct ModuleCall {
         let unenrolled = parsed.unenrolled ?? resolved.definition.unenrolled ?? .conceal
         let context = UserContext(
             name: user, service: service, isRemote: remote,
-            concealsEnrollment: unenrolled == .conceal && !AccountOwner.isCaller(user))
+            concealsEnrollment: unenrolled == .conceal && !AccountOwner.isCaller(user), startedBy: getuid())
         let policy = resolved.policy
         if parsed.debug {
             let variant = resolved.definition.variant.map { " (\($0))" } ?? ""

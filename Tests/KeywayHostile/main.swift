@@ -1,0 +1,205 @@
+// keyway-hostile: what a hostile local user does to keywayd, as that user (the tests run it with setpriv), for the
+// hostile-peer tests (keywayd(8), "Descriptors"). Not installed; built with the tests. Each prints one line of
+// counts and exits 0; an unexpected failure prints "error ..." and exits 2.
+//
+//   keyway-hostile refused SOCKET SECONDS          hold this user's connections and pass a lingering TCP socket
+//                                                  on every connection beyond them, for SECONDS
+//   keyway-hostile admitted SOCKET SECONDS         pass a lingering TCP socket on admitted connections, for SECONDS
+//   keyway-hostile lease SOCKET USER COUNT PER     arm USER's sensor, send COUNT messages of PER descriptors each
+//                                                  (PER 0: one lingering TCP socket); says whether keywayd
+//                                                  then ended the lease (within 3 s)
+//   keyway-hostile set SOCKET USER COUNT            COUNT `set gesture.show-trail` requests, on and off in turn,
+//                                                  each on its own connection: how many were done and refused
+//   keyway-hostile deposit SOCKET USER KIND        arm USER's sensor and deposit a descriptor of KIND (file, fifo,
+//                                                  tty) as if it were a terminal; whether keywayd ended the lease
+import Glibc
+import KeywayCore
+import KeywayPlatform
+import KeywayWire
+
+func say(_ line: String) {
+    let text = line + "\n"
+    _ = text.withCString { write(1, $0, strlen($0)) }
+}
+
+func fail(_ line: String) -> Never {
+    say("error " + line)
+    exit(2)
+}
+
+func connectOrFail(_ path: String) -> Int32 {
+    switch UnixSocket.connect(to: path) {
+    case .success(let fd): return fd
+    case .failure(let failure): fail("\(failure)")
+    }
+}
+
+/// Lingering TCP connections: the sending end with SO_LINGER 60 s and a full send queue, the receiving end kept
+/// open here and never read, so the sending end's last close blocks for a minute wherever it happens.
+nonisolated(unsafe) var receivingEnds: [Int32] = []
+
+func lingeringSocket() -> Int32 {
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
+            bind(listener, pointer, length) == 0 && listen(listener, 4) == 0
+                && getsockname(listener, pointer, &length) == 0
+        }
+    }
+    guard bound else { fail("tcp listener: \(String(cString: strerror(errno)))") }
+    let sender = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var small: Int32 = 4096
+    setsockopt(sender, SOL_SOCKET, SO_SNDBUF, &small, socklen_t(4))
+    let connected = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(sender, $0, length) == 0 }
+    }
+    guard connected else { fail("tcp connect: \(String(cString: strerror(errno)))") }
+    let receiver = accept(listener, nil, nil)
+    setsockopt(receiver, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(4))
+    close(listener)
+    receivingEnds.append(receiver)
+    _ = fcntl(sender, F_SETFL, fcntl(sender, F_GETFL) | O_NONBLOCK)
+    var block = [UInt8](repeating: 0x41, count: 65536)
+    while block.withUnsafeMutableBytes({ send(sender, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) > 0 {}
+    var linger = linger(l_onoff: 1, l_linger: 60)
+    setsockopt(sender, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+    return sender
+}
+
+/// Sends one byte with `fds` (SCM_RIGHTS); true when the kernel took it (false with EPERM: the receiver refuses).
+func pass(_ fds: [Int32], over connection: Int32, byte: UInt8 = 0x41) -> Bool {
+    var data = byte
+    var control = [UInt8](repeating: 0, count: 16 + 4 * fds.count + 8)
+    var part = iovec(iov_base: withUnsafeMutablePointer(to: &data) { UnsafeMutableRawPointer($0) }, iov_len: 1)
+    return control.withUnsafeMutableBytes { raw -> Bool in
+        let header = raw.baseAddress!.assumingMemoryBound(to: cmsghdr.self)
+        header.pointee.cmsg_len = 16 + 4 * fds.count
+        header.pointee.cmsg_level = SOL_SOCKET
+        header.pointee.cmsg_type = Int32(SCM_RIGHTS)
+        for (index, fd) in fds.enumerated() { raw.storeBytes(of: fd, toByteOffset: 16 + 4 * index, as: Int32.self) }
+        var message = msghdr()
+        return withUnsafeMutablePointer(to: &part) { partPointer in
+            message.msg_iov = partPointer
+            message.msg_iovlen = 1
+            message.msg_control = raw.baseAddress
+            message.msg_controllen = (16 + 4 * fds.count + 7) & ~7
+            return sendmsg(connection, &message, Int32(MSG_NOSIGNAL)) == 1
+        }
+    }
+}
+
+func request(_ request: Request, over fd: Int32) {
+    _ = UnixSocket.send(WireWriter.frame(request.encoded), to: fd, until: UnixSocket.monotonicMilliseconds() + 2000)
+}
+
+func answer(_ fd: Int32) -> Response? {
+    guard
+        case .success(let bytes) = UnixSocket.receiveFrame(
+            from: fd, limit: Wire.maximumResponse, until: UnixSocket.monotonicMilliseconds() + 5000)
+    else { return nil }
+    return try? Response(decoding: bytes)
+}
+
+/// Waits up to 3 s for keywayd to close `fd`; true when it did.
+func endedByKeywayd(_ fd: Int32) -> Bool {
+    let end = UnixSocket.monotonicMilliseconds() + 3000
+    while UnixSocket.monotonicMilliseconds() < end {
+        var byte: UInt8 = 0
+        let got = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
+        if got == 0 || (got < 0 && errno != EAGAIN) { return true }
+        usleep(20_000)
+    }
+    return false
+}
+
+/// Arms `user`'s sensor: the lease's connection.
+func arm(_ socketPath: String, _ user: String) -> Int32 {
+    let fd = connectOrFail(socketPath)
+    request(.arm(.biometric, UserContext(name: user), attempts: 3), over: fd)
+    guard case .armed? = answer(fd) else { fail("arm was not answered armed") }
+    return fd
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.count >= 3 else { fail("usage: see Tests/KeywayHostile/main.swift") }
+let socketPath = arguments[1]
+let lingering = lingeringSocket()
+switch arguments[0] {
+case "refused", "admitted":
+    let end = UnixSocket.monotonicMilliseconds() + Int64(arguments[2])! * 1000
+    var passed = 0, refusedByKernel = 0, rounds = 0
+    while UnixSocket.monotonicMilliseconds() < end {
+        rounds += 1
+        // The user's connections held open (each times out after keywayd's request deadline, so re-opened).
+        let held = arguments[0] == "refused" ? (0..<4).map { _ in connectOrFail(socketPath) } : []
+        usleep(20_000)
+        let extra = connectOrFail(socketPath)
+        if pass([lingering], over: extra) { passed += 1 } else { refusedByKernel += 1 }
+        if arguments[0] == "admitted" { request(.status(user: "nobody-here"), over: extra) }
+        usleep(50_000)
+        close(extra)
+        held.forEach { close($0) }
+    }
+    say("rounds \(rounds) passed \(passed) refused-by-kernel \(refusedByKernel)")
+case "lease":
+    guard arguments.count == 5, let count = Int(arguments[3]), let per = Int(arguments[4]) else { fail("lease args") }
+    let lease = arm(socketPath, arguments[2])
+    let null = open("/dev/null", O_RDONLY)
+    var passed = 0, refusedByKernel = 0, failed = 0
+    for _ in 0..<count {
+        let fds = per == 0 ? [lingering] : Array(repeating: null, count: per)
+        if pass(fds, over: lease) {
+            passed += 1
+        } else if errno == EPERM {
+            refusedByKernel += 1
+        } else {
+            failed += 1  // the lease was ended: keywayd closed it
+            break
+        }
+    }
+    let ended = endedByKeywayd(lease)
+    close(lease)
+    say("passed \(passed) refused-by-kernel \(refusedByKernel) after-close \(failed) ended \(ended)")
+case "set":
+    guard arguments.count == 4, let count = Int(arguments[3]) else { fail("set args") }
+    var done = 0, refused = 0, busy = 0, other = 0
+    for index in 0..<count {
+        let fd = connectOrFail(socketPath)
+        request(
+            .set(key: "gesture.show-trail", user: arguments[2], value: index % 2 == 0, via: "keyway-hostile"), over: fd)
+        switch answer(fd) {
+        case .done?: done += 1
+        case .failure(let error)? where error.code == .notPermitted: refused += 1
+        case .failure(let error)? where error.code == .serviceUnavailable: busy += 1  // over its 4 connections
+        default: other += 1
+        }
+        close(fd)
+    }
+    say("done \(done) refused \(refused) busy \(busy) other \(other)")
+case "deposit":
+    guard arguments.count == 4 else { fail("deposit args") }
+    let lease = arm(socketPath, arguments[2])
+    var descriptor: Int32
+    switch arguments[3] {
+    case "file": descriptor = open("/etc/hostname", O_RDONLY)
+    case "fifo":
+        var ends: [Int32] = [0, 0]
+        pipe(&ends)
+        descriptor = ends[0]
+    case "tty":
+        descriptor = open("/dev/ptmx", O_RDWR | O_NOCTTY)  // a pseudo-terminal's master: a terminal of its own
+    default: fail("kind")
+    }
+    var settings = termios()
+    tcgetattr(descriptor, &settings)
+    let sent = TerminalCustody.deposit(descriptor, settings: settings, over: lease)
+    let ended = endedByKeywayd(lease)
+    close(lease)
+    say("deposited \(sent) ended \(ended)")
+default:
+    fail("unknown command \(arguments[0])")
+}
