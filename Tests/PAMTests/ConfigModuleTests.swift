@@ -256,7 +256,11 @@ struct ConfigExamplePamtesterTests {
         var stack = "auth \(control) \(modulePath) \(fixture.moduleArguments) policy=\(policy) \(config)\n"
         if policy == "roll-out" { stack += "auth required pam_permit.so\n" }
         _ = FileManager.default.createFile(atPath: "/etc/pam.d/\(service)", contents: Data(stack.utf8))
-        let result = try run("/usr/bin/pamtester", ["-v", service, "alice", "authenticate"], input: typed)
+        // A terminal root holds, as a local one: when = local needs the session proven local (pam_keyway(8)).
+        let terminal = try PseudoTerminalHolder()
+        defer { terminal.stop() }
+        let result = try run(
+            "/usr/bin/pamtester", ["-v", "-I", "tty=\(terminal.path)", service, "alice", "authenticate"], input: typed)
         #expect((result.status == 0) == succeeds, "\(file) \(policy): \(result.text)")
         #expect(result.text.contains("successfully authenticated") == succeeds, "\(result.text)")
     }

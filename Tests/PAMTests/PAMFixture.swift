@@ -335,3 +335,49 @@ enum TestAccounts {
         }
     }
 }
+
+/// A pseudo-terminal whose master side a process of the test's choosing holds (python3, renamed with prctl so that
+/// /proc shows `name`, run as `user` when given): the evidence pam_keyway(8)'s LOCAL AND REMOTE table reads. Ended by
+/// `stop()` (or when the test process goes: the holder exits when its standard input closes).
+final class PseudoTerminalHolder: @unchecked Sendable {  // used from one test at a time
+    let process = Process()
+    private let input = Pipe()
+    /// The terminal's path, /dev/pts/N.
+    let path: String
+
+    /// `startedBy`: the holder is the child of a process of that name (as a shell's terminal under sshd).
+    init(name: String = "python3", user: String? = nil, startedBy: String? = nil) throws {
+        let script = """
+            import ctypes, os, pty, sys
+            name = lambda n: ctypes.CDLL(None).prctl(15, n.encode(), 0, 0, 0)
+            if sys.argv[2] and os.fork() != 0:
+                name(sys.argv[2])
+                os.wait()
+                sys.exit(0)
+            name(sys.argv[1])
+            master, slave = pty.openpty()
+            print(os.ttyname(slave), flush=True)
+            sys.stdin.read()
+            """
+        var arguments = ["/usr/bin/python3", "-c", script, name, startedBy ?? ""]
+        if let user { arguments = ["/usr/sbin/runuser", "-u", user, "--"] + arguments }
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = input
+        try process.run()
+        var line = Data()
+        while !line.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line.append(chunk)
+        }
+        path = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+}

@@ -154,29 +154,40 @@ struct SudoTests {
         #expect(!screen.contains("\n0\n"), "\(screen)")
     }
 
-    @Test("biometrics-or-passcode: a touch sent by `keyway sensor` from another process lets sudo through")
+    @Test("biometrics-or-passcode in a terminal: a touch lets sudo through; three strangers lead to the passcode")
     func sensorTouch() throws {
         defer { uninstall() }
         try fixture.enrollFinger(user, "right-index")
         try fixture.enrollPasscode(user, "739155")
         try install(policy: "biometrics-or-passcode")
-        let waiting = try sudo("")
+        // In tmux: the terminal's master is held by root's tmux server, a local session (pam_keyway(8)).
+        let terminal = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
+        _ = try terminal.waitFor("Place your finger on the sensor.")
         let touch = try run(
             cliPath, ["sensor", "present", user, "right-index", "--wait", "15", "--sensor", fixture.sensor])
-        let result = waiting.finish()
         #expect(touch.status == 0, "\(touch.text)")
-        #expect(result.status == 0, "\(result.text)")
-        #expect(result.standardOutput.filter { $0 != "Place your finger on the sensor." } == ["0"], "\(result.text)")
-        // sudo shows PAM_TEXT_INFO on standard output; the instruction comes through despite sudo's PAM_SILENT.
-        #expect(result.text.contains("Place your finger on the sensor."))
-        // A stranger's touch three times falls back to the passcode, which sudo reads from standard input.
-        let fallback = try sudo("739155\n")
+        let screen = try terminal.waitFor("\n0\n")
+        #expect(screen.contains("\n0\n"), "\(screen)")
+        let fallback = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
+        _ = try fallback.waitFor("Place your finger on the sensor.")
         for _ in 0..<3 {
             _ = try run(cliPath, ["sensor", "stranger", "--wait", "15", "--sensor", fixture.sensor])
         }
-        let second = fallback.finish()
-        #expect(second.status == 0, "\(second.text)")
-        #expect(second.standardOutput.filter { $0 != "Place your finger on the sensor." } == ["0"], "\(second.text)")
-        #expect(second.text.contains("Passcode"), "\(second.text)")
+        _ = try fallback.waitFor("Passcode")
+        try fallback.type("739155")
+        let second = try fallback.waitFor("\n0\n")
+        #expect(second.contains("Passcode"), "\(second)")
+    }
+
+    @Test("biometrics-or-passcode with `sudo -S` and no terminal: remote, so the passcode at once, never the sensor")
+    func noTerminalIsRemote() throws {
+        defer { uninstall() }
+        try fixture.enrollFinger(user, "right-index")
+        try fixture.enrollPasscode(user, "739155")
+        try install(policy: "biometrics-or-passcode")
+        let result = try sudo("739155\n").finish()
+        #expect(result.status == 0, "\(result.text)")
+        #expect(result.standardOutput == ["0"], "\(result.text)")
+        #expect(!result.text.contains("Place your finger"), "\(result.text)")
     }
 }

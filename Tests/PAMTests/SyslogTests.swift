@@ -83,7 +83,7 @@ struct SyslogTests {
         fixture.service("kwtty", "policy=either \(config) read-tty")
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
-        for options in [[], ["--tty", "/dev/null"], ["--tty", "pts/../../etc/passwd"]] {
+        for options in [["--no-tty"], ["--tty", "/dev/null"], ["--tty", "pts/../../etc/passwd"]] {
             let (executable, arguments) = capture.command(
                 harnessPath, options + ["--answer", "2-4-9-3", fixture.services, "kwtty", "alice"])
             let result = try run(executable, arguments)

@@ -23,11 +23,12 @@ final class DirectTerminal {
     deinit { close(descriptor) }
 
     /// The terminal `tty` (PAM_TTY) names, or why the module cannot read it itself.
-    static func open(tty: String?, isRemote: Bool) -> Result<DirectTerminal, AuthenticationError> {
+    static func open(tty: String?, isRemote: Bool, because locality: String = "")
+        -> Result<DirectTerminal, AuthenticationError>
+    {
         func no(_ why: String) -> Result<DirectTerminal, AuthenticationError> {
             .failure(AuthenticationError(.notInteractive, why))
         }
-        if isRemote { return no("the session is remote") }
         guard let tty, !tty.isEmpty else { return no("PAM_TTY is not set") }
         let path = tty.hasPrefix("/") ? tty : "/dev/" + tty
         guard path.hasPrefix("/dev/"), !path.split(separator: "/").contains("..") else {
@@ -39,6 +40,7 @@ final class DirectTerminal {
         }
         let terminal = DirectTerminal(descriptor: descriptor, path: path)
         guard isatty(descriptor) == 1 else { return no("PAM_TTY \(path) is not a terminal") }
+        if isRemote { return no("the session is remote (\(locality))") }
         var mine = stat()
         var input = stat()
         guard fstat(descriptor, &mine) == 0, fstat(0, &input) == 0, isatty(0) == 1, mine.st_rdev == input.st_rdev

@@ -21,7 +21,9 @@ struct ModuleCall {
             handedOver = call.options.handoverLabel != nil
             let policy = call.definition.policy
             if call.readTTY {
-                switch DirectTerminal.open(tty: handle.item(PAM_TTY), isRemote: call.user.isRemote) {
+                switch DirectTerminal.open(
+                    tty: handle.item(PAM_TTY), isRemote: call.user.isRemote, because: call.locality)
+                {
                 case .success(let terminal): conversation.terminal = terminal
                 case .failure(let why): log(LOG_INFO, "read-tty: \(why.reason); default mode (Enter after a touch)")
                 }
@@ -86,9 +88,11 @@ struct ModuleCall {
         let options: EvaluationContext.Options
         /// `read-tty`: read the terminal directly where it can.
         let readTTY: Bool
+        /// Why the session counts as local or remote (RemoteSession).
+        let locality: String
 
-        /// " remote=yes" for a remote session, for logs.
-        var `where`: String { user.isRemote ? " remote=yes" : "" }
+        /// " remote=yes (why)" for a remote session, for logs.
+        var `where`: String { user.isRemote ? " remote=yes (\(locality.escapingControlCharacters))" : "" }
     }
 
     /// Parses, reads the configuration, resolves the policy for the user, builds the runtime, and runs `body`; any
@@ -125,7 +129,9 @@ struct ModuleCall {
             return .failure(AuthenticationError(.invalidUserName, problem))
         }
         let service = handle.item(PAM_SERVICE) ?? "unknown"
-        let remote = handle.item(PAM_RHOST) != nil || RemoteSession.isRemote(tty: handle.item(PAM_TTY))
+        // Local is proven, never assumed (pam_keyway(8), LOCAL AND REMOTE): the finding and its evidence are logged.
+        let locality = RemoteSession.locate(rhost: handle.item(PAM_RHOST), tty: handle.item(PAM_TTY))
+        let remote = locality.isRemote
         let subject = Configuration.Subject(user: user, isRemote: remote) { group in
             Accounts.isMember(user, of: group)
         }
@@ -164,7 +170,7 @@ struct ModuleCall {
         return body(
             Call(
                 runtime: runtime, definition: resolved.definition, user: context, options: evaluating,
-                readTTY: parsed.readTTY))
+                readTTY: parsed.readTTY, locality: locality.reason))
     }
 
     /// True when the user has at least one of the policy's factors enrolled (or keywayd cannot say: then the

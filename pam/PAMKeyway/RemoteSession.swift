@@ -1,14 +1,212 @@
 import CKeywayLibc
 
-/// Whether the terminal a PAM call comes from belongs to a remote login, from utmp (which only root and sshd
-/// write, unlike the environment): sudo does not set PAM_RHOST on Linux, so `sudo` typed in an SSH session would
-/// otherwise count as local and could be approved at the local sensor.
+/// Whether a PAM call comes from a person at this machine, proven by what the user cannot forge; anything missing
+/// or unknown is remote (pam_keyway(8), "LOCAL AND REMOTE", the table; docs/ARCHITECTURE.md §11). Consulted for
+/// `when = local` and the sensor's `remote = deny`.
+///
+/// The evidence, in order: PAM_RHOST (set by sshd, login -h, a remote greeter); utmp, which only root and sshd
+/// write; the device PAM_TTY names (a virtual console is local, a serial line is not known to be); and for a
+/// pseudo-terminal, the process that holds its master side (found in /proc): a remote server (sshd, telnetd,
+/// mosh-server, …) or one started by one makes it remote, logind's record of the holder's session decides when
+/// there is one, and otherwise only a holder root runs is trusted, since a user can give their own processes any
+/// name.
 enum RemoteSession {
-    /// True when utmp has a user process on `tty` (PAM_TTY, "/dev/pts/3" or "pts/3") logged in from a host that
-    /// is not a local X display (":0").
-    static func isRemote(tty: String?) -> Bool {
-        guard var line = tty, !line.isEmpty else { return false }
+    /// The verdict and the evidence, for the log.
+    struct Finding: Equatable {
+        var isRemote: Bool
+        var reason: String
+
+        static func local(_ reason: String) -> Finding { Finding(isRemote: false, reason: reason) }
+        static func remote(_ reason: String) -> Finding { Finding(isRemote: true, reason: reason) }
+    }
+
+    /// Programs that serve logins from other machines: a pseudo-terminal whose master one of them (or a process one
+    /// of them started) holds is remote.
+    static let remoteServers: [String] = [
+        "sshd", "sshd-session", "sshd-auth", "dropbear", "telnetd", "in.telnetd", "in.rlogind", "rlogind",
+        "mosh-server", "xrdp", "xrdp-sesman", "xrdp-chansrv", "shellinaboxd", "ttyd", "gotty", "tmate",
+        "cockpit-session", "cockpit-bridge", "wayvnc", "x11vnc", "vncserver", "Xvnc", "guacd",
+    ]
+
+    /// Where the session is, from PAM_RHOST and PAM_TTY.
+    static func locate(rhost: String?, tty: String?) -> Finding {
+        if let rhost, !rhost.isEmpty { return .remote("PAM_RHOST is set (\(rhost))") }
+        guard var line = tty, !line.isEmpty else { return .remote("PAM_TTY is not set") }
         if line.hasPrefix("/dev/") { line.removeFirst(5) }
+        if let host = utmpHost(of: line) { return .remote("utmp records \(line) as logged in from \(host)") }
+        if line.hasPrefix(":"), line.dropFirst().allSatisfy({ ("0"..."9").contains($0) || $0 == "." }),
+            line.count > 1
+        {
+            return .local("PAM_TTY is the local X display \(line)")
+        }
+        var info = stat()
+        guard !line.split(separator: "/").contains(where: { $0 == ".." }), stat("/dev/" + line, &info) == 0,
+            info.st_mode & mode_t(S_IFMT) == mode_t(S_IFCHR)
+        else {
+            return .remote("PAM_TTY \(line) is not a terminal device")
+        }
+        let device = UInt64(info.st_rdev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
+        let minor = (device & 0xff) | ((device >> 12) & ~0xff)
+        if major == 4 && (1...63).contains(minor) { return .local("\(line) is a virtual console") }
+        if major == 5 && minor == 1 { return .local("\(line) is the system console") }
+        guard (136...143).contains(major) else {
+            return .remote("\(line) is neither a console nor a pseudo-terminal (a serial line may be remote)")
+        }
+        return pseudoTerminal(line, index: Int((major - 136) * 256 + minor))
+    }
+
+    /// The pseudo-terminal's case: who holds its master side.
+    private static func pseudoTerminal(_ line: String, index: Int) -> Finding {
+        let holders = masterHolders(of: index)
+        guard !holders.isEmpty else { return .remote("no process in sight holds the master side of \(line)") }
+        for holder in holders {
+            if let server = remoteAncestor(of: holder) {
+                return .remote("the master side of \(line) is held by \(describe(holder)), started by \(server)")
+            }
+        }
+        for holder in holders {
+            if let session = logindSession(of: holder) {
+                let remote = session.remote
+                return Finding(
+                    isRemote: remote,
+                    reason: "logind records the session of \(describe(holder)) as \(remote ? "remote" : "local")"
+                        + " (session \(session.id))")
+            }
+        }
+        if let user = holders.first(where: { owner(of: $0) != 0 }) {
+            return .remote(
+                "the master side of \(line) is held by \(describe(user)), a user's process, and no logind session"
+                    + " vouches for it")
+        }
+        return .local("the master side of \(line) is held by \(describe(holders[0])), run by root")
+    }
+
+    /// The processes holding a descriptor of /dev/ptmx whose pseudo-terminal is `index` (at most 8).
+    private static func masterHolders(of index: Int) -> [Int32] {
+        // The likely holders first: the host itself (a program that made its own terminal), then the parent of its
+        // session's leader (sshd for a login shell's sudo, the terminal emulator, tmux's server).
+        if holdsMaster(getpid(), index) { return [getpid()] }
+        let leader = getsid(0)
+        if leader > 0, let parent = parent(of: leader), parent > 1, holdsMaster(parent, index) { return [parent] }
+        var found: [Int32] = []
+        guard let directory = opendir("/proc") else { return [] }
+        defer { closedir(directory) }
+        while let entry = readdir(directory), found.count < 8 {
+            let name = String(cString: keyway_dirent_name(entry))
+            guard let pid = Int32(name), pid > 0 else { continue }
+            if holdsMaster(pid, index) { found.append(pid) }
+        }
+        return found
+    }
+
+    private static func holdsMaster(_ pid: Int32, _ index: Int) -> Bool {
+        let base = "/proc/\(pid)/fd"
+        guard let directory = opendir(base) else { return false }
+        defer { closedir(directory) }
+        var link = [CChar](repeating: 0, count: 64)
+        while let entry = readdir(directory) {
+            let fd = String(cString: keyway_dirent_name(entry))
+            guard fd.first.map({ ("0"..."9").contains($0) }) ?? false else { continue }
+            let length = readlink(base + "/" + fd, &link, link.count - 1)
+            guard length > 0 else { continue }
+            link[length] = 0
+            let target = String(cString: link)
+            guard target == "/dev/ptmx" || target == "/dev/pts/ptmx" else { continue }
+            if let text = read("/proc/\(pid)/fdinfo/\(fd)"), field(text, "tty-index:") == "\(index)" { return true }
+        }
+        return false
+    }
+
+    /// The first remote server among `pid` and its ancestors (its name and pid), or nil.
+    private static func remoteAncestor(of pid: Int32) -> String? {
+        var current = pid
+        for _ in 0..<64 {
+            guard current > 1 else { return nil }
+            if let name = command(of: current), remoteServers.contains(name) { return "\(name) (pid \(current))" }
+            guard let next = parent(of: current), next != current else { return nil }
+            current = next
+        }
+        return nil
+    }
+
+    /// logind's record of the session whose scope holds `pid`, or, for a process of a user's service manager
+    /// (where a desktop's terminal runs), the user's active session on a seat: nil when logind says nothing.
+    private static func logindSession(of pid: Int32) -> (id: String, remote: Bool)? {
+        guard let groups = read("/proc/\(pid)/cgroup") else { return nil }
+        let components = groups.split(separator: "\n").flatMap { $0.split(separator: "/") }
+        if let scope = components.first(where: { $0.hasPrefix("session-") && $0.hasSuffix(".scope") }) {
+            let id = String(scope.dropFirst(8).dropLast(6))
+            guard let record = read("/run/systemd/sessions/\(id)") else { return nil }
+            return (id, field(record, "REMOTE=") != "0")
+        }
+        let uid = owner(of: pid)
+        guard uid != 0, components.contains(where: { $0 == "user@\(uid).service" }),
+            let directory = opendir("/run/systemd/sessions")
+        else { return nil }
+        defer { closedir(directory) }
+        while let entry = readdir(directory) {
+            let id = String(cString: keyway_dirent_name(entry))
+            guard !id.hasPrefix("."), !id.hasSuffix(".ref"), let record = read("/run/systemd/sessions/" + id) else {
+                continue
+            }
+            if field(record, "UID=") == "\(uid)", field(record, "REMOTE=") == "0", field(record, "ACTIVE=") == "1",
+                !(field(record, "SEAT=") ?? "").isEmpty
+            {
+                return (id, false)
+            }
+        }
+        return nil
+    }
+
+    private static func describe(_ pid: Int32) -> String {
+        let name = command(of: pid) ?? "an unnamed process"
+        return "\(name) (pid \(pid), uid \(owner(of: pid)))"
+    }
+
+    private static func command(of pid: Int32) -> String? {
+        guard var name = read("/proc/\(pid)/comm"), !name.isEmpty else { return nil }
+        if name.hasSuffix("\n") { name.removeLast() }
+        return name
+    }
+
+    private static func parent(of pid: Int32) -> Int32? {
+        // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces and parentheses, so read after the last ')'.
+        guard let stat = read("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 1 ? Int32(fields[1]) : nil
+    }
+
+    private static func owner(of pid: Int32) -> UInt32 {
+        var info = stat()
+        return stat("/proc/\(pid)", &info) == 0 ? info.st_uid : UInt32.max
+    }
+
+    /// The value after `key` on the line that starts with it, up to the end of the line, trimmed.
+    private static func field(_ text: String, _ key: String) -> String? {
+        for line in text.split(separator: "\n") where line.hasPrefix(key) {
+            return String(line.dropFirst(key.count).drop { $0 == " " || $0 == "\t" })
+        }
+        return nil
+    }
+
+    /// A small file of /proc or /run, or nil.
+    private static func read(_ path: String) -> String? {
+        let fd = keyway_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 8192)
+        var total = 0
+        while total < bytes.count {
+            let got = bytes.withUnsafeMutableBytes { CKeywayLibc.read(fd, $0.baseAddress! + total, $0.count - total) }
+            if got <= 0 { break }
+            total += got
+        }
+        return String(decoding: bytes[0..<total], as: UTF8.self)
+    }
+
+    /// The host utmp records `line` as logged in from, when that is not a local X display; nil otherwise.
+    private static func utmpHost(of line: String) -> String? {
         setutxent()
         defer { endutxent() }
         while let entry = getutxent() {
@@ -16,9 +214,9 @@ enum RemoteSession {
             let entryLine = withUnsafeBytes(of: entry.pointee.ut_line) { cString($0) }
             guard entryLine == line else { continue }
             let host = withUnsafeBytes(of: entry.pointee.ut_host) { cString($0) }
-            if !host.isEmpty && !host.hasPrefix(":") { return true }
+            if !host.isEmpty && !host.hasPrefix(":") { return host }
         }
-        return false
+        return nil
     }
 
     /// The bytes up to the first NUL of a fixed-size C field.

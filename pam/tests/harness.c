@@ -12,7 +12,10 @@
  *     --answer-hex HEX   answer the next prompt with these bytes (may hold a NUL or invalid UTF-8; the module
  *                        sees a C string, so it ends at the first NUL)
  *     --rhost HOST       set PAM_RHOST (a remote session)
- *     --tty TTY          set PAM_TTY (as sudo does: /dev/pts/N)
+ *     --tty TTY          set PAM_TTY (as sudo does: /dev/pts/N); without it PAM_TTY is a pseudo-terminal this
+ *                        process opens and holds the master side of, as a local terminal does (pam_keyway(8),
+ *                        LOCAL AND REMOTE: a root-held master that no remote server started is local)
+ *     --no-tty           leave PAM_TTY unset (as `ssh -T host sudo -S` does)
  *     --user-hex HEX     authenticate the user with these bytes instead of USER (invalid UTF-8, say)
  *     --silent           pass PAM_SILENT
  *     --acct             also call pam_acct_mgmt after pam_authenticate
@@ -29,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <security/pam_appl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +187,7 @@ int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--utmp-add") == 0) return utmp_change(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "--utmp-remove") == 0) return utmp_change(argv[2], NULL);
     const char *tty = NULL, *user_override = NULL;
+    int no_tty = 0;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--answer") == 0 && i + 1 < argc && script.count < 64)
             script.answers[script.count++] = (struct answer){ ANSWER, argv[++i], 0, NULL };
@@ -211,6 +216,7 @@ int main(int argc, char **argv) {
         }
         else if (strcmp(argv[i], "--rhost") == 0 && i + 1 < argc) rhost = argv[++i];
         else if (strcmp(argv[i], "--tty") == 0 && i + 1 < argc) tty = argv[++i];
+        else if (strcmp(argv[i], "--no-tty") == 0) no_tty = 1;
         else if (strcmp(argv[i], "--silent") == 0) flags |= PAM_SILENT;
         else if (strcmp(argv[i], "--acct") == 0) acct = 1;
         else if (strcmp(argv[i], "--acct-only") == 0) acct_only = 1;
@@ -219,6 +225,10 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 64; }
     }
     if (argc - i != 3) { fprintf(stderr, "usage: harness [options] CONFDIR SERVICE USER\n"); return 64; }
+    if (!tty && !no_tty) {  /* a terminal of our own: this process holds its master side for as long as it runs */
+        int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0) tty = ptsname(master);
+    }
     const char *confdir = argv[i], *service = argv[i + 1], *user = user_override ? user_override : argv[i + 2];
     if (cycles > 1) script.quiet = 1;
     long rss_before = rss_kb(), rss_first = 0;
