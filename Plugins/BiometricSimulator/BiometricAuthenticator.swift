@@ -1,3 +1,4 @@
+import CKeywayLibc
 public import KeywayCore
 
 /// The person's side of the biometric factor over the simulated sensor: it waits for touches and hands the samples
@@ -42,6 +43,8 @@ public final class BiometricAuthenticator: Authenticator {
         throws(AuthenticationError) -> Verdict
     {
         if let reason = unusableReason(for: request.user) { throw AuthenticationError(.biometryNotAvailable, reason) }
+        // keywayd owns the sensor: the wait is an arming there, one touch long, so no client holds the device.
+        if vault.waitsAtDevices { return try waitInDaemon(request, conversation: conversation) }
         conversation.tell(.instruction(sensor.instruction))
         // The wait has no prompt for Ctrl-C to end: the conversation says when the person has asked to stop.
         nonisolated(unsafe) let person = conversation
@@ -79,6 +82,42 @@ public final class BiometricAuthenticator: Authenticator {
         }
     }
 
+    /// The sequential wait where keywayd holds the sensor: arm for one counted failure (waiting in line if another
+    /// authentication has the sensor), tell the person, wait on the lease until keywayd writes its wake byte or the
+    /// timeout passes, then claim what was presented. Ctrl-C and the context's cancel end the wait at once.
+    private func waitInDaemon(_ request: AuthenticationRequest, conversation: any Conversation)
+        throws(AuthenticationError) -> Verdict
+    {
+        let armed = try vault.arm(.biometric, for: request.user, attempts: 1, waits: true)
+        defer { armed.release() }
+        conversation.tell(.instruction(sensor.instruction))
+        let timeout = sensor.configuration.timeout
+        let limit = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        var waited: Int64 = 0
+        while true {
+            if request.cancellation.isCancelled { throw AuthenticationError(.appCancel) }
+            if conversation.personHasStopped {
+                throw AuthenticationError(.userCancel, "the person stopped the wait at the sensor (Ctrl-C)")
+            }
+            if let verdict = try armed.collect().first { return verdict }
+            guard waited < limit else {
+                throw AuthenticationError(
+                    .timeout, "nothing was presented to the sensor within \(timeout.spokenDescription)")
+            }
+            guard let wake = armed.wakeDescriptor else {
+                throw AuthenticationError(.biometryNotAvailable, "keywayd ended the wait at the sensor")
+            }
+            let slice = Int32(min(100, limit - waited))
+            var entry = pollfd(fd: wake, events: Int16(POLLIN), revents: 0)
+            if poll(&entry, 1, slice) == 0 { waited += Int64(slice) }
+            if entry.revents & Int16(POLLHUP | POLLERR) != 0 {
+                // keywayd closed the lease: what it recorded is claimable once more, or it ended it with a reason.
+                if let verdict = try armed.collect().first { return verdict }
+                throw AuthenticationError(.biometryNotAvailable, "keywayd ended the wait at the sensor")
+            }
+        }
+    }
+
     /// The sensor waits in the background while a prompt does (`first of`).
     public var invitation: String? {
         sensor.configuration.biometry == .face ? "Look at the camera" : "Touch the sensor"
@@ -87,7 +126,7 @@ public final class BiometricAuthenticator: Authenticator {
     /// Has the vault (keywayd, beside the sensor) listen for this authentication.
     public func arm(_ request: AuthenticationRequest) throws(AuthenticationError) -> any ArmedFactor {
         if let reason = unusableReason(for: request.user) { throw AuthenticationError(.biometryNotAvailable, reason) }
-        return try vault.arm(.biometric, for: request.user, attempts: request.attemptsAllowed)
+        return try vault.arm(.biometric, for: request.user, attempts: request.attemptsAllowed, waits: false)
     }
 
     /// Why the sensor cannot serve this user at all, or nil.

@@ -89,12 +89,14 @@ public struct Configuration: Sendable {
         public var user: String
         /// True for a remote session.
         public var isRemote: Bool
-        /// Whether the account is a member of a group (asked only when a variant names one).
-        public var isMember: @Sendable (String) -> Bool
+        /// Whether the account is a member of a group (asked only when a variant names one); a failure when that
+        /// cannot be told, which fails the resolution closed rather than choosing a weaker variant.
+        public var isMember: @Sendable (String) -> Result<Bool, AuthenticationError>
 
         /// Creates a subject.
         public init(
-            user: String, isRemote: Bool = false, isMember: @escaping @Sendable (String) -> Bool = { _ in false }
+            user: String, isRemote: Bool = false,
+            isMember: @escaping @Sendable (String) -> Result<Bool, AuthenticationError> = { _ in .success(false) }
         ) {
             self.user = user
             self.isRemote = isRemote
@@ -163,11 +165,33 @@ public struct Configuration: Sendable {
             let known = policies.map { $0.base.name }.joined(separator: ", ")
             return .failure(AuthenticationError(.invalidPolicy, "unknown policy '\(name)'; the policies are \(known)"))
         }
-        let definition =
-            named.variants.first { variant in
-                guard let matcher = variant.variant else { return false }
-                return matcher.kind == "user" ? matcher.name == subject.user : subject.isMember(matcher.name)
-            } ?? named.base
+        // The first variant that matches, in order; a membership that cannot be told stops here (unknown means no:
+        // never the weaker variant or base below it).
+        var matched: Definition? = nil
+        for variant in named.variants {
+            guard let matcher = variant.variant else { continue }
+            if matcher.kind == "user" {
+                if matcher.name == subject.user {
+                    matched = variant
+                    break
+                }
+                continue
+            }
+            switch subject.isMember(matcher.name) {
+            case .success(true):
+                matched = variant
+            case .success(false):
+                continue
+            case .failure(let error):
+                return .failure(
+                    AuthenticationError(
+                        .invalidPolicy,
+                        "policy '\(name)' has a variant for group \(matcher.name), and whether \(subject.user) is a "
+                            + "member cannot be told (\(error.reason)); refusing rather than choosing another"))
+            }
+            break
+        }
+        let definition = matched ?? named.base
         switch (definition.when, subject.isRemote) {
         case (.local, true):
             return .failure(

@@ -38,16 +38,22 @@ public protocol Vault: AnyObject, Sendable {
     func set(_ key: String, to value: Bool, of user: String, by actor: String) throws(AuthenticationError)
     /// Arms `factor` for `user` (`first of`): the vault waits at the device, matches and counts what is presented, at
     /// most `attempts` counted failures, until the returned factor is released. Only a vault beside the device can.
-    func arm(_ factor: FactorKind, for user: UserContext, attempts: Int) throws(AuthenticationError)
+    /// With `waits`, a device another authentication holds is waited for in line instead of refused at once.
+    func arm(_ factor: FactorKind, for user: UserContext, attempts: Int, waits: Bool) throws(AuthenticationError)
         -> any ArmedFactor
+    /// True for a vault that waits at the devices itself (keywayd's), so a factor's sequential wait is an arming.
+    var waitsAtDevices: Bool { get }
 }
 
 extension Vault {
-    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int) throws(AuthenticationError)
-        -> any ArmedFactor
+    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int, waits: Bool)
+        throws(AuthenticationError) -> any ArmedFactor
     {
         throw AuthenticationError(.factorNotAvailable, "this vault cannot wait at the \(factor)")
     }
+
+    /// Most vaults hold no device.
+    public var waitsAtDevices: Bool { false }
 }
 
 /// What a factor hands over to be checked or enrolled.

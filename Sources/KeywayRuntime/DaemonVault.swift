@@ -33,7 +33,7 @@ public final class DaemonVault: Vault {
 
     /// Sends one request and reads its answer, leaving the connection open (the caller closes it); a failure
     /// answer is thrown, and its connection closed.
-    private func exchange(_ request: Request) throws(AuthenticationError) -> (Response, Int32) {
+    private func exchange(_ request: Request, patient: Bool = false) throws(AuthenticationError) -> (Response, Int32) {
         func unavailable(_ failure: UnixSocket.Failure) -> AuthenticationError {
             AuthenticationError(.serviceUnavailable, "keywayd at \(socketPath): \(failure)")
         }
@@ -49,7 +49,8 @@ public final class DaemonVault: Vault {
             throw AuthenticationError(
                 .serviceUnavailable, "keywayd at \(socketPath): the process listening there is not root's")
         }
-        let deadline = UnixSocket.monotonicMilliseconds() + timeoutMilliseconds
+        // A place in the sensor's line is kept for at most the sensor's timeout (at most 10 minutes), by keywayd.
+        let deadline = UnixSocket.monotonicMilliseconds() + timeoutMilliseconds + (patient ? 600_000 : 0)
         var body = request.encoded
         var frame = WireWriter.frame(body)
         let sent = UnixSocket.send(frame, to: fd, until: deadline)
@@ -140,12 +141,16 @@ public final class DaemonVault: Vault {
 }
 
 extension DaemonVault {
+    /// keywayd waits at the devices: the sensor's sequential wait is an arming too (docs/ARCHITECTURE.md §14).
+    public var waitsAtDevices: Bool { true }
+
     /// Arms the factor at keywayd, which listens at the device for as long as the returned factor keeps its
     /// connection open (docs/ARCHITECTURE.md §14).
-    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int) throws(AuthenticationError)
-        -> any ArmedFactor
+    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int, waits: Bool)
+        throws(AuthenticationError) -> any ArmedFactor
     {
-        let (response, fd) = try exchange(.arm(factor, user, attempts: attempts))
+        // Waiting in line may take up to the sensor's timeout: the answer's deadline is keywayd's, not ours.
+        let (response, fd) = try exchange(.arm(factor, user, attempts: attempts, waits: waits), patient: waits)
         guard case .armed(let nonce) = response else {
             close(fd)
             throw AuthenticationError(.internalFailure, "keywayd answered arm with \(response)")

@@ -32,6 +32,8 @@ public final class Leases: Sendable {
         var ended: AuthenticationError? = nil
         /// A success was claimed: nothing more counts.
         var spent = false
+        /// The lease still holds the device; once released it is only claimable.
+        var holding = true
 
         var wantsMore: Bool {
             ended == nil && !spent && failures < attempts && !pending.contains { $0.verdict == .success }
@@ -60,7 +62,7 @@ public final class Leases: Sendable {
         let time = now()
         return table.withLock { table in
             table.removeAll { time - $0.armedAt >= Self.maximumDuration }
-            guard !table.contains(where: { $0.factor == factor }) else { return nil }
+            guard !table.contains(where: { $0.factor == factor && $0.holding }) else { return nil }
             table.append(
                 Lease(
                     nonce: nonce, uid: uid, user: Array(user.utf8), factor: factor, attempts: attempts,
@@ -90,6 +92,12 @@ public final class Leases: Sendable {
             guard let lease = table.first(where: { Self.same($0.nonce, nonce) }) else { return false }
             return lease.wantsMore && time - lease.armedAt < Self.maximumDuration
         }
+    }
+
+    /// Gives the device back for the lease `nonce`, which stays claimable until it is closed: a lease ends at the
+    /// device as soon as it has what it can use, so the next authentication need not wait for its client.
+    public func release(_ nonce: [UInt8]) {
+        update(nonce) { $0.holding = false }
     }
 
     /// Removes the lease `nonce` (its connection closed).

@@ -15,8 +15,9 @@ public enum Request: Sendable, Equatable {
     case set(key: String, user: String, value: Bool, via: String)
     /// Arms the factor for this authentication (`first of`): keywayd waits at the device, matching and counting
     /// what is presented, at most `attempts` counted failures, for as long as this connection stays open; the
-    /// answer is `.armed` with the nonce that `claim` names.
-    case arm(FactorKind, UserContext, attempts: Int)
+    /// answer is `.armed` with the nonce that `claim` names. With `waits`, a sensor another authentication holds is
+    /// waited for in line (the sequential wait); without, it is "in use" at once (`first of` asks the typed factor).
+    case arm(FactorKind, UserContext, attempts: Int, waits: Bool = false)
     /// What was presented since the arming named by `nonce` (or since the last claim): `.verdicts`.
     case claim(FactorKind, UserContext, nonce: [UInt8])
 
@@ -47,7 +48,7 @@ public enum Request: Sendable, Equatable {
     /// carry a context.
     public var startedBy: UInt32? {
         switch self {
-        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _),
+        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _, _),
             .claim(_, let context, _):
             context.startedBy
         case .enroll, .change, .remove, .reset, .status, .audit, .set: nil
@@ -64,7 +65,8 @@ public enum Request: Sendable, Equatable {
         switch self {
         case .availability(let factor, let context): return .availability(factor, with(context))
         case .verify(let factor, let context, let evidence): return .verify(factor, with(context), evidence)
-        case .arm(let factor, let context, let attempts): return .arm(factor, with(context), attempts: attempts)
+        case .arm(let factor, let context, let attempts, let waits):
+            return .arm(factor, with(context), attempts: attempts, waits: waits)
         case .claim(let factor, let context, let nonce): return .claim(factor, with(context), nonce: nonce)
         case .enroll, .change, .remove, .reset, .status, .audit, .set: return self
         }
@@ -72,7 +74,7 @@ public enum Request: Sendable, Equatable {
 
     public var user: String? {
         switch self {
-        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _),
+        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _, _),
             .claim(_, let context, _):
             context.name
         case .enroll(_, let user, _, _, _), .change(_, let user, _, _, _), .remove(_, let user, _, _),
@@ -134,11 +136,12 @@ public enum Request: Sendable, Equatable {
             out.string(user)
             out.bool(value)
             out.string(via)
-        case .arm(let factor, let user, let attempts):
+        case .arm(let factor, let user, let attempts, let waits):
             out = WireWriter(kind: Kind.arm.rawValue)
             out.string(factor.rawValue)
             out.context(user)
             out.u32(attempts)
+            out.bool(waits)
         case .claim(let factor, let user, let nonce):
             out = WireWriter(kind: Kind.claim.rawValue)
             out.string(factor.rawValue)
@@ -206,7 +209,7 @@ public enum Request: Sendable, Equatable {
             let user = try input.context()
             let attempts = try input.u32("the attempts")
             guard (1...20).contains(attempts) else { throw WireError("\(attempts) attempts is not from 1 to 20") }
-            self = .arm(factor, user, attempts: attempts)
+            self = .arm(factor, user, attempts: attempts, waits: try input.bool("waits"))
         case .claim:
             self = .claim(try input.factor(), try input.context(), nonce: Array(try input.data("the nonce", limit: 64)))
         }

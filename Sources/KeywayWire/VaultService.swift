@@ -53,8 +53,10 @@ public struct VaultService: Sendable {
     public let userSettings: [UserSetting]
     /// Who verified which factor when: the proof a user gives before turning that factor off.
     let proofs: Proofs
-    /// The factors armed now (`first of`).
+    /// The factors armed now (`first of`, the sensor's sequential wait).
     public let leases: Leases
+    /// An account's uid, for the sensor's rule (`sensorRefusal`); nil when it cannot be told.
+    public let accountUID: @Sendable (String) -> UInt32?
     /// How many changes each user other than root has made lately: each writes an audit row.
     let writes: WriteBudget
     /// Changes (`set`, `change`) one user other than root may make per `writeWindow`; beyond them a change is
@@ -67,8 +69,10 @@ public struct VaultService: Sendable {
 
     /// Creates the service. `now` reads a monotonic clock in milliseconds (tests pass their own).
     public init(
-        vault: any Vault, userSettings: [UserSetting] = [], now: @escaping @Sendable () -> Int64 = { 0 }
+        vault: any Vault, userSettings: [UserSetting] = [], now: @escaping @Sendable () -> Int64 = { 0 },
+        accountUID: @escaping @Sendable (String) -> UInt32? = { _ in nil }
     ) {
+        self.accountUID = accountUID
         self.vault = vault
         self.userSettings = userSettings
         proofs = Proofs(now: now)
@@ -142,6 +146,30 @@ public struct VaultService: Sendable {
         }
     }
 
+    /// Why the sensor may not serve this authentication, or nil: a touch proves only that someone is at the sensor,
+    /// so it answers only an authentication the account's owner started (its starter's uid is the account's: sudo,
+    /// a screen locker), or one root started on a local seat (a console login, a greeter). Never `su OTHER` from
+    /// someone else's session; unknown means no (docs/ARCHITECTURE.md §10, "The sensor answers only the person").
+    public func sensorRefusal(_ context: UserContext, by caller: Caller) -> String? {
+        // A user other than root asks only about their own account (the table above), started by themselves.
+        if !caller.isRoot { return nil }
+        guard let starter = context.startedBy else {
+            return "who started this authentication is unknown; the sensor answers only its owner"
+        }
+        if starter == 0 {
+            return context.isRemote ? "root's authentication of \(context.name) is remote" : nil
+        }
+        guard let owner = accountUID(context.name) else {
+            return
+                "the uid of \(context.name.escapingControlCharacters) cannot be told; the sensor answers only its owner"
+        }
+        guard starter == owner else {
+            return "uid \(starter) started this authentication of \(context.name.escapingControlCharacters) "
+                + "(su from another person's session); the sensor answers only its owner"
+        }
+        return nil
+    }
+
     /// The refusal when another authentication holds the device.
     public static func deviceBusy(_ factor: FactorKind) -> AuthenticationError {
         AuthenticationError(
@@ -200,6 +228,9 @@ public struct VaultService: Sendable {
             case .availability(let factor, let user):
                 return .availability(vault.availability(of: factor, for: user))
             case .verify(let factor, let user, let evidence):
+                if case .samples = evidence, let refusal = sensorRefusal(user, by: caller) {
+                    return .failure(AuthenticationError(.biometryNotAvailable, refusal))
+                }
                 let verdict = try vault.verify(evidence, of: factor, for: user)
                 if verdict == .success {
                     proofs.record(.init(uid: caller.uid, user: user.name, factor: factor))
@@ -220,7 +251,10 @@ public struct VaultService: Sendable {
                 return .done
             case .audit(let user):
                 return .audit(try vault.audit(of: user))
-            case .arm(let factor, let user, let attempts):
+            case .arm(let factor, let user, let attempts, _):
+                if let refusal = sensorRefusal(user, by: caller) {
+                    return .failure(AuthenticationError(.biometryNotAvailable, refusal))
+                }
                 // The daemon holds the device first and listens after this answer, for as long as the connection
                 // stays open; here: may the user use the factor now, and is the device free.
                 let availability = vault.availability(of: factor, for: user)

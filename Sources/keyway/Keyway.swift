@@ -327,7 +327,9 @@ struct Command {
         let user = user()
         let name = parsed.value("--policy") ?? Policy.biometricsOrPasscode.name
         // As the module: the variant for this user, its settings, `when` (the CLI is a local session).
-        let subject = Configuration.Subject(user: user, isRemote: false) { Accounts.isMember(user, of: $0) }
+        let subject = Configuration.Subject(user: user, isRemote: false) {
+            Accounts.isMember(user, of: $0).mapError { AuthenticationError(.invalidPolicy, "\($0)") }
+        }
         let resolved: Configuration.Resolved
         switch configuration().resolve(name, for: subject) {
         case .success(let found): resolved = found

@@ -41,7 +41,9 @@ extension Command {
         let group = parsed.value("--group")
         let remote = parsed.has("--remote")
         let subject = Configuration.Subject(user: user ?? "", isRemote: remote) { wanted in
-            wanted == group || (user.map { Accounts.isMember($0, of: wanted) } ?? false)
+            if wanted == group { return .success(true) }
+            guard let user else { return .success(false) }
+            return Accounts.isMember(user, of: wanted).mapError { AuthenticationError(.invalidPolicy, "\($0)") }
         }
         print("policy \(name) (\(named.isBuiltIn ? "built-in" : "defined at \(named.base.origin)"))")
         let definition: Configuration.Definition

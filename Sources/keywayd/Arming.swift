@@ -14,13 +14,77 @@ struct ArmingOptions: Sendable {
     var settings = FactorSettings()
 }
 
+extension ArmingOptions {
+    /// `[biometric] timeout` in milliseconds: how long an authentication waits in line for the sensor, and how long
+    /// a lease may keep it while another authentication waits.
+    var timeout: Int64 {
+        let duration = settings.duration(BiometricAuthenticator.timeoutSetting) ?? .seconds(30)
+        return duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// Who has the sensor and who waits for it, first come first served (docs/ARCHITECTURE.md §14): a lease that keeps
+/// it while someone waits ends after the biometric timeout, and a holder that arms again queues behind the waiters,
+/// so no one holds the sensor against another user's waiting authentication for longer than that.
+final class SensorLine: Sendable {
+    private struct State {
+        var next: UInt64 = 0
+        var holder: UInt64? = nil
+        var waiting: [UInt64] = []
+    }
+    private let state = Mutex(State())
+
+    /// A ticket for the sensor: at once when it is free and nobody waits; otherwise, with `waits`, in turn within
+    /// `limit` milliseconds while `gone()` stays false; nil when not given.
+    func take(waits: Bool, within limit: Int64, gone: () -> Bool) -> UInt64? {
+        let (ticket, now) = state.withLock { state -> (UInt64, Bool) in
+            let ticket = state.next
+            state.next += 1
+            if state.holder == nil && state.waiting.isEmpty {
+                state.holder = ticket
+                return (ticket, true)
+            }
+            if waits { state.waiting.append(ticket) }
+            return (ticket, false)
+        }
+        if now { return ticket }
+        guard waits else { return nil }
+        let deadline = UnixSocket.monotonicMilliseconds() + limit
+        while true {
+            let taken = state.withLock { state -> Bool in
+                guard state.holder == nil, state.waiting.first == ticket else { return false }
+                state.waiting.removeFirst()
+                state.holder = ticket
+                return true
+            }
+            if taken { return ticket }
+            if gone() || UnixSocket.monotonicMilliseconds() >= deadline {
+                state.withLock { $0.waiting.removeAll { $0 == ticket } }
+                return nil
+            }
+            usleep(20_000)
+        }
+    }
+
+    /// Gives the sensor back.
+    func release(_ ticket: UInt64) {
+        state.withLock { state in if state.holder == ticket { state.holder = nil } }
+    }
+
+    /// True while another authentication waits in line.
+    var othersWaiting: Bool { state.withLock { !$0.waiting.isEmpty } }
+}
+
 extension Server {
-    /// Serves an `arm` request: takes the sensor, answers with the nonce, then listens for as long as the client
-    /// keeps this connection open (at most `Leases.maximumDuration`), matching and counting each touch at once and
-    /// writing one byte to the client for each, so a client that waits on the connection wakes. The sensor is given
-    /// back when the client closes the connection or dies, when the lease has what it can use, or at the limit.
+    /// Serves an `arm` request (`first of`, and the sensor's sequential wait): checks that the sensor may answer this
+    /// authentication, takes it (in line, with `waits`), answers with the nonce, then listens, matching and counting
+    /// each touch at once and writing one byte to the client for each, so a client waiting on the connection wakes.
+    /// The sensor is given back as soon as the lease has what it can use, when the client closes the connection or
+    /// dies, after the biometric timeout while another authentication waits, or at `Leases.maximumDuration`; the
+    /// lease stays claimable until the client closes it.
     func serveArm(
-        _ request: Request, factor: FactorKind, user: UserContext, from caller: VaultService.Caller, on fd: Int32
+        _ request: Request, factor: FactorKind, user: UserContext, waits: Bool, from caller: VaultService.Caller,
+        on fd: Int32
     ) {
         guard factor == .biometric else {
             reply(.failure(AuthenticationError(.factorNotAvailable, "only the sensor can be armed")), to: fd)
@@ -30,8 +94,29 @@ extension Server {
             reply(.failure(AuthenticationError(.notPermitted, refusal)), to: fd)
             return
         }
+        let request = VaultService.vouched(request, by: caller)
+        let user =
+            request.startedBy.map { uid -> UserContext in
+                var context = user
+                context.startedBy = uid
+                return context
+            } ?? user
+        // A touch proves only that someone is at the sensor: an authentication it may not answer never takes it.
+        if let refusal = service.sensorRefusal(user, by: caller) {
+            Server.logLimited(
+                "\(caller.label): the sensor refused for \(user.name.escapingControlCharacters): \(refusal)")
+            reply(.failure(AuthenticationError(.biometryNotAvailable, refusal)), to: fd)
+            return
+        }
+        let timeout = arming.timeout
+        guard let ticket = sensorLine.take(waits: waits, within: timeout, gone: { UnixSocket.peerHasClosed(fd) })
+        else {
+            reply(.failure(VaultService.deviceBusy(factor)), to: fd)
+            return
+        }
         let events = SocketSensorEvents(directory: arming.sensorDirectory, owner: 0, acknowledgesAfterHandling: true)
         if case .failure(let error) = events.hold() {
+            sensorLine.release(ticket)
             reply(
                 .failure(
                     error.isBusy
@@ -40,16 +125,27 @@ extension Server {
                 to: fd)
             return
         }
-        defer { events.release() }
+        let heldSince = UnixSocket.monotonicMilliseconds()
+        let leases = service.leases
+        var nonce: [UInt8]? = nil
+        var holding = true
+        func giveBack() {
+            guard holding else { return }
+            holding = false
+            events.release()
+            if let nonce { leases.release(nonce) }
+            sensorLine.release(ticket)
+        }
+        defer { giveBack() }
         // The one connection that may carry a descriptor: the terminal the module in a root host deposits.
         let custody = TerminalHolder(acceptsCustody: caller.isRoot)
         if caller.isRoot { UnixSocket.acceptDescriptors(true, on: fd) }
         let answer = service.answer(request, from: caller)
         reply(answer, to: fd)
-        guard case .armed(let nonce) = answer else { return }
-        defer { service.leases.close(nonce) }
-        let deadline = UnixSocket.monotonicMilliseconds() + Leases.maximumDuration  // the lease's whole life
-        let leases = service.leases
+        guard case .armed(let armed) = answer else { return }
+        nonce = armed
+        defer { leases.close(armed) }
+        let deadline = heldSince + Leases.maximumDuration  // the lease's whole life
         let sensor = SimulatedSensor(
             .init(
                 biometry: BiometricAuthenticator.biometry(arming.settings),
@@ -63,9 +159,18 @@ extension Server {
             if clientGone() { custody.restore() } else { custody.release() }
             if let error = custody.protocolError { Server.logLimited("\(caller.label): lease ended: \(error)") }
         }
-        // Stops when the client has gone (its socket closed: a killed sudo included) or the lease wants no more.
+        let line = sensorLine
+        @Sendable func overstaying() -> Bool {
+            line.othersWaiting && UnixSocket.monotonicMilliseconds() - heldSince >= timeout
+        }
+        // Stops when the client has gone (its socket closed: a killed sudo included), the lease wants no more, or it
+        // has kept the sensor for the timeout while someone else waits for it.
         let stop = CancellationFlag(following: CancellationFlag()) {
-            custody.take(from: fd) || !leases.wantsMore(nonce)
+            custody.take(from: fd) || !leases.wantsMore(armed) || overstaying()
+        }
+        func wake() {
+            var byte: UInt8 = 1
+            _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
         }
         while let event = sensor.next(cancellation: stop) {
             switch event {
@@ -75,25 +180,35 @@ extension Server {
                 guard let sample = sensor.sample(of: event) else { continue }
                 do {
                     leases.record(
-                        try service.vault.verify(.samples([sample.components]), of: .biometric, for: user), for: nonce)
+                        try service.vault.verify(.samples([sample.components]), of: .biometric, for: user), for: armed)
                 } catch {
-                    leases.end(nonce, with: error)
+                    leases.end(armed, with: error)
                 }
             case .retry(let reason):
-                leases.record(.failure(.noSample(reason)), for: nonce)
+                leases.record(.failure(.noSample(reason)), for: armed)
             case .cancel:
-                leases.end(nonce, with: AuthenticationError(.userCancel, "cancelled at the sensor"))
+                leases.end(armed, with: AuthenticationError(.userCancel, "cancelled at the sensor"))
             case .fallback:
-                leases.end(nonce, with: AuthenticationError(.userFallback, "the fallback was chosen at the sensor"))
+                leases.end(armed, with: AuthenticationError(.userFallback, "the fallback was chosen at the sensor"))
             case .unplug:
-                leases.end(nonce, with: AuthenticationError(.biometryNotAvailable, "the sensor was unplugged"))
+                leases.end(armed, with: AuthenticationError(.biometryNotAvailable, "the sensor was unplugged"))
             case .failure(let reason):
-                leases.end(nonce, with: AuthenticationError(.biometryNotAvailable, "the sensor failed: \(reason)"))
+                leases.end(armed, with: AuthenticationError(.biometryNotAvailable, "the sensor failed: \(reason)"))
             }
             events.acknowledge()  // the sender hears "ok" once a claim would see the touch
-            var wake: UInt8 = 1
-            _ = send(fd, &wake, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+            wake()
         }
+        if leases.wantsMore(armed) && overstaying() {
+            Server.logLimited(
+                "\(caller.label): lease for \(user.name.escapingControlCharacters) ended after \(timeout / 1000) s: "
+                    + "another authentication waits for the sensor")
+            leases.end(
+                armed,
+                with: AuthenticationError(
+                    .systemCancel, "the sensor was given to another authentication waiting for it"))
+            wake()
+        }
+        giveBack()  // the lease has what it can use: the next in line need not wait for this client
         // The lease stays claimable until the client closes the connection (or the limit passes).
         while !clientGone() && UnixSocket.monotonicMilliseconds() < deadline {
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)

@@ -145,7 +145,8 @@ struct KeywayDaemon {
         let auditRows = options.auditRowLimit
         let server = Server(
             service: VaultService(
-                vault: vault, userSettings: Runtime.plugins.userSettings, now: UnixSocket.monotonicMilliseconds),
+                vault: vault, userSettings: Runtime.plugins.userSettings, now: UnixSocket.monotonicMilliseconds,
+                accountUID: { name in if case .success(let uid?) = Accounts.uid(of: name) { uid } else { nil } }),
             options: options, arming: arming
         ) {
             // Names without an enrollment keep counters (concealment); cap them (Store.pruneCounters).
@@ -269,6 +270,8 @@ final class Server: Sendable {
     private let maintaining = Mutex(false)
     /// Where refused connections are answered and let go of, off the accept loop.
     let disposer = Disposer()
+    /// Who has the sensor and who waits for it.
+    let sensorLine = SensorLine()
 
     init(
         service: VaultService, options: Options, arming: ArmingOptions = ArmingOptions(),
@@ -429,8 +432,8 @@ final class Server: Sendable {
             return
         }
         let caller = VaultService.Caller(uid: peer.uid, name: Self.name(of: peer.uid))
-        if case .arm(let factor, let user, _) = request {
-            return serveArm(request, factor: factor, user: user, from: caller, on: fd)
+        if case .arm(let factor, let user, _, let waits) = request {
+            return serveArm(request, factor: factor, user: user, waits: waits, from: caller, on: fd)
         }
         let answer: Response
         if VaultService.isSlow(request) && VaultService.refusal(of: request, by: caller) == nil {

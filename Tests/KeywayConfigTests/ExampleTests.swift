@@ -63,7 +63,7 @@ final class ConfigRig: @unchecked Sendable {
     func evaluate(
         _ name: String, _ user: String, groups: Set<String> = [], remote: Bool = false, typing lines: [String]
     ) -> (Evaluation, ScriptedConversation) {
-        let subject = Configuration.Subject(user: user, isRemote: remote) { groups.contains($0) }
+        let subject = Configuration.Subject(user: user, isRemote: remote) { .success(groups.contains($0)) }
         let conversation = ScriptedConversation(lines.map { .type($0) })
         switch configuration.resolve(name, for: subject) {
         case .failure(let error):

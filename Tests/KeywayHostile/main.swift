@@ -8,6 +8,8 @@
 //   keyway-hostile lease SOCKET USER COUNT PER     arm USER's sensor, send COUNT messages of PER descriptors each
 //                                                  (PER 0: one lingering TCP socket); says whether keywayd
 //                                                  then ended the lease (within 3 s)
+//   keyway-hostile rearm SOCKET USER SECONDS        arm USER's sensor, keep each lease until keywayd ends it, and arm
+//                                                  again at once, for SECONDS: how many leases it got
 //   keyway-hostile set SOCKET USER COUNT            COUNT `set gesture.show-trail` requests, on and off in turn,
 //                                                  each on its own connection: how many were done and refused
 //   keyway-hostile deposit SOCKET USER KIND        arm USER's sensor and deposit a descriptor of KIND (file, fifo,
@@ -164,6 +166,26 @@ case "lease":
     let ended = endedByKeywayd(lease)
     close(lease)
     say("passed \(passed) refused-by-kernel \(refusedByKernel) after-close \(failed) ended \(ended)")
+case "rearm":
+    guard arguments.count == 4, let seconds = Int64(arguments[3]) else { fail("rearm args") }
+    let end = UnixSocket.monotonicMilliseconds() + seconds * 1000
+    var leases = 0, busy = 0
+    while UnixSocket.monotonicMilliseconds() < end {
+        let fd = connectOrFail(socketPath)
+        request(.arm(.biometric, UserContext(name: arguments[2]), attempts: 3), over: fd)
+        guard case .armed? = answer(fd) else {
+            busy += 1
+            close(fd)
+            usleep(5000)
+            continue
+        }
+        leases += 1
+        // Held until keywayd writes on the lease (it ended it) or closes it, or the time is up.
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while UnixSocket.monotonicMilliseconds() < end && poll(&entry, 1, 100) == 0 {}
+        close(fd)
+    }
+    say("leases \(leases) busy \(busy)")
 case "set":
     guard arguments.count == 4, let count = Int(arguments[3]) else { fail("set args") }
     var done = 0, refused = 0, busy = 0, other = 0

@@ -303,30 +303,32 @@ struct ReturnCodeTests {
         #expect(FileManager.default.fileExists(atPath: fixture.sensor + "/sensor-unplugged"))
     }
 
-    @Test("one authentication at a time owns the sensor: a second one is told it is busy, at once")
+    @Test("the sensor is taken in turn: a second wait queues behind the first; a `first of` prompt hears it is busy")
     func sensorBusy() throws {
         defer { fixture.remove() }
-        // The first waits long enough (15 s) for both others to meet the busy sensor, however loaded the machine.
         fixture.service("bio-long", "policy=biometrics-only timeout=15")
+        let config = fixture.writeConfig("[policy either]\nrequire = first of (biometric, gesture)\n")
+        fixture.service("either", "policy=either \(config)")
         let first = try Started(harnessPath, [fixture.services, "bio-long", "alice"])
         for _ in 0..<200 where !FileManager.default.fileExists(atPath: fixture.sensor + "/sensor.sock") {
-            usleep(50_000)  // until the first one listens at the sensor
+            usleep(50_000)  // until keywayd listens at the sensor for the first one
         }
-        let second = try harness(fixture, "bio", "alice")
-        #expect(second.result == "PAM_AUTHINFO_UNAVAIL", "\(second.text)")
-        #expect(second.text.contains("the sensor is in use by another authentication"), "\(second.text)")
-        // With a fallback the person hears why before the passcode is asked (it used to be only "Biometrics are
-        // not available.").
-        let fallback = try harness(fixture, "bio-or-code", "alice", answers("739155"))
-        #expect(fallback.result == "PAM_SUCCESS", "\(fallback.text)")
-        #expect(
-            fallback.output.contains {
-                $0.hasPrefix("error: Biometrics are not available (")
-                    && $0.hasSuffix("the sensor is in use by another authentication).")
-            }, "\(fallback.text)")
-        #expect(fallback.output.contains("prompt: Passcode: "), "\(fallback.text)")
-        _ = try run(cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
+        // A `first of` prompt does not wait in line: it is told the sensor is busy and asks for the pattern alone.
+        let either = try harness(fixture, "either", "alice", answers("2-4-9-3"))
+        #expect(either.result == "PAM_SUCCESS", "\(either.text)")
+        #expect(either.text.contains("the sensor is in use by another authentication"), "\(either.text)")
+        #expect(!either.text.contains("Touch the sensor"), "\(either.text)")
+        // A second wait at the sensor queues (keywayd owns the sensor, first come first served).
+        let second = try Started(harnessPath, [fixture.services, "bio-long", "alice"])
+        usleep(300_000)
+        let touch = try run(
+            cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
+        #expect(touch.status == 0, "\(touch.text)")
         #expect(first.finish().result == "PAM_SUCCESS")
+        let again = try run(
+            cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
+        #expect(again.status == 0, "\(again.text)")
+        #expect(second.finish().result == "PAM_SUCCESS")
     }
 
     @Test("under PAM_SILENT the sensor instruction is still shown: without it nobody knows to touch the sensor")

@@ -133,7 +133,7 @@ struct ModuleCall {
         let locality = RemoteSession.locate(rhost: handle.item(PAM_RHOST), tty: handle.item(PAM_TTY))
         let remote = locality.isRemote
         let subject = Configuration.Subject(user: user, isRemote: remote) { group in
-            Accounts.isMember(user, of: group)
+            Accounts.isMember(user, of: group).mapError { AuthenticationError(.invalidPolicy, $0.description) }
         }
         let resolved: Configuration.Resolved
         switch configuration.resolve(parsed.policy, for: subject) {
