@@ -73,7 +73,10 @@ public final class InMemoryStore: Store {
     @discardableResult
     public func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int {
         contents.withLock { contents in
-            let unenrolled = contents.attempts.filter { contents.enrollments[$0.key]?.isEmpty ?? true }
+            let unenrolled = contents.attempts.filter { entry in
+                (contents.enrollments[entry.key]?.isEmpty ?? true)
+                    && entry.value.states.values.allSatisfy { $0.consecutiveFailures < AttemptState.deciding }
+            }
             let latest = unenrolled.map { entry in
                 (entry.key, entry.value.states.values.compactMap { $0.lastFailure }.max() ?? Timestamp(milliseconds: 0))
             }.sorted { $0.1 != $1.1 ? $0.1 > $1.1 : $0.0 < $1.0 }

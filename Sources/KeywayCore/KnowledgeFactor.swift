@@ -1,3 +1,5 @@
+import Synchronization
+
 /// The person's side of a "something you know" factor (the pattern, the passcode): ask, check the form, hand the
 /// canonical secret to the vault. The vault's side, `KnowledgeKeeper`, reserves, hashes and settles.
 public struct KnowledgeFactor: Sendable {
@@ -164,6 +166,14 @@ public final class KnowledgeKeeper: FactorKeeper {
     public let notEnrolledCode: AuthenticationError.Code
     /// Recent wrong secrets, answered again without the slow hash.
     public let repeats = RepeatMemory()
+    /// The costs this factor's enrolled secrets were hashed at, each with a decoy hash and how many use it.
+    private let decoys = Mutex(Decoys())
+    private struct Decoys {
+        var refreshed: Int64? = nil
+        var costs: [(parameters: String, decoy: String, count: Int)] = []
+    }
+    /// How often the costs in use are read again, in milliseconds.
+    static let decoyRefresh: Int64 = 600_000
 
     /// Creates the keeper.
     public init(
@@ -204,9 +214,60 @@ public final class KnowledgeKeeper: FactorKeeper {
         }
         if let problem = rules(secret) { throw AuthenticationError(.invalidPolicy, problem.message) }
         let encoded = try hasher.hash(secret)
+        decoys.withLock { $0.refreshed = nil }  // the costs in use may change with this one: read them again
         return Enrollment(
             user: user, factor: factor, payload: Array(encoded.utf8), changedAt: gate.clock.now(),
             changedBy: actor)
+    }
+
+    /// The slow work for a name without an enrollment, and the wrong secret's fingerprint: a verification against a
+    /// decoy made at one of the costs enrolled secrets use, picked for this name by a keyed hash of it and weighted by
+    /// how many use each, so that after a change of the cost such a name costs what some enrolled name costs, and
+    /// the same each time it is tried (docs/ARCHITECTURE.md §5). Without enrollments, the configured cost.
+    func burn(_ candidate: Secret, for user: String) -> [UInt8] {
+        let now = gate.clock.now().milliseconds
+        let stale = decoys.withLock { state in state.refreshed.map { now - $0 >= Self.decoyRefresh } ?? true }
+        if stale {
+            var found: [(parameters: String, decoy: String, count: Int)] = []
+            for name in (try? gate.store.users()) ?? [] {
+                guard let record = try? gate.store.enrollment(user: name, factor: factor),
+                    let encoded = String(validating: record.payload, as: UTF8.self)
+                else { continue }
+                let parameters = String(encoded.split(separator: "$", maxSplits: 4).prefix(3).joined(separator: "$"))
+                if let index = found.firstIndex(where: { $0.parameters == parameters }) {
+                    found[index].count += 1
+                } else if let decoy = hasher.decoy(like: encoded) {
+                    found.append((parameters, decoy, 1))
+                }
+            }
+            decoys.withLock { $0 = Decoys(refreshed: now, costs: found) }
+        }
+        let costs = decoys.withLock { $0.costs }
+        let total = costs.reduce(0) { $0 + $1.count }
+        guard total > 0 else { return hasher.burnWork(candidate) }
+        let key = hasher.quickFingerprint(Secret(copying: Array(user.utf8)), boundTo: Array("decoy".utf8)) ?? []
+        var pick = Int(key.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) } % UInt32(total))
+        for cost in costs {
+            if pick < cost.count {
+                if case .mismatch(let fingerprint)? = try? hasher.verify(candidate, against: cost.decoy) {
+                    return fingerprint
+                }
+                return hasher.burnWork(candidate)
+            }
+            pick -= cost.count
+        }
+        return hasher.burnWork(candidate)
+    }
+
+    /// A secret's enrollment is what concealment hides.
+    public var concealsEnrollment: Bool { true }
+
+    /// A name without this secret enrolled, under concealment: counted, the slow work done, "not recognized".
+    public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        guard case .success(let candidate) = try canonical(evidence) else { return .failure(.notEnrolled) }
+        let reservation = try gate.reserve(for: user.name)
+        _ = try gate.settleFailure(reservation, fingerprint: burn(candidate, for: user.name))
+        return .failure(.notEnrolled)
     }
 
     private func canonical(_ evidence: Evidence) throws(AuthenticationError)
@@ -233,13 +294,13 @@ public final class KnowledgeKeeper: FactorKeeper {
         }
         guard let enrollment else {
             guard concealing else {
-                hasher.burnWork(candidate)
+                _ = burn(candidate, for: user)
                 throw AuthenticationError(notEnrolledCode, "no \(factor) is enrolled for \(user)")
             }
             // Counted, throttled and refunded exactly like an enrolled user's wrong secret, so neither the
             // delays nor the repeats tell the two apart.
             let reservation = try gate.reserve(for: user)
-            _ = try gate.settleFailure(reservation, fingerprint: hasher.burnWork(candidate))
+            _ = try gate.settleFailure(reservation, fingerprint: burn(candidate, for: user))
             if let quick { repeats.remember(quick, for: user) }
             return .failure(.notEnrolled)
         }

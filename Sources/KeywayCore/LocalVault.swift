@@ -48,7 +48,10 @@ public final class LocalVault: Vault {
     public func availability(of factor: FactorKind, for user: UserContext) -> Availability {
         do {
             let keeper = try keeper(factor)
-            if let off = try switchedOff(factor, of: user.name) { return off }
+            if let off = try switchedOff(factor, of: user.name) {
+                // Under concealment a switched-off secret looks like one never enrolled: asked like any other.
+                return user.concealsEnrollment && keeper.concealsEnrollment ? keeper.availability(for: user) : off
+            }
             return keeper.availability(for: user)
         } catch {
             return .failed(error)
@@ -61,6 +64,9 @@ public final class LocalVault: Vault {
         let keeper = try keeper(factor)
         // A switched-off factor answers nothing, so a client that skips the availability question gains nothing.
         if case .notAvailable(let reason)? = try switchedOff(factor, of: user.name) {
+            if user.concealsEnrollment && keeper.concealsEnrollment {
+                return try keeper.concealedAbsence(evidence, for: user)
+            }
             throw AuthenticationError(factor == .biometric ? .biometryNotAvailable : .factorNotAvailable, reason)
         }
         return try keeper.verify(evidence, for: user)

@@ -14,6 +14,10 @@ public protocol SecretHasher: AnyObject, Sendable {
     /// A fast fingerprint of `secret` bound to `binding` (the enrolled hash), under a key only this process holds;
     /// nil when the hasher offers none (then every attempt pays the slow hash).
     func quickFingerprint(_ secret: Secret, boundTo binding: [UInt8]) -> [UInt8]?
+    /// A hash of a random secret made with `encoded`'s parameters, or nil when there is none to make: verifying a
+    /// wrong secret against it costs exactly what verifying against `encoded` does, which is how a name without an
+    /// enrollment is made to cost what an enrolled one does after a change of the cost.
+    func decoy(like encoded: String) -> String?
     /// Hashes a new secret for enrollment.
     func hash(_ secret: Secret) throws(AuthenticationError) -> String
     /// Checks a secret against an enrolled hash string.
@@ -34,4 +38,7 @@ public enum SecretCheck: Sendable, Equatable {
 extension SecretHasher {
     /// No fast fingerprint: every attempt pays the slow hash.
     public func quickFingerprint(_ secret: Secret, boundTo binding: [UInt8]) -> [UInt8]? { nil }
+
+    /// None: names without an enrollment pay `burnWork`.
+    public func decoy(like encoded: String) -> String? { nil }
 }

@@ -33,7 +33,8 @@ public protocol Store: AnyObject, Sendable {
     /// Keeps the counters of at most `limit` names that have no enrollment (those with the latest failures) and
     /// deletes the rest; returns how many names lost their counters. Concealment counts attempts for any name typed
     /// at a login prompt, so without this an attacker trying a million names would grow the store by a million
-    /// rows. Counters of names with an enrollment are never touched.
+    /// rows. Counters of names with an enrollment are never touched, nor those that throttle or lock a name now
+    /// (`AttemptState.deciding` failures or more).
     @discardableResult
     func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int
     /// Every user with an enrollment or counters, sorted.
@@ -193,4 +194,8 @@ public struct AttemptState: Sendable, Equatable {
 
     /// How many recent wrong-secret fingerprints are kept.
     public static let rememberedMismatches = 8
+    /// Consecutive failures from which counters decide something (every factor's first wait or lock is at 5): the
+    /// counters of a name without an enrollment are never pruned from there on, so a flood of names cannot make a
+    /// throttled one look fresh, which an enrolled name's never does (`Store.pruneCounters`).
+    public static let deciding = 5
 }

@@ -143,6 +143,22 @@ public protocol FactorKeeper: AnyObject, Sendable {
         -> Enrollment?
     /// The labels and domain state of a stored enrollment.
     func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8])
+    /// True for a factor whose enrollment concealment hides (a typed secret); the sensor says "not enrolled" to
+    /// anyone.
+    var concealsEnrollment: Bool { get }
+    /// For a factor its owner switched off, asked about under concealment: the answer a name with nothing enrolled
+    /// gets (counted, the same slow work, "not recognized"), so that "turned off" tells no one but the owner that
+    /// something is enrolled. Called only when `concealsEnrollment`.
+    func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict
+}
+
+extension FactorKeeper {
+    /// Most factors conceal nothing.
+    public var concealsEnrollment: Bool { false }
+
+    public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        throw AuthenticationError(.factorNotAvailable, "the \(factor) conceals nothing")
+    }
 }
 
 extension FactorKeeper {

@@ -53,7 +53,15 @@ public final class Argon2idHasher: SecretHasher {
     static let fingerprintKey = Array("keyway wrong-secret fingerprint v1".utf8)
     static let burnSalt = [UInt8](repeating: 0x6b, count: saltLength)
 
-    public func hash(_ secret: Secret) throws(AuthenticationError) -> String {
+    public func hash(_ secret: Secret) throws(AuthenticationError) -> String { try hash(secret, at: cost) }
+
+    /// A hash of 16 random bytes at `encoded`'s cost (nil for a hash this hasher cannot read).
+    public func decoy(like encoded: String) -> String? {
+        guard let parsed = try? Self.parse(encoded) else { return nil }
+        return try? hash(Secret(copying: Sodium.randomBytes(16)), at: parsed.cost)
+    }
+
+    private func hash(_ secret: Secret, at cost: Cost) throws(AuthenticationError) -> String {
         let encoded = secret.withUnsafeBytes {
             Sodium.passwordHashString($0, opsLimit: cost.opsLimit, memLimit: cost.memLimit)
         }

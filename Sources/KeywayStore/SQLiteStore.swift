@@ -332,8 +332,9 @@ public final class SQLiteStore: Store {
             try db.transaction { () throws(SQLiteError) in
                 let doomed = try db.query(
                     "SELECT user FROM attempts a WHERE NOT EXISTS (SELECT 1 FROM enrollments e WHERE e.user = a.user) "
-                        + "GROUP BY user ORDER BY max(coalesce(last_failure, 0)) DESC, user LIMIT -1 OFFSET ?",
-                    [.integer(Int64(max(limit, 0)))]
+                        + "GROUP BY user HAVING max(failures) < ? "
+                        + "ORDER BY max(coalesce(last_failure, 0)) DESC, user LIMIT -1 OFFSET ?",
+                    [.integer(Int64(AttemptState.deciding)), .integer(Int64(max(limit, 0)))]
                 ).compactMap { $0.first?.text }
                 for user in doomed { try db.query("DELETE FROM attempts WHERE user = ?", [.text(user)]) }
                 return doomed.count

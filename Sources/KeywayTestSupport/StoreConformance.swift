@@ -98,6 +98,16 @@ public enum StoreConformance {
             expect(try store.attempts(user: "ghost-3")[.gesture].consecutiveFailures == 1, "the latest name stays")
             expect(try store.attempts(user: "ghost-1") == AttemptBook(), "older names are cleared")
             expect(try store.attempts(user: user)[.gesture].consecutiveFailures == 1, "enrolled users are kept")
+            // A name whose counters throttle it now is kept however many names come after it.
+            try store.updateAttempts(user: "ghost-throttled") { book in
+                book[.gesture].consecutiveFailures = AttemptState.deciding
+                book[.gesture].lastFailure = Timestamp(milliseconds: at.milliseconds - 1000)
+            }
+            expect(try store.pruneCounters(ofUnenrolledKeeping: 0) >= 1, "pruning to none clears the fresh names")
+            expect(
+                try store.attempts(user: "ghost-throttled")[.gesture].consecutiveFailures == AttemptState.deciding,
+                "a throttled name is never pruned")
+            expect(try store.attempts(user: user)[.gesture].consecutiveFailures == 1, "enrolled users are kept")
 
             // Per-user switches: set, replaced, forgotten; each change in the audit trail with what was set.
             let switcher = "store-conformance-carol"

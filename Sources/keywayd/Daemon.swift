@@ -39,8 +39,9 @@ struct KeywayDaemon {
                                 is asked for (Linux 6.16 and later); receive: keywayd receives and disposes of
                                 them itself, as it must on older kernels
           --unenrolled-counters N
-                                names without an enrollment whose counters are kept (default 10000; the
-                                latest failures win; checked every minute)
+                                names without an enrollment whose counters are kept (default 100000; the
+                                latest failures win, a throttled or locked name is always kept; checked every
+                                minute)
         """
 
     static func main() {
@@ -216,7 +217,7 @@ final class Server: Sendable {
         /// Connections open at once for one user other than root.
         var maximumPerUser = 4
         /// Names without an enrollment whose counters are kept.
-        var unenrolledCounterLimit = 10_000
+        var unenrolledCounterLimit = 100_000
         /// Rows of the audit trail kept, the latest.
         var auditRowLimit = 100_000
         /// Milliseconds between runs of the maintenance.

@@ -10,6 +10,8 @@
 //                                                  then ended the lease (within 3 s)
 //   keyway-hostile rearm SOCKET USER SECONDS        arm USER's sensor, keep each lease until keywayd ends it, and arm
 //                                                  again at once, for SECONDS: how many leases it got
+//   keyway-hostile names SOCKET PREFIX COUNT        COUNT wrong patterns, each for a name PREFIX-N never enrolled, under
+//                                                  concealment (a flood of made-up names): how many were answered
 //   keyway-hostile set SOCKET USER COUNT            COUNT `set gesture.show-trail` requests, on and off in turn,
 //                                                  each on its own connection: how many were done and refused
 //   keyway-hostile deposit SOCKET USER KIND        arm USER's sensor and deposit a descriptor of KIND (file, fifo,
@@ -166,6 +168,17 @@ case "lease":
     let ended = endedByKeywayd(lease)
     close(lease)
     say("passed \(passed) refused-by-kernel \(refusedByKernel) after-close \(failed) ended \(ended)")
+case "names":
+    guard arguments.count == 4, let count = Int(arguments[3]) else { fail("names args") }
+    var answered = 0
+    for index in 0..<count {
+        let fd = connectOrFail(socketPath)
+        let context = UserContext(name: "\(arguments[2])-\(index)", concealsEnrollment: true)
+        request(.verify(.gesture, context, .secret(Secret(copying: Array("1-2-3-6".utf8)))), over: fd)
+        if case .verdict? = answer(fd) { answered += 1 }
+        close(fd)
+    }
+    say("answered \(answered)")
 case "rearm":
     guard arguments.count == 4, let seconds = Int64(arguments[3]) else { fail("rearm args") }
     let end = UnixSocket.monotonicMilliseconds() + seconds * 1000

@@ -70,7 +70,9 @@ struct MultiProcessTests {
                 try Probe(["churn", scratch.store, "r\(round)w\(writer)", "400"])
             }
             usleep(UInt32.random(in: 5_000...60_000, using: &generator))
-            for writer in writers { kill(writer.process.processIdentifier, SIGKILL) }
+            // Only a writer still running: one that ended was reaped, and its pid may be another process's by now
+            // (a stray SIGKILL once ended a hostile-peer test running beside this one).
+            for writer in writers where writer.process.isRunning { kill(writer.process.processIdentifier, SIGKILL) }
             for (writer, probe) in writers.enumerated() {
                 for line in probe.finish() {
                     let words = line.split(separator: " ")

@@ -265,3 +265,53 @@ struct ConfigExamplePamtesterTests {
         #expect(result.text.contains("successfully authenticated") == succeeds, "\(result.text)")
     }
 }
+
+/// Unknown means no (docs/ARCHITECTURE.md §11): a group variant whose membership NSS cannot tell fails the
+/// authentication closed, never falls back to the base policy; a group larger than the old 64 KiB limit is read.
+@Suite("group variants: a membership that cannot be told fails closed", .serialized)
+struct GroupLookupTests {
+    @Test("a group entry too large to read: PAM_SERVICE_ERR and a log line; a 200 KiB group still matches")
+    func unreadableGroup() throws {
+        let fixture = PAMFixture()
+        defer {
+            TestAccounts.remove("kwgrouper")
+            fixture.remove()
+        }
+        #expect(try TestAccounts.add("kwgrouper"))
+        try fixture.enrollPattern("kwgrouper", "2-4-9-3")
+        try fixture.enrollPasscode("kwgrouper", "739155")
+        // Members of kwbig get the stricter variant: the pattern and the passcode.
+        let config = fixture.writeConfig(
+            "[policy p]\nrequire = gesture\n[policy p for group kwbig]\nrequire = gesture and passcode\n")
+        fixture.service("kwgroup", "policy=p \(config)")
+        let original = try String(contentsOfFile: "/etc/group", encoding: .utf8)
+        func withGroup(members: Int, _ body: () throws -> Void) throws {
+            try TestAccounts.withAccountFilesLocked {
+                let names = (0..<members).map { String(format: "kwmember%07d", $0) } + ["kwgrouper"]
+                let line = "kwbig:x:64999:" + names.joined(separator: ",") + "\n"
+                try (original + line).write(toFile: "/etc/group", atomically: true, encoding: .utf8)
+                defer { try? original.write(toFile: "/etc/group", atomically: true, encoding: .utf8) }
+                try body()
+            }
+        }
+        // About 200 KiB: read (the buffer grows), kwgrouper is a member, the variant asks for both.
+        try withGroup(members: 12_000) {
+            let member = try harness(fixture, "kwgroup", "kwgrouper", answers("2-4-9-3", "739155"))
+            #expect(member.result == "PAM_SUCCESS", "\(member.text)")
+            #expect(member.text.contains("prompt: Passcode: "), "the group variant did not apply: \(member.text)")
+        }
+        // About 1.3 MiB, past what any lookup reads: unknown, so refused, not the base policy's pattern alone.
+        try withGroup(members: 80_000) {
+            let capture = try SyslogCapture(directory: fixture.directory)
+            defer { capture.stop() }
+            let (executable, arguments) = capture.command(
+                harnessPath, answers("2-4-9-3") + [fixture.services, "kwgroup", "kwgrouper"])
+            let refused = try run(executable, arguments)
+            #expect(refused.result == "PAM_SERVICE_ERR", "\(refused.text)")
+            #expect(!refused.text.contains("prompt:"), "\(refused.text)")
+            let reason = "whether kwgrouper is a member cannot be told"
+            #expect(capture.lines.contains { $0.contains(reason) }, "\(capture.lines)")
+        }
+        #expect(try String(contentsOfFile: "/etc/group", encoding: .utf8) == original)
+    }
+}

@@ -386,8 +386,17 @@ struct KeywaydTests {
         let unlock = try keyway(["unlock", "--user", me, "--policy", "pattern", "--stdin"], input: "2-4-9-3\n")
         #expect(unlock.status == 3, "\(unlock.text)")
         fixture.service("pattern", "policy=pattern")
-        let module = try harness(fixture, "pattern", me, answers("2-4-9-3"))
+        // The owner's own sudo (started by them): told it is off; the module gives way to the next module.
+        let module = try run(
+            "/usr/bin/setpriv",
+            ["--ruid=\(mine.uid)", "--euid=0", "--", harnessPath] + answers("2-4-9-3") + [
+                fixture.services, "pattern", me,
+            ])
         #expect(module.result == "PAM_AUTHINFO_UNAVAIL", "\(module.text)")
+        // A stranger at a login prompt (started by root): asked and refused like a name with nothing enrolled, so
+        // "turned off" tells no one that a pattern exists (EnumerationTests).
+        let stranger = try harness(fixture, "pattern", me, answers("2-4-9-3", "1-5-9-6", "3-4-9-2"))
+        #expect(stranger.result == "PAM_AUTH_ERR", "\(stranger.text)")
         #expect(try fixture.vault().store.enrollment(user: me, factor: .gesture) != nil, "the enrollment was lost")
         // Another user's switch is not theirs to set; their own goes back on without proof.
         let theirs = try keyway(["enable", "gesture", "--user", other])

@@ -319,6 +319,12 @@ enum TestAccounts {
         }
     }
 
+    /// Runs `body` while no other test adds or removes an account (for a test that edits /etc/group itself).
+    static func withAccountFilesLocked<T>(_ body: () throws -> T) throws -> T {
+        try requireIsolation()
+        return try lock.withLock { try body() }
+    }
+
     /// Removes `name` and ends whatever still runs under its uid.
     static func remove(_ name: String) {
         lock.withLock { _ = try? remove(locked: name) }

@@ -209,7 +209,9 @@ struct PasscodeTests {
 final class SlowHashCounter: SecretHasher, @unchecked Sendable {  // counted from one test at a time
     let inner: Argon2idHasher
     var slow = 0
+    var burned = 0
     init() throws { inner = try Argon2idHasher(cost: .minimum) }
+    func decoy(like encoded: String) -> String? { inner.decoy(like: encoded) }
     func quickFingerprint(_ secret: Secret, boundTo binding: [UInt8]) -> [UInt8]? {
         inner.quickFingerprint(secret, boundTo: binding)
     }
@@ -220,6 +222,7 @@ final class SlowHashCounter: SecretHasher, @unchecked Sendable {  // counted fro
     }
     func burnWork(_ secret: Secret) -> [UInt8] {
         slow += 1
+        burned += 1
         return inner.burnWork(secret)
     }
 }
@@ -266,5 +269,26 @@ struct PasscodeRepeatTests {
         let before = hasher.slow
         #expect(attempt("555123") == .failure(.mismatch))
         #expect(hasher.slow == before + 1)
+    }
+
+    @Test("a name without an enrollment pays a verification at a cost enrolled secrets use, not the configured one")
+    func decoyCost() throws {
+        let store = InMemoryStore()
+        let hasher = try SlowHashCounter()
+        let plugin = PasscodeAuthenticator(store: store, clock: ManualClock(), hasher: hasher, rules: .default)
+        // Before any enrollment: the configured cost (burnWork).
+        _ = try? plugin.authenticate(
+            AuthenticationRequest(user: UserContext(name: "ghost", concealsEnrollment: true)),
+            conversation: ScriptedConversation(typing: "555123"))
+        #expect(hasher.burned == 1)
+        _ = try plugin.enroll(user: "alice", by: "t", conversation: ScriptedConversation(typing: "739155", "739155"))
+        let verifies = hasher.slow - hasher.burned
+        // Once a secret is enrolled, a decoy at its cost: a verification, the same work as an enrolled name's.
+        let verdict = try? plugin.authenticate(
+            AuthenticationRequest(user: UserContext(name: "ghost2", concealsEnrollment: true)),
+            conversation: ScriptedConversation(typing: "555124"))
+        #expect(verdict == .failure(.notEnrolled))
+        #expect(hasher.burned == 1, "the configured cost was paid instead of an enrolled one")
+        #expect(hasher.slow - hasher.burned == verifies + 1)
     }
 }

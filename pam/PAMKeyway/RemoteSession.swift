@@ -1,7 +1,7 @@
 import CKeywayLibc
 
 /// Whether a PAM call comes from a person at this machine, proven by what the user cannot forge; anything missing
-/// or unknown is remote (pam_keyway(8), "LOCAL AND REMOTE", the table; docs/ARCHITECTURE.md §11). Consulted for
+/// or unknown is remote (pam_keyway(8), "LOCAL AND REMOTE", the table; docs/ARCHITECTURE.md §5). Consulted for
 /// `when = local` and the sensor's `remote = deny`.
 ///
 /// The evidence, in order: PAM_RHOST (set by sshd, login -h, a remote greeter); utmp, which only root and sshd
