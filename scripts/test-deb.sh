@@ -117,8 +117,35 @@ expect_mode() {  # path "mode owner"
     [ -e "$1" ] || fail "$1 is missing"
     [ "$(stat -c '%a %U' "$1")" = "$2" ] || fail "$1 is $(stat -c '%a %U' "$1"), expected $2"
 }
-# sudo as the throwaway user, from a session without a terminal, reading every prompt's answer from stdin.
-as_user_sudo() { su "$user" -c 'sudo -S -k id -u' 2>>"$work/sudo.err"; }
+# sudo as the throwaway user on a terminal root's `script` holds, as a local one (the profile's policy is for local
+# sessions only, and a session without a terminal is remote: pam_keyway(8), LOCAL AND REMOTE). Each argument answers
+# one prompt, typed once that prompt is on the screen (sudo flushes what was typed ahead). Prints what `id -u` printed;
+# the whole screen goes to sudo.err; the status is sudo's.
+as_user_sudo() {
+    local fifo="$work/sudo.in" screen="$work/sudo.screen" pid status=0 asked=0 answer
+    trap '' PIPE  # an answer sudo no longer reads must not end this (a subshell of the caller's $(...))
+    rm -f "$fifo"
+    mkfifo "$fifo"
+    : >"$screen"
+    script -qec "su $user -c 'out=\$(sudo -S -k id -u) && echo id:\$out'" /dev/null <"$fifo" >"$screen" 2>&1 &
+    pid=$!
+    exec 7>"$fifo"
+    for answer in "$@"; do
+        asked=$((asked + 1))
+        for _ in $(seq 300); do  # up to 30 s for the prompt
+            [ "$(grep -o -E '(\): |assword[^:]*: )' "$screen" | wc -l)" -ge "$asked" ] && break
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        sleep 0.2
+        printf '%s\n' "$answer" >&7 2>/dev/null || true
+    done
+    exec 7>&-
+    wait "$pid" || status=$?
+    tr -d '\r' <"$screen" >>"$work/sudo.err"
+    tr -d '\r' <"$screen" | sed -n 's/^id://p'
+    return "$status"
+}
 
 # --- install ---
 touch "$marker"
@@ -166,19 +193,19 @@ install -m 440 "$work/sudoers" "$sudoers"
 echo "$pattern" | keyway enroll gesture --user "$user" --stdin >"$work/enroll.log" 2>&1 || fail "enrolling the pattern failed"
 
 # --- real sudo, through /etc/pam.d/sudo and the generated common-auth ---
-out=$(printf '%s\n' "$pattern" | as_user_sudo) || fail "sudo with the right pattern failed: $(cat "$work/sudo.err")"
+out=$(as_user_sudo "$pattern") || fail "sudo with the right pattern failed: $(cat "$work/sudo.err")"
 [ "$out" = 0 ] || fail "sudo with the right pattern printed '$out'"
 echo "test-deb: sudo with the pattern → id -u = 0"
-out=$(printf '3-4-9-2\n\n%s\n' "$password" | as_user_sudo) ||
+out=$(as_user_sudo 3-4-9-2 "" "$password") ||
     fail "sudo with a wrong pattern, Enter, then the password failed: $(cat "$work/sudo.err")"
 [ "$out" = 0 ] || fail "sudo with the password after a wrong pattern printed '$out'"
 echo "test-deb: sudo with a wrong pattern, Enter, then the password → id -u = 0"
-if out=$(printf '3-4-9-2\n\nnot-the-password\n' | as_user_sudo); then
+if out=$(as_user_sudo 3-4-9-2 "" not-the-password); then
     fail "sudo with a wrong pattern and a wrong password succeeded ('$out')"
 fi
 echo "test-deb: sudo with a wrong pattern and a wrong password → refused"
 stop_daemon
-out=$(printf '%s\n' "$password" | as_user_sudo) || fail "sudo with keywayd stopped failed: $(cat "$work/sudo.err")"
+out=$(as_user_sudo "$password") || fail "sudo with keywayd stopped failed: $(cat "$work/sudo.err")"
 [ "$out" = 0 ] || fail "sudo with keywayd stopped printed '$out'"
 echo "test-deb: keywayd stopped: sudo goes straight to the password → id -u = 0"
 
@@ -187,7 +214,7 @@ apt_get remove keyway >"$work/apt-remove.log" 2>&1 || { cat "$work/apt-remove.lo
 cmp "$work/common-auth" /etc/pam.d/common-auth || fail "apt-get remove did not restore common-auth byte for byte"
 [ ! -e "/lib/$multiarch/security/pam_keyway.so" ] || fail "apt-get remove left the module"
 [ -d /var/lib/keyway ] && [ -e /etc/keyway/keyway.conf ] || fail "apt-get remove did not keep the store and the conffile"
-out=$(printf '%s\n' "$password" | as_user_sudo) || fail "sudo with the password failed after removal: $(cat "$work/sudo.err")"
+out=$(as_user_sudo "$password") || fail "sudo with the password failed after removal: $(cat "$work/sudo.err")"
 [ "$out" = 0 ] || fail "sudo with the password after removal printed '$out'"
 printf '%s\n' "$password" | pamtester login "$user" authenticate >/dev/null 2>&1 ||
     fail "pamtester login $user authenticate failed after removal"
