@@ -22,6 +22,10 @@ public final class InMemoryStore: Store {
         contents.withLock { ($0.enrollments[user] ?? [:]).values.sorted { $0.factor < $1.factor } }
     }
 
+    public func enrollments(of factor: FactorKind) throws(AuthenticationError) -> [Enrollment] {
+        contents.withLock { $0.enrollments.values.compactMap { $0[factor] }.sorted { $0.user < $1.user } }
+    }
+
     public func save(_ enrollment: Enrollment) throws(AuthenticationError) {
         contents.withLock {
             $0.enrollments[enrollment.user, default: [:]][enrollment.factor] = enrollment

@@ -229,10 +229,8 @@ public final class KnowledgeKeeper: FactorKeeper {
         let stale = decoys.withLock { state in state.refreshed.map { now - $0 >= Self.decoyRefresh } ?? true }
         if stale {
             var found: [(parameters: String, decoy: String, count: Int)] = []
-            for name in (try? gate.store.users()) ?? [] {
-                guard let record = try? gate.store.enrollment(user: name, factor: factor),
-                    let encoded = String(validating: record.payload, as: UTF8.self)
-                else { continue }
+            for record in (try? gate.store.enrollments(of: factor)) ?? [] {
+                guard let encoded = String(validating: record.payload, as: UTF8.self) else { continue }
                 let parameters = String(encoded.split(separator: "$", maxSplits: 4).prefix(3).joined(separator: "$"))
                 if let index = found.firstIndex(where: { $0.parameters == parameters }) {
                     found[index].count += 1

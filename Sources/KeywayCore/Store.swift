@@ -11,6 +11,8 @@ public protocol Store: AnyObject, Sendable {
     func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment?
     /// All of the user's enrollments, ordered by factor.
     func enrollments(user: String) throws(AuthenticationError) -> [Enrollment]
+    /// Every user's enrollment of `factor`, in one read (what the costs in use are: `KnowledgeKeeper.burn`).
+    func enrollments(of factor: FactorKind) throws(AuthenticationError) -> [Enrollment]
     /// Adds or replaces the enrollment for its user and factor.
     func save(_ enrollment: Enrollment) throws(AuthenticationError)
     /// Replaces `current` with `new` (same user and factor) only if the stored record is still `current` (the same

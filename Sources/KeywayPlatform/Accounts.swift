@@ -14,14 +14,14 @@ public enum Accounts {
     static let largestBuffer = 1 << 20
 
     /// Runs a reentrant NSS lookup with a buffer that grows on ERANGE; `.success(nil)` when there is no entry.
-    private static func lookup<Entry>(
+    private static func lookup<Entry, Value>(
         _ what: String, _ empty: Entry,
         _ call: (
             UnsafeMutablePointer<Entry>, UnsafeMutablePointer<CChar>, Int,
             UnsafeMutablePointer<UnsafeMutablePointer<Entry>?>
         ) -> Int32,
-        _ read: (Entry) -> UInt32
-    ) -> Result<UInt32?, LookupFailure> {
+        _ read: (Entry) -> Value
+    ) -> Result<Value?, LookupFailure> {
         var size = 16_384
         while true {
             var entry = empty
@@ -42,6 +42,18 @@ public enum Accounts {
     /// The uid of the account `user`; nil when there is none; a failure when NSS cannot say.
     public static func uid(of user: String) -> Result<UInt32?, LookupFailure> {
         lookup("the account \(user)", passwd(), { getpwnam_r(user, $0, $1, $2, $3) }) { $0.pw_uid }
+    }
+
+    /// The account name of `uid`, or nil when it has none or NSS cannot say (keywayd names its callers with it).
+    /// Root needs no lookup: that spares every request from the module inside sudo or login a read of the password
+    /// database.
+    public static func name(of uid: UInt32) -> String? {
+        if uid == 0 { return "root" }
+        let found = lookup("uid \(uid)", passwd(), { getpwuid_r(uid, $0, $1, $2, $3) }) { entry in
+            entry.pw_name.map { String(cString: $0) }
+        }
+        if case .success(let name??) = found { return name }
+        return nil
     }
 
     /// The primary gid of the account `user`.

@@ -161,6 +161,15 @@ public final class SQLiteStore: Store {
         }
     }
 
+    public func enrollments(of factor: FactorKind) throws(AuthenticationError) -> [Enrollment] {
+        try run("cannot read enrollments") { db throws(SQLiteError) in
+            try db.query(
+                "SELECT user, factor, payload, changed_at, changed_by FROM enrollments WHERE factor = ? ORDER BY user",
+                [.text(factor.rawValue)]
+            ).compactMap(Self.enrollment(from:))
+        }
+    }
+
     private static func enrollment(from row: [SQLiteConnection.Value]) -> Enrollment? {
         guard row.count == 5, let user = row[0].text, let factor = row[1].text, let payload = row[2].blob,
             let changedAt = row[3].integer, let changedBy = row[4].text

@@ -85,6 +85,12 @@ public enum StoreConformance {
             if let current {
                 expect(try store.replace(current, with: newer), "a replacement over the expected record is made")
                 expect(try store.enrollment(user: user, factor: .passcode)?.payload == [7, 7, 7], "and stored")
+                expect(
+                    try store.enrollments(of: .passcode).filter { $0.user == user }.map { $0.payload } == [[7, 7, 7]],
+                    "one factor's enrollments are read across users")
+                expect(
+                    try store.enrollments(of: .passcode).allSatisfy { $0.factor == .passcode },
+                    "and only that factor's")
             }
 
             // Counters of names without an enrollment are capped, the latest kept; enrolled users' never go.

@@ -151,23 +151,28 @@ public struct VaultService: Sendable {
     /// a screen locker), or one root started on a local seat (a console login, a greeter). Never `su OTHER` from
     /// someone else's session; unknown means no (docs/ARCHITECTURE.md §10, "The sensor answers only the person").
     public func sensorRefusal(_ context: UserContext, by caller: Caller) -> String? {
-        // A user other than root asks only about their own account (the table above), started by themselves.
-        if !caller.isRoot { return nil }
+        if startedByOwner(context.name, startedBy: context.startedBy, caller: caller) { return nil }
         guard let starter = context.startedBy else {
             return "who started this authentication is unknown; the sensor answers only its owner"
         }
         if starter == 0 {
             return context.isRemote ? "root's authentication of \(context.name) is remote" : nil
         }
-        guard let owner = accountUID(context.name) else {
+        guard accountUID(context.name) != nil else {
             return
                 "the uid of \(context.name.escapingControlCharacters) cannot be told; the sensor answers only its owner"
         }
-        guard starter == owner else {
-            return "uid \(starter) started this authentication of \(context.name.escapingControlCharacters) "
-                + "(su from another person's session); the sensor answers only its owner"
-        }
-        return nil
+        return "uid \(starter) started this authentication of \(context.name.escapingControlCharacters) "
+            + "(su from another person's session); the sensor answers only its owner"
+    }
+
+    /// True when the account's owner started this authentication: a caller other than root asking about its own
+    /// account (the table above), or a root client whose starter (`UserContext.startedBy`) has the account's uid.
+    /// Unknown is false. The sensor's rule and the owner's share of the hash workers both ask this.
+    public func startedByOwner(_ account: String, startedBy: UInt32?, caller: Caller) -> Bool {
+        guard caller.isRoot else { return caller.owns(account) }
+        guard let starter = startedBy, starter != 0, let owner = accountUID(account) else { return false }
+        return starter == owner
     }
 
     /// The refusal when another authentication holds the device.

@@ -82,6 +82,7 @@ extension Server {
     /// The sensor is given back as soon as the lease has what it can use, when the client closes the connection or
     /// dies, after the biometric timeout while another authentication waits, or at `Leases.maximumDuration`; the
     /// lease stays claimable until the client closes it.
+    /// `request` is vouched for already (`VaultService.vouched`): `user.startedBy` is the one keywayd trusts.
     func serveArm(
         _ request: Request, factor: FactorKind, user: UserContext, waits: Bool, from caller: VaultService.Caller,
         on fd: Int32
@@ -94,13 +95,6 @@ extension Server {
             reply(.failure(AuthenticationError(.notPermitted, refusal)), to: fd)
             return
         }
-        let request = VaultService.vouched(request, by: caller)
-        let user =
-            request.startedBy.map { uid -> UserContext in
-                var context = user
-                context.startedBy = uid
-                return context
-            } ?? user
         // A touch proves only that someone is at the sensor: an authentication it may not answer never takes it.
         if let refusal = service.sensorRefusal(user, by: caller) {
             Server.logLimited(

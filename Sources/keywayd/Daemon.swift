@@ -424,28 +424,27 @@ final class Server: Sendable {
         let decoded = Result<Request, WireError> { () throws(WireError) in try Request(decoding: body) }
         body.withUnsafeMutableBytes { secureZero($0) }
         let request: Request
+        let caller = VaultService.Caller(uid: peer.uid, name: Accounts.name(of: peer.uid))
         switch decoded {
-        case .success(let parsed): request = parsed
+        case .success(let parsed): request = VaultService.vouched(parsed, by: caller)  // who started it, once
         case .failure(let error):
             Self.logLimited("pid \(peer.pid) uid \(peer.uid): malformed request: \(error)")
             let refusal = AuthenticationError(.internalFailure, "keywayd refused a malformed request: \(error)")
             reply(.failure(refusal), to: fd)
             return
         }
-        let caller = VaultService.Caller(uid: peer.uid, name: Self.name(of: peer.uid))
         if case .arm(let factor, let user, _, let waits) = request {
             return serveArm(request, factor: factor, user: user, waits: waits, from: caller, on: fd)
         }
         let answer: Response
         if VaultService.isSlow(request) && VaultService.refusal(of: request, by: caller) == nil {
-            let vouched = VaultService.vouched(request, by: caller)
-            let startedBy = vouched.startedBy ?? (caller.isRoot ? nil : caller.uid)
+            let startedBy = request.startedBy ?? (caller.isRoot ? nil : caller.uid)
             let account = request.user ?? ""
-            let owner = startedBy.map { $0 == caller.uid ? caller.owns(account) : Self.name(of: $0) == account }
-            let share = Share(account: Array(account.utf8), owner: owner ?? false)
+            let owner = service.startedByOwner(account, startedBy: request.startedBy, caller: caller)
+            let share = Share(account: Array(account.utf8), owner: owner)
             answer =
                 onPool(share, for: Holder(pid: peer.pid, uid: peer.uid, startedBy: startedBy), client: fd) {
-                    service.answer(vouched, from: caller)
+                    service.answer(request, from: caller)
                 } ?? .failure(busy("too many requests wait for the slow hash"))
         } else {
             answer = service.answer(request, from: caller)
@@ -521,26 +520,6 @@ final class Server: Sendable {
     func reply(_ response: Response, to fd: Int32) {
         let deadline = UnixSocket.monotonicMilliseconds() + options.requestTimeout
         _ = UnixSocket.send(WireWriter.frame(response.encoded), to: fd, until: deadline)
-    }
-
-    /// The account name of `uid`, or nil. Root needs no lookup (it may ask everything; the name is for the audit
-    /// trail), which spares every request from the module inside sudo or login a read of the password database.
-    static func name(of uid: UInt32) -> String? {
-        if uid == 0 { return "root" }
-        var size = 4096
-        while size <= 1 << 20 {
-            var entry = passwd()
-            var result: UnsafeMutablePointer<passwd>? = nil
-            var buffer = [CChar](repeating: 0, count: size)
-            let status = getpwuid_r(uid, &entry, &buffer, buffer.count, &result)
-            if status == ERANGE {
-                size *= 4
-                continue
-            }
-            guard status == 0, result != nil, let name = entry.pw_name else { return nil }
-            return String(cString: name)
-        }
-        return nil
     }
 }
 

@@ -11,13 +11,6 @@ import Testing
 struct FairPoolTests {
     let fixture = PAMFixture()
 
-    func ids(_ name: String) throws -> (uid: String, gid: String) {
-        (
-            try run("/usr/bin/id", ["-u", name]).output.first ?? "",
-            try run("/usr/bin/id", ["-g", name]).output.first ?? ""
-        )
-    }
-
     /// The harness (pam_start_confdir) with `ruid` as its real uid and root as its effective one: how su and sudo
     /// run the module.
     func asStartedBy(_ ruid: String, _ user: String, _ patterns: String...) throws -> Started {
@@ -37,8 +30,8 @@ struct FairPoolTests {
         }
         #expect(try TestAccounts.add("kwvictim"))
         #expect(try TestAccounts.add("kwrival"))
-        let victim = try ids("kwvictim")
-        let rival = try ids("kwrival")
+        let victim = try TestAccounts.ids("kwvictim")
+        let rival = try TestAccounts.ids("kwrival")
         fixture.service("pattern", "policy=pattern")
         // The default cost (enrolled through keywayd), so a guess that reaches the slow hash holds a worker.
         let enroll = try run(

@@ -27,8 +27,7 @@ struct HostilePeerTests {
     func setUp(_ mode: String) throws -> (uid: String, gid: String) {
         try requireIsolation()
         #expect(try TestAccounts.add("kwpeer"))
-        let uid = try run("/usr/bin/id", ["-u", "kwpeer"]).output.first ?? ""
-        let gid = try run("/usr/bin/id", ["-g", "kwpeer"]).output.first ?? ""
+        let (uid, gid) = try TestAccounts.ids("kwpeer")
         try fixture.enrollPattern("alice", "2-4-9-3")
         try fixture.enrollPasscode("kwpeer", "482916")
         try fixture.enrollFinger("kwpeer", "right-index")
@@ -51,6 +50,9 @@ struct HostilePeerTests {
         return UnixSocket.monotonicMilliseconds() - start
     }
 
+    /// The victim's normal time, the median of three, before any attack.
+    func normalTime() throws -> Int64 { try (0..<3).map { _ in try victim() }.sorted()[1] }
+
     /// keywayd's open descriptors.
     func descriptors() -> Int {
         guard let pid = fixture.daemonProcess?.processIdentifier else { return -1 }
@@ -66,10 +68,16 @@ struct HostilePeerTests {
         return descriptors()
     }
 
-    func attack(_ mode: String, _ attacker: (uid: String, gid: String), _ arguments: [String]) throws -> Run {
-        try run(
+    /// The hostile program as the attacker, started.
+    func startAttack(_ attacker: (uid: String, gid: String), _ arguments: [String]) throws -> Started {
+        try Started(
             "/usr/bin/setpriv",
             ["--reuid=\(attacker.uid)", "--regid=\(attacker.gid)", "--clear-groups", "--", hostilePath] + arguments)
+    }
+
+    /// The hostile program as the attacker, to its end.
+    func attack(_ mode: String, _ attacker: (uid: String, gid: String), _ arguments: [String]) throws -> Run {
+        try startAttack(attacker, arguments).finish()
     }
 
     @Test(
@@ -78,15 +86,10 @@ struct HostilePeerTests {
     func lingeringConnections(mode: String) throws {
         defer { tearDown() }
         let attacker = try setUp(mode)
-        let normal = (0..<3).map { _ in (try? victim()) ?? 0 }.sorted()[1]
+        let normal = try normalTime()
         let before = descriptors()
         for kind in ["refused", "admitted"] {
-            let running = try Started(
-                "/usr/bin/setpriv",
-                [
-                    "--reuid=\(attacker.uid)", "--regid=\(attacker.gid)", "--clear-groups", "--", hostilePath, kind,
-                    fixture.socket, "4",
-                ])
+            let running = try startAttack(attacker, [kind, fixture.socket, "4"])
             usleep(700_000)
             var slowest: Int64 = 0
             for _ in 0..<5 { slowest = max(slowest, try victim()) }
@@ -109,7 +112,7 @@ struct HostilePeerTests {
     func leaseDescriptors(mode: String) throws {
         defer { tearDown() }
         let attacker = try setUp(mode)
-        let normal = (0..<3).map { _ in (try? victim()) ?? 0 }.sorted()[1]
+        let normal = try normalTime()
         let before = descriptors()
         for (count, per) in [(1, 0), (1000, 2), (1000, 3)] {
             let report = try attack(mode, attacker, ["lease", fixture.socket, "kwpeer", "\(count)", "\(per)"])
@@ -172,8 +175,7 @@ struct BoundedWriteTests {
             fixture.remove()
         }
         #expect(try TestAccounts.add("kwflood"))
-        let uid = try run("/usr/bin/id", ["-u", "kwflood"]).output.first ?? ""
-        let gid = try run("/usr/bin/id", ["-g", "kwflood"]).output.first ?? ""
+        let (uid, gid) = try TestAccounts.ids("kwflood")
         try fixture.enrollPattern("kwflood", "2-4-9-3")
         chmod(fixture.directory, 0o755)
         fixture.startDaemon()

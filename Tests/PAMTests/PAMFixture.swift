@@ -325,6 +325,14 @@ enum TestAccounts {
         return try lock.withLock { try body() }
     }
 
+    /// The uid and primary gid of `name`, as `id` prints them (for setpriv).
+    static func ids(_ name: String) throws -> (uid: String, gid: String) {
+        (
+            try run("/usr/bin/id", ["-u", name]).output.first ?? "",
+            try run("/usr/bin/id", ["-g", name]).output.first ?? ""
+        )
+    }
+
     /// Removes `name` and ends whatever still runs under its uid.
     static func remove(_ name: String) {
         lock.withLock { _ = try? remove(locked: name) }

@@ -10,13 +10,6 @@ import Testing
 struct SensorPeerTests {
     let fixture = PAMFixture()
 
-    func ids(_ name: String) throws -> (uid: String, gid: String) {
-        (
-            try run("/usr/bin/id", ["-u", name]).output.first ?? "",
-            try run("/usr/bin/id", ["-g", name]).output.first ?? ""
-        )
-    }
-
     /// The harness as su or sudo runs the module: `ruid` real, root effective.
     func startedBy(_ ruid: String, _ service: String, _ user: String, _ answers: [String] = []) throws -> Started {
         try Started(
@@ -57,7 +50,7 @@ struct SensorPeerTests {
         let either = fixture.writeConfig(
             "[biometric]\ntimeout = 3s\n[policy either]\nrequire = first of (biometric, gesture)\n")
         fixture.service("either", "policy=either \(either)")
-        return (try ids("kwsvictim"), try ids("kwsrival"))
+        return (try TestAccounts.ids("kwsvictim"), try TestAccounts.ids("kwsrival"))
     }
 
     func tearDown() {
