@@ -23,22 +23,27 @@ let hostilePath: String = {
 struct HostilePeerTests {
     let fixture = PAMFixture()
 
-    /// The attacker (kwpeer: a finger enrolled, so it may arm its own sensor) and the victim (alice: a pattern).
+    /// The attacker's account, one per mode: the cases of a parameterized test may run side by side, and adding an
+    /// account ends whatever a leftover one of the same name still runs.
+    static func attacker(_ mode: String) -> String { "kwpeer-\(mode)" }
+
+    /// The attacker (a finger enrolled, so it may arm its own sensor) and the victim (alice: a pattern).
     func setUp(_ mode: String) throws -> (uid: String, gid: String) {
         try requireIsolation()
-        #expect(try TestAccounts.add("kwpeer"))
-        let (uid, gid) = try TestAccounts.ids("kwpeer")
+        let name = Self.attacker(mode)
+        #expect(try TestAccounts.add(name))
+        let (uid, gid) = try TestAccounts.ids(name)
         try fixture.enrollPattern("alice", "2-4-9-3")
-        try fixture.enrollPasscode("kwpeer", "482916")
-        try fixture.enrollFinger("kwpeer", "right-index")
+        try fixture.enrollPasscode(name, "482916")
+        try fixture.enrollFinger(name, "right-index")
         chmod(fixture.directory, 0o755)
         fixture.startDaemon(["--passed-descriptors", mode, "--request-timeout", "500"])
         fixture.service("pattern", "policy=pattern")
         return (uid, gid)
     }
 
-    func tearDown() {
-        TestAccounts.remove("kwpeer")
+    func tearDown(_ mode: String) {
+        TestAccounts.remove(Self.attacker(mode))
         fixture.remove()
     }
 
@@ -84,7 +89,7 @@ struct HostilePeerTests {
         "a lingering TCP socket passed on a refused and on an admitted connection: the victim's pattern keeps its time",
         arguments: ["refuse", "receive"])
     func lingeringConnections(mode: String) throws {
-        defer { tearDown() }
+        defer { tearDown(mode) }
         let attacker = try setUp(mode)
         let normal = try normalTime()
         let before = descriptors()
@@ -110,12 +115,13 @@ struct HostilePeerTests {
         "a lease: a lingering socket, 1,000 messages of two and of three descriptors; the lease ends, nothing is kept",
         arguments: ["refuse", "receive"])
     func leaseDescriptors(mode: String) throws {
-        defer { tearDown() }
+        defer { tearDown(mode) }
         let attacker = try setUp(mode)
         let normal = try normalTime()
         let before = descriptors()
         for (count, per) in [(1, 0), (1000, 2), (1000, 3)] {
-            let report = try attack(mode, attacker, ["lease", fixture.socket, "kwpeer", "\(count)", "\(per)"])
+            let report = try attack(
+                mode, attacker, ["lease", fixture.socket, Self.attacker(mode), "\(count)", "\(per)"])
             #expect(report.status == 0, "\(report.text)")
             if mode == "refuse" {
                 #expect(report.text.contains("passed 0 "), "the kernel took a descriptor: \(report.text)")
@@ -133,11 +139,11 @@ struct HostilePeerTests {
         "a file, a FIFO and another terminal deposited as custody by a user: refused, the lease ended, none kept",
         arguments: ["refuse", "receive"])
     func foreignCustody(mode: String) throws {
-        defer { tearDown() }
+        defer { tearDown(mode) }
         let attacker = try setUp(mode)
         let before = descriptors()
         for kind in ["file", "fifo", "tty"] {
-            let report = try attack(mode, attacker, ["deposit", fixture.socket, "kwpeer", kind])
+            let report = try attack(mode, attacker, ["deposit", fixture.socket, Self.attacker(mode), kind])
             #expect(report.status == 0, "\(report.text)")
             if mode == "refuse" {
                 #expect(report.text.contains("deposited false"), "the kernel took the deposit: \(report.text)")
