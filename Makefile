@@ -18,7 +18,7 @@ help:
 	@echo "make test-kill  SIGKILL/SIGINT the system-touching tests at random points; the system stays as found"
 	@echo "make test       install deps, check the layout, build, and run the test suite (~4 min)"
 	@echo "make harden     ASan test suite, ASan+UBSan C host, valgrind over 1,000 module cycles, every fuzz target"
-	@echo "make lint       swift format lint (settings in .swift-format)"
+	@echo "make lint       swift format lint (settings in .swift-format); imports checked against Package.swift"
 	@echo "make module     build/pam_keyway.so, the deployable PAM module (Embedded Swift: libc and libpam only)"
 	@echo "make cli        build/keyway, the command line"
 	@echo "make daemon     build/keywayd, the daemon that owns the store"
@@ -65,9 +65,12 @@ harness: pam/tests/harness.c pam/tests/count-getenv.c
 	$(CC) -O2 -Wall -Wextra -o build/pam-harness pam/tests/harness.c -lpam -ldl
 	$(CC) -O2 -Wall -Wextra -shared -fPIC -o build/count-getenv.so pam/tests/count-getenv.c -ldl
 
-# Layout is checked, not argued about: .swift-format holds the settings (4 spaces, 120 columns).
+# Layout is checked, not argued about: .swift-format holds the settings (4 spaces, 120 columns). The import graph is
+# checked against Package.swift, and the check is shown to fail on a wrong import (scripts/package-graph.py).
 lint:
 	$(SWIFT) format lint --strict -r Sources Plugins pam Tests
+	SWIFTC="$(dir $(shell command -v $(SWIFT)))swiftc" scripts/package-graph.py check
+	SWIFTC="$(dir $(shell command -v $(SWIFT)))swiftc" scripts/package-graph.py self-test
 
 # The suite runs in a private mount namespace where /etc, /tmp, /run, /dev and the login records are copies
 # (scripts/test-isolated.sh): a run killed midway cannot leave a user or a sudoers entry behind. It ends by checking

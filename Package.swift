@@ -9,6 +9,17 @@ let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
 ]
 
+/// A library target with those settings. `scripts/package-graph.py check` (make lint) fails when a target's imports and
+/// its declared dependencies differ, so this list is the import graph (docs/ARCHITECTURE.md §2).
+func library(_ name: String, _ dependencies: [Target.Dependency] = [], path: String? = nil) -> Target {
+    .target(name: name, dependencies: dependencies, path: path, swiftSettings: strictSettings)
+}
+
+/// A test target with those settings, named after the module it tests.
+func tests(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
+    .testTarget(name: name, dependencies: dependencies, swiftSettings: strictSettings)
+}
+
 let package = Package(
     name: "Keyway",
     products: [
@@ -20,142 +31,162 @@ let package = Package(
         .library(name: "KeywayPasscode", targets: ["KeywayPasscode"]),
         .library(name: "KeywayTestSupport", targets: ["KeywayTestSupport"]),
         .library(name: "KeywayStore", targets: ["KeywayStore"]),
+        .library(name: "KeywayFactors", targets: ["KeywayFactors"]),
         .executable(name: "keywayd", targets: ["keywayd"]),
         // The PAM module. SwiftPM names the file libpam_keyway.so; `make module` installs it as pam_keyway.so.
         .library(name: "pam_keyway", type: .dynamic, targets: ["PAMKeyway"]),
     ],
     targets: [
         // The core: protocols, secrets, errors, throttling, the policy engine. No C, no Foundation.
-        .target(name: "KeywayCore", swiftSettings: strictSettings),
+        library("KeywayCore"),
 
         // The C library as the module's code sees it in both build modes (Embedded Swift has no Glibc overlay):
         // the same headers, errno and open(2) as functions.
         .systemLibrary(name: "CKeywayLibc", path: "Sources/CKeywayLibc"),
 
-        // The operating system: the wall clock, SIGPIPE, Unix sockets. No C library beyond libc.
-        .target(name: "KeywayPlatform", dependencies: ["KeywayCore", "CKeywayLibc"], swiftSettings: strictSettings),
+        // The operating system: the wall clock, SIGPIPE, Unix sockets, accounts. No C library beyond libc.
+        library("KeywayPlatform", ["KeywayCore", "CKeywayLibc"]),
 
         // libsodium, wrapped once: Argon2id hashing and constant-time helpers. Only keywayd's side links it.
-        .systemLibrary(name: "CSodium", pkgConfig: "libsodium",
-                       providers: [.apt(["libsodium-dev"])]),
-        .target(name: "KeywayCrypto", dependencies: ["KeywayCore", "CSodium"], swiftSettings: strictSettings),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        library("KeywayCrypto", ["KeywayCore", "CSodium"]),
 
         // The SQLite store: durable enrollments, counters and lockouts.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "KeywayStore", dependencies: ["KeywayCore", "CSQLite"], swiftSettings: strictSettings),
+        library("KeywayStore", ["KeywayCore", "CSQLite"]),
 
-        // One target per factor.
-        .target(name: "KeywayGesture", dependencies: ["KeywayCore"], path: "Plugins/Gesture",
-                swiftSettings: strictSettings),
-        .target(name: "KeywayBiometricSimulator", dependencies: ["KeywayCore", "CKeywayLibc"],
-                path: "Plugins/BiometricSimulator", swiftSettings: strictSettings),
-        .target(name: "KeywayPasscode", dependencies: ["KeywayCore"], path: "Plugins/Passcode",
-                swiftSettings: strictSettings),
+        // One target per factor, each a folder under Plugins/ that depends on the core alone (and libc where it
+        // talks to a device).
+        library("KeywayGesture", ["KeywayCore"], path: "Plugins/Gesture"),
+        library("KeywayBiometricSimulator", ["KeywayCore", "CKeywayLibc"], path: "Plugins/BiometricSimulator"),
+        library("KeywayPasscode", ["KeywayCore"], path: "Plugins/Passcode"),
+
+        // The one list of factors, below both sides: the module, the CLI and keywayd all read it (Factors.all).
+        library("KeywayFactors", ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPasscode"]),
 
         // The configuration language: keyway.conf's sections, settings checked against what the plugins declare,
         // the `require =` rules, diagnostics. Pure Swift, no files: the loader is in KeywayRuntime.
-        .target(name: "KeywayConfig", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
+        library("KeywayConfig", ["KeywayCore"]),
 
         // keywayd's protocol: the frames, the requests and answers, and who may ask what. Pure Swift.
-        .target(name: "KeywayWire", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
+        library("KeywayWire", ["KeywayCore"]),
 
         // The clients' composition (the PAM module, the CLI): the factors' person side over keywayd's socket.
-        .target(name: "KeywayRuntime",
-                dependencies: ["KeywayCore", "KeywayConfig", "KeywayPlatform", "KeywayWire", "KeywayGesture",
-                               "KeywayPasscode", "KeywayBiometricSimulator", "CKeywayLibc"],
-                swiftSettings: strictSettings),
+        library(
+            "KeywayRuntime",
+            [
+                "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayPlatform", "KeywayWire",
+                "KeywayBiometricSimulator", "CKeywayLibc",
+            ]),
 
         // The state's composition (keywayd, `keyway --store`, tests): the SQLite store, Argon2id, the keepers.
-        .target(name: "KeywayVault",
-                dependencies: ["KeywayCore", "KeywayCrypto", "KeywayStore", "KeywayGesture", "KeywayPasscode",
-                               "KeywayBiometricSimulator", "KeywayWire", "KeywayPlatform", "KeywayRuntime"],
-                swiftSettings: strictSettings),
+        library(
+            "KeywayVault",
+            [
+                "KeywayCore", "KeywayCrypto", "KeywayFactors", "KeywayStore", "KeywayBiometricSimulator",
+                "KeywayPlatform",
+            ]),
 
         // keywayd: the one process that opens the store and runs the KDF (docs/ARCHITECTURE.md §10).
-        .executableTarget(name: "keywayd",
-                          dependencies: ["KeywayCore", "KeywayConfig", "KeywayRuntime", "KeywayVault", "KeywayWire",
-                                         "KeywayPlatform"],
-                          swiftSettings: strictSettings),
+        .executableTarget(
+            name: "keywayd",
+            dependencies: [
+                "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayRuntime", "KeywayVault",
+                "KeywayWire", "KeywayPlatform", "KeywayBiometricSimulator", "CKeywayLibc",
+            ],
+            swiftSettings: strictSettings),
 
         // The PAM module's sources in full mode, built on every `swift build` so that both modes keep compiling. The
-        // deployable pam_keyway.so is the Embedded Swift build of the same sources (scripts/build-module.sh,
-        // docs/ARCHITECTURE.md §4); this one links the static Swift runtime the way the module did before.
+        // deployable pam_keyway.so is the Embedded Swift build of the same sources (scripts/build-module.sh, which
+        // reads this target's dependencies and settings from here; docs/ARCHITECTURE.md §4); this one links the
+        // static Swift runtime the way the module did before.
         .systemLibrary(name: "CPAM", path: "pam/CPAM", providers: [.apt(["libpam0g-dev"])]),
-        .target(name: "PAMKeyway",
-                dependencies: ["CPAM", "CKeywayLibc", "KeywayCore", "KeywayConfig", "KeywayPlatform", "KeywayRuntime"],
-                path: "pam/PAMKeyway",
-                swiftSettings: strictSettings + [.unsafeFlags(["-static-stdlib"])],
-                linkerSettings: [.unsafeFlags([
+        .target(
+            name: "PAMKeyway",
+            dependencies: ["CPAM", "CKeywayLibc", "KeywayCore", "KeywayConfig", "KeywayPlatform", "KeywayRuntime"],
+            path: "pam/PAMKeyway",
+            swiftSettings: strictSettings + [.unsafeFlags(["-static-stdlib"])],
+            linkerSettings: [
+                .unsafeFlags([
                     "-static-stdlib", "-Xlinker", "-z", "-Xlinker", "nodelete", "-Xlinker", "-z", "-Xlinker", "defs",
-                    "-Xlinker", "--version-script=\(Context.packageDirectory)/pam/exports.map", "-Xlinker", "--strip-all",
-                ])]),
+                    "-Xlinker", "--version-script=\(Context.packageDirectory)/pam/exports.map", "-Xlinker",
+                    "--strip-all",
+                ])
+            ]),
 
         // What only the `keyway` command shows a person, kept out of the module: the pattern drawn on a terminal grid,
         // the simulator's ROC plot, `keyway doctor`'s reading of PAM stacks. Pure Swift over the plugins, tested on
         // its own (Tests/KeywayToolsTests).
-        .target(name: "KeywayTools",
-                dependencies: ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayConfig",
-                               "KeywayRuntime"],
-                swiftSettings: strictSettings),
+        library(
+            "KeywayTools",
+            [
+                "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayConfig",
+                "KeywayRuntime",
+            ]),
 
         // The `keyway` command line.
-        .executableTarget(name: "keyway",
-                          dependencies: ["KeywayCore", "KeywayTools", "KeywayConfig", "KeywayRuntime", "KeywayVault", "KeywayStore", "KeywayPlatform",
-                                         "KeywayCrypto", "KeywayBiometricSimulator", "KeywayGesture", "KeywayPasscode",
-                                         "KeywayWire"],
-                          swiftSettings: strictSettings),
+        .executableTarget(
+            name: "keyway",
+            dependencies: [
+                "KeywayCore", "KeywayTools", "KeywayConfig", "KeywayFactors", "KeywayRuntime",
+                "KeywayVault", "KeywayPlatform", "KeywayCrypto", "KeywayBiometricSimulator",
+                "KeywayGesture", "KeywayPasscode",
+            ],
+            swiftSettings: strictSettings),
 
         // Test doubles shipped as a real library: scripted conversation, manual clock, conformance checks.
-        .target(name: "KeywayTestSupport", dependencies: ["KeywayCore"], swiftSettings: strictSettings),
+        library("KeywayTestSupport", ["KeywayCore"]),
 
-        .testTarget(name: "KeywayCoreTests", dependencies: ["KeywayCore", "KeywayTestSupport", "KeywayPlatform"],
-                    swiftSettings: strictSettings),
-        .testTarget(name: "KeywayToolsTests",
-                    dependencies: ["KeywayTools", "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator",
-                                   "KeywayConfig", "KeywayRuntime"],
-                    swiftSettings: strictSettings),
-        .testTarget(name: "KeywayConfigTests",
-                    dependencies: ["KeywayConfig", "KeywayCore", "KeywayRuntime", "KeywayTestSupport", "KeywayCrypto",
-                                   "KeywayGesture", "KeywayPasscode", "KeywayBiometricSimulator"],
-                    swiftSettings: strictSettings),
-        .testTarget(name: "KeywayPlatformTests", dependencies: ["KeywayPlatform", "KeywayCore", "KeywayCrypto"],
-                    swiftSettings: strictSettings),
-        .testTarget(name: "GestureTests",
-                    dependencies: ["KeywayGesture", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"],
-                    swiftSettings: strictSettings),
-        .testTarget(name: "BiometricSimulatorTests",
-                    dependencies: ["KeywayBiometricSimulator", "KeywayCore", "KeywayTestSupport", "KeywayPasscode",
-                                   "KeywayPlatform", "KeywayCrypto"],
-                    swiftSettings: strictSettings),
-        .testTarget(name: "PasscodeTests",
-                    dependencies: ["KeywayPasscode", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"],
-                    swiftSettings: strictSettings),
-        .testTarget(name: "KeywayStoreTests",
-                    dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform", "KeywayTestSupport",
-                                   "keyway-probe"],
-                    swiftSettings: strictSettings),
-        .testTarget(name: "PAMTests",
-                    dependencies: ["KeywayRuntime", "KeywayConfig", "KeywayVault", "KeywayWire", "KeywayCrypto", "KeywayCore",
-                                   "KeywayTestSupport",
-                                   "KeywayStore", "KeywayPlatform", "KeywayGesture",
-                                   "KeywayPasscode", "KeywayBiometricSimulator", "keyway-hostile"],
-                    swiftSettings: strictSettings),
+        tests("KeywayCoreTests", ["KeywayCore", "KeywayTestSupport"]),
+        tests(
+            "KeywayToolsTests",
+            [
+                "KeywayTools", "KeywayCore", "KeywayFactors", "KeywayGesture", "KeywayBiometricSimulator",
+                "KeywayConfig", "KeywayRuntime",
+            ]),
+        tests(
+            "KeywayConfigTests",
+            [
+                "KeywayConfig", "KeywayCore", "KeywayFactors", "KeywayRuntime", "KeywayTestSupport", "KeywayCrypto",
+                "KeywayGesture", "KeywayPasscode", "KeywayBiometricSimulator",
+            ]),
+        tests("KeywayPlatformTests", ["KeywayPlatform", "KeywayCore", "KeywayCrypto"]),
+        tests("GestureTests", ["KeywayGesture", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"]),
+        tests(
+            "BiometricSimulatorTests",
+            [
+                "KeywayBiometricSimulator", "KeywayCore", "KeywayTestSupport", "KeywayPasscode", "KeywayPlatform",
+                "KeywayCrypto",
+            ]),
+        tests(
+            "PasscodeTests", ["KeywayPasscode", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"]),
+        tests(
+            "KeywayStoreTests", ["KeywayStore", "KeywayCore", "KeywayPlatform", "KeywayTestSupport", "keyway-probe"]),
+        tests(
+            "PAMTests",
+            [
+                "KeywayRuntime", "KeywayConfig", "KeywayFactors", "KeywayVault", "KeywayWire", "KeywayCrypto",
+                "KeywayCore", "KeywayTestSupport", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode",
+                "KeywayBiometricSimulator", "keyway-hostile",
+            ]),
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
         .executableTarget(
             name: "keyway-fuzz",
             dependencies: [
-                "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPlatform", "KeywayStore",
-                "KeywayPasscode", "KeywayRuntime", "KeywayWire", "KeywayCrypto", "KeywayConfig",
+                "KeywayCore", "KeywayFactors", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPlatform",
+                "KeywayStore", "KeywayPasscode", "KeywayRuntime", "KeywayWire", "KeywayCrypto", "KeywayConfig",
             ],
             path: "Tests/KeywayFuzz", swiftSettings: strictSettings),
         // What a hostile local user does to keywayd, run as that user by the hostile-peer tests.
-        .executableTarget(name: "keyway-hostile",
-                          dependencies: ["KeywayCore", "KeywayPlatform", "KeywayWire"],
-                          path: "Tests/KeywayHostile", swiftSettings: strictSettings),
+        .executableTarget(
+            name: "keyway-hostile",
+            dependencies: ["KeywayCore", "KeywayPlatform", "KeywayWire"],
+            path: "Tests/KeywayHostile", swiftSettings: strictSettings),
         // A separate process that drives a real store, for the multi-process tests and the store benchmark.
-        .executableTarget(name: "keyway-probe",
-                          dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform", "KeywayCrypto"],
-                          path: "Tests/KeywayProbe", swiftSettings: strictSettings),
+        .executableTarget(
+            name: "keyway-probe",
+            dependencies: ["KeywayStore", "KeywayCore", "KeywayPasscode", "KeywayPlatform", "KeywayCrypto"],
+            path: "Tests/KeywayProbe", swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

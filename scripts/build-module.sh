@@ -3,9 +3,8 @@
 # (docs/ARCHITECTURE.md §4 says why and what that mode allows).
 #
 # SwiftPM cannot build a target in Embedded mode, so this compiles the module's targets with swiftc, one Swift module
-# each, from the same sources `swift build` compiles in full mode, in dependency order. The list is not a second
-# source of truth that can drift: a target the module starts importing and this list lacks fails the build with "no
-# such module". The objects are linked as the full-mode module was: -z defs, -z nodelete (libpam dlcloses modules),
+# each, from the same sources `swift build` compiles in full mode, in dependency order. The targets, their order and
+# the upcoming-feature flags come from Package.swift, so the two builds cannot disagree on what the module is. The objects are linked as the full-mode module was: -z defs, -z nodelete (libpam dlcloses modules),
 # only pam_sm_* exported (pam/exports.map), stripped at link time; unused code is dropped (--gc-sections).
 #
 # Usage: scripts/build-module.sh [OUTPUT]  (default build/pam_keyway.so)
@@ -22,29 +21,20 @@ out=.build/embedded${KEYWAY_MODULE_SYMBOLS:+-symbols}
 mkdir -p "$out" "$(dirname "$output")"
 
 # Nothing to do when no source, header or this script changed since the module was built.
-if [ -e "$output" ] && [ -z "$(find Sources Plugins pam "$0" -newer "$output" -print -quit)" ]; then
+if [ -e "$output" ] && [ -z "$(find Sources Plugins pam Package.swift "$0" -newer "$output" -print -quit)" ]; then
     echo "$output: up to date"
     exit 0
 fi
 
-# name:directory, each after everything it imports.
-modules=(
-    KeywayCore:Sources/KeywayCore
-    KeywayPlatform:Sources/KeywayPlatform
-    KeywayConfig:Sources/KeywayConfig
-    KeywayGesture:Plugins/Gesture
-    KeywayPasscode:Plugins/Passcode
-    KeywayBiometricSimulator:Plugins/BiometricSimulator
-    KeywayWire:Sources/KeywayWire
-    KeywayRuntime:Sources/KeywayRuntime
-    PAMKeyway:pam/PAMKeyway
-)
+# name:directory of the module's target and everything below it, dependencies first, and the Swift settings its
+# target has: both read from Package.swift (scripts/package-graph.py), so this script keeps no list of its own.
+mapfile -t modules < <(scripts/package-graph.py modules PAMKeyway)
+read -r -a package_flags < <(scripts/package-graph.py swift-flags PAMKeyway)
 
 flags=(
     -enable-experimental-feature Embedded -wmo -parse-as-library -swift-version 6 -target "$triple" -Osize
     -Xcc -fPIC -Xcc -fstack-protector-strong -Xfrontend -function-sections
-    -enable-upcoming-feature ExistentialAny -enable-upcoming-feature MemberImportVisibility
-    -enable-upcoming-feature InternalImportsByDefault
+    "${package_flags[@]}"
     -I "$out" -I Sources/CKeywayLibc -I pam/CPAM
 )
 # -z pack-relative-relocs (DT_RELR, glibc 2.36) turns 1,400 relative relocations into a few hundred bytes: less to

@@ -1,7 +1,7 @@
 /// A factor plugin as data: its name, what it is, the settings it declares, and how to build its two halves — the
 /// person's side (`Authenticator`, in the PAM module and the CLI) and the vault's side (`FactorKeeper`, in keywayd).
 ///
-/// The set of factors is a list of these, kept in one place (`Runtime.plugins`); the configuration parser, the CLI,
+/// The set of factors is a list of these, kept in one place (`Factors.all`); the configuration parser, the CLI,
 /// keywayd and keyway.conf(5) all read that list, so a new factor is one more entry (docs/ARCHITECTURE.md §11).
 public struct FactorPlugin: Sendable {
     /// What the person's side is built from.

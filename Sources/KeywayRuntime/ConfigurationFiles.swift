@@ -1,6 +1,7 @@
 import CKeywayLibc
 public import KeywayConfig
 public import KeywayCore
+public import KeywayFactors
 
 /// Reads `keyway.conf` and its drop-ins, trusting only what root alone can change (docs/ARCHITECTURE.md §11).
 ///
@@ -15,7 +16,7 @@ public enum ConfigurationFiles {
 
     /// Reads and compiles the configuration. A missing default file means the built-ins only; a missing file that
     /// was named (`config=`, `--config`) is an error.
-    public static func load(_ named: String? = nil, plugins: [FactorPlugin] = Runtime.plugins)
+    public static func load(_ named: String? = nil, plugins: [FactorPlugin] = Factors.all)
         -> Result<Configuration, ConfigurationProblems>
     {
         switch sources(named) {

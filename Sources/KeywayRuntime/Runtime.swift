@@ -2,19 +2,12 @@ import CKeywayLibc
 public import KeywayBiometricSimulator
 public import KeywayConfig
 public import KeywayCore
-public import KeywayGesture
-public import KeywayPasscode
+import KeywayFactors
 
 /// The person's side of the factors over one vault: keywayd's (`DaemonVault`, the PAM module and the CLI) or a
 /// local one (keywayd itself, tests, `keyway --store`). The module and the CLI share it, so they cannot drift
 /// apart. Built per call: nothing here outlives a `pam_end`.
 public struct Runtime: Sendable {
-    /// Every factor Keyway has, as data: the one place that lists the plugins (docs/ARCHITECTURE.md §11). The
-    /// configuration, keywayd's keepers, the CLI and keyway.conf(5) all come from this list.
-    public static var plugins: [FactorPlugin] {
-        [GestureAuthenticator.plugin, BiometricAuthenticator.plugin, PasscodeAuthenticator.plugin]
-    }
-
     /// Where the factors find their devices.
     public struct Options: Sendable, Equatable {
         /// The simulated sensor's control directory.
@@ -41,7 +34,7 @@ public struct Runtime: Sendable {
         self.vault = vault
         self.settings = settings
         let owner = options.sensorOwnedByCurrentUser ? geteuid() : 0
-        authenticators = Self.plugins.map { plugin in
+        authenticators = Factors.all.map { plugin in
             plugin.personSide(
                 FactorPlugin.PersonSide(
                     vault: vault, settings: settings[plugin.kind], sensorDirectory: options.sensorDirectory,

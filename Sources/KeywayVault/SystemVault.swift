@@ -1,8 +1,8 @@
 public import KeywayBiometricSimulator
 public import KeywayCore
 public import KeywayCrypto
+import KeywayFactors
 import KeywayPlatform
-import KeywayRuntime
 public import KeywayStore
 
 /// The vault keywayd serves: the SQLite store, Argon2id, and every factor's keeper built from its settings.
@@ -36,14 +36,14 @@ public enum SystemVault {
         let store = try SQLiteStore(storeOptions)
         let clock = SystemClock()
         var keepers: [any FactorKeeper] = []
-        for plugin in Runtime.plugins {
+        for plugin in Factors.all {
             let hasher = try Argon2idHasher(cost: hashCost(of: plugin, options))
             keepers.append(
                 plugin.vaultSide(
                     FactorPlugin.VaultSide(
                         store: store, clock: clock, hasher: hasher, settings: options.settings[plugin.kind])))
         }
-        return LocalVault(store: store, clock: clock, keepers: keepers, userSettings: Runtime.plugins.userSettings)
+        return LocalVault(store: store, clock: clock, keepers: keepers, userSettings: Factors.all.userSettings)
     }
 
     /// The Argon2id cost of new hashes of `plugin`'s secrets: `options.hashCost` when set; otherwise the plugin's

@@ -2,6 +2,7 @@ import Glibc
 import KeywayConfig
 import KeywayCore
 import KeywayCrypto
+import KeywayFactors
 import KeywayRuntime
 
 /// `keyway calibrate [--target-ms N] [--write]`: Argon2id measured on this machine, as `cryptsetup benchmark` does,
@@ -137,7 +138,7 @@ struct Calibration {
 
     /// The factors that hash a secret: those that declare hash-passes and hash-memory.
     static var hashingFactors: [FactorPlugin] {
-        Runtime.plugins.filter {
+        Factors.all.filter {
             $0.setting(Setting.hashPasses().key) != nil && $0.setting(Setting.hashMemory().key) != nil
         }
     }

@@ -1,5 +1,6 @@
 import KeywayBiometricSimulator
 import KeywayCore
+import KeywayFactors
 import KeywayRuntime
 
 /// Every `keyway` command, in the order `keyway --help` and keyway(8) list them.
@@ -44,7 +45,7 @@ extension Subcommand {
             ],
             options: [ownUser],
             details:
-                "SWITCH is one of: \(Runtime.plugins.userSettings.map { "\($0.key) (\($0.help))" }.joined(separator: "; ")).",
+                "SWITCH is one of: \(Factors.all.userSettings.map { "\($0.key) (\($0.help))" }.joined(separator: "; ")).",
             run: { $0.set() }),
         Subcommand(
             path: ["status"], summary: "enrollments, counters and lockouts", options: [optionalUser],
@@ -185,8 +186,8 @@ extension Subcommand {
     static let ownUser = CommandLineParser.Option(
         name: "--user", placeholder: "USER", help: "the account (default: your own)", completion: .users)
     static var switchNames: [String] {
-        Runtime.plugins.userSettings.map { setting in
-            Runtime.plugins.userSetting(named: setting.name) == nil ? setting.key : setting.name
+        Factors.all.userSettings.map { setting in
+            Factors.all.userSetting(named: setting.name) == nil ? setting.key : setting.name
         }
     }
     static let stdin = CommandLineParser.Option(
@@ -195,5 +196,5 @@ extension Subcommand {
         name: "--finger", placeholder: "NAME", help: "the finger (biometric; default right-index)")
     static let simulateTouches = CommandLineParser.Option(
         name: "--simulate-touches", help: "present genuine touches in-process instead of waiting for the sensor")
-    static var factorNames: [String] { Runtime.plugins.map(\.kind.rawValue) }
+    static var factorNames: [String] { Factors.all.map(\.kind.rawValue) }
 }

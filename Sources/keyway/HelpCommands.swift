@@ -1,4 +1,5 @@
 import KeywayCore
+import KeywayFactors
 import KeywayRuntime
 
 /// `keyway help` and `keyway completion bash`: both read the subcommand types, never a second list.
@@ -103,7 +104,7 @@ enum BashCompletion {
 
     static func words(for operand: Subcommand.Operand) -> [String] {
         switch operand.kind {
-        case .factor(let only): return (only ?? Runtime.plugins.map(\.kind)).map(\.rawValue)
+        case .factor(let only): return (only ?? Factors.all.map(\.kind)).map(\.rawValue)
         case .choice(let choices): return choices
         case .word, .rest: return operand.suggestions
         }

@@ -3,6 +3,7 @@ import KeywayBiometricSimulator
 import KeywayConfig
 import KeywayCore
 import KeywayCrypto
+import KeywayFactors
 import KeywayGesture
 import KeywayPasscode
 import KeywayPlatform
@@ -158,7 +159,7 @@ struct Command {
 
     /// The factor a command-line word names (its name or an alias), from the plugins' declarations.
     static func factor(named word: String) -> FactorKind {
-        guard let plugin = Runtime.plugins.plugin(named: word) else {
+        guard let plugin = Factors.all.plugin(named: word) else {
             Keyway.fail(usage: "Unknown factor '\(word)'; use \(factorNames).")
         }
         return plugin.kind

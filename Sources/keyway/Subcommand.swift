@@ -1,4 +1,5 @@
 import KeywayCore
+import KeywayFactors
 import KeywayRuntime
 
 /// One `keyway` subcommand as data: its words, summary, operands, options and what it runs. Dispatch, `--help`,
@@ -51,7 +52,7 @@ struct Subcommand: Sendable {
         for operand in operands {
             let shown: String
             switch operand.kind {
-            case .factor(let only): shown = (only ?? Runtime.plugins.map(\.kind)).map(\.rawValue).joined(separator: "|")
+            case .factor(let only): shown = (only ?? Factors.all.map(\.kind)).map(\.rawValue).joined(separator: "|")
             case .choice(let choices): shown = choices.joined(separator: "|")
             case .word: shown = operand.placeholder
             case .rest: shown = operand.placeholder + " ..."
@@ -183,7 +184,7 @@ extension Subcommand {
                 if operand.optional { break }
                 switch operand.kind {
                 case .factor(let only):
-                    let names = (only ?? Runtime.plugins.map(\.kind)).map(\.rawValue)
+                    let names = (only ?? Factors.all.map(\.kind)).map(\.rawValue)
                     return "Missing the factor: \(Setting.list(names))."
                 case .choice(let choices):
                     return "Missing the \(operand.placeholder.lowercased()): \(Setting.list(choices))."
@@ -193,8 +194,8 @@ extension Subcommand {
             let word = given[index]
             switch operand.kind {
             case .factor(let only):
-                guard let plugin = Runtime.plugins.plugin(named: word) else {
-                    let names = (only ?? Runtime.plugins.map(\.kind)).map(\.rawValue)
+                guard let plugin = Factors.all.plugin(named: word) else {
+                    let names = (only ?? Factors.all.map(\.kind)).map(\.rawValue)
                     return "Unknown factor '\(word.escapingControlCharacters)'; use \(Setting.list(names))."
                 }
                 if let only, !only.contains(plugin.kind) {

@@ -1,5 +1,6 @@
 import Glibc
 import KeywayCore
+import KeywayFactors
 import KeywayGesture
 import KeywayRuntime
 
@@ -10,11 +11,11 @@ extension Command {
     func disable() -> Int32 { setSwitch(UserSetting.enabled(factor()), to: false) }
 
     func set() -> Int32 {
-        guard let setting = Runtime.plugins.userSetting(named: operands[0]) else {
-            let keys = Runtime.plugins.userSettings.map(\.key)
+        guard let setting = Factors.all.userSetting(named: operands[0]) else {
+            let keys = Factors.all.userSettings.map(\.key)
             Keyway.fail(
                 usage: "Unknown switch '\(operands[0].escapingControlCharacters)'; use \(Setting.list(keys))."
-                    + Subcommand.didYouMean(operands[0], among: keys + Runtime.plugins.userSettings.map(\.name)),
+                    + Subcommand.didYouMean(operands[0], among: keys + Factors.all.userSettings.map(\.name)),
                 command: subcommand)
         }
         return setSwitch(setting, to: operands[1] == "on")

@@ -3,6 +3,7 @@ import Dispatch
 import Glibc
 import KeywayConfig
 import KeywayCore
+import KeywayFactors
 import KeywayPlatform
 import KeywayRuntime
 import KeywayVault
@@ -110,7 +111,7 @@ struct KeywayDaemon {
             exit(74)
         }
         // The cost of new hashes, as keyway.conf's hash-passes and hash-memory set it (existing hashes keep theirs).
-        let costs = Runtime.plugins.filter { $0.setting(Setting.hashPasses().key) != nil }.map { plugin in
+        let costs = Factors.all.filter { $0.setting(Setting.hashPasses().key) != nil }.map { plugin in
             "\(plugin.kind) \(SystemVault.hashCost(of: plugin, vaultOptions))"
         }
         if !costs.isEmpty { Server.log("new hashes: \(costs.joined(separator: ", "))") }
@@ -146,7 +147,7 @@ struct KeywayDaemon {
         let auditRows = options.auditRowLimit
         let server = Server(
             service: VaultService(
-                vault: vault, userSettings: Runtime.plugins.userSettings, now: UnixSocket.monotonicMilliseconds,
+                vault: vault, userSettings: Factors.all.userSettings, now: UnixSocket.monotonicMilliseconds,
                 accountUID: { name in if case .success(let uid?) = Accounts.uid(of: name) { uid } else { nil } }),
             options: options, arming: arming
         ) {

@@ -3,6 +3,7 @@ import KeywayBiometricSimulator
 import KeywayConfig
 import KeywayCore
 import KeywayCrypto
+import KeywayFactors
 import KeywayGesture
 import KeywayPasscode
 import KeywayRuntime
@@ -17,7 +18,7 @@ let packageDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent
 func example(_ name: String) throws -> Configuration {
     let path = packageDirectory + "/man/examples/" + name
     let text = try String(contentsOfFile: path, encoding: .utf8)
-    switch Configuration.parse([ConfigSource(path: path, text: text)], plugins: Runtime.plugins) {
+    switch Configuration.parse([ConfigSource(path: path, text: text)], plugins: Factors.all) {
     case .success(let configuration): return configuration
     case .failure(let problems): throw problems
     }
@@ -37,7 +38,7 @@ final class ConfigRig: @unchecked Sendable {
         let (store, clock) = (store, clock)
         vault = LocalVault(
             store: store, clock: clock,
-            keepers: Runtime.plugins.map { plugin in
+            keepers: Factors.all.map { plugin in
                 plugin.vaultSide(
                     .init(store: store, clock: clock, hasher: hasher, settings: configuration.settings[plugin.kind]))
             })
@@ -192,7 +193,7 @@ struct ExampleTests {
     @Test("every stack in pam/examples gives the module arguments it accepts and a policy that exists")
     func pamExamples() throws {
         let directory = packageDirectory + "/pam/examples"
-        let builtIns = Configuration.builtInsOnly(plugins: Runtime.plugins)
+        let builtIns = Configuration.builtInsOnly(plugins: Factors.all)
         var lines = 0
         for file in try FileManager.default.contentsOfDirectory(atPath: directory) {
             let text = try String(contentsOfFile: directory + "/" + file, encoding: .utf8)
@@ -226,7 +227,7 @@ struct ExampleTests {
     func declaredKeysAreDocumented() throws {
         let manual = try String(contentsOfFile: packageDirectory + "/man/keyway.conf.5", encoding: .utf8)
             .replacingOccurrences(of: "\\-", with: "-")
-        for plugin in Runtime.plugins {
+        for plugin in Factors.all {
             #expect(manual.contains(".SS [\(plugin.kind)]"), "no section for [\(plugin.kind)]")
             for setting in plugin.settings {
                 #expect(manual.contains(".B \(setting.key) = "), "\(plugin.kind).\(setting.key) is not documented")
@@ -251,7 +252,7 @@ struct RoundTripTests {
     func roundTrip(rule: String) throws {
         func compile(_ text: String) throws -> Policy.Rule {
             let source = ConfigSource(path: "r.conf", text: "[policy r]\nrequire = \(text)\n")
-            switch Configuration.parse([source], plugins: Runtime.plugins) {
+            switch Configuration.parse([source], plugins: Factors.all) {
             case .success(let configuration): return try #require(configuration.policy(named: "r")).base.rule
             case .failure(let problems): throw problems
             }
@@ -264,7 +265,7 @@ struct RoundTripTests {
     @Test("and binds tighter than or; or is an ordered fallback list")
     func precedence() throws {
         let source = ConfigSource(path: "p.conf", text: "[policy p]\nrequire = gesture or passcode and biometric\n")
-        guard case .success(let configuration) = Configuration.parse([source], plugins: Runtime.plugins) else {
+        guard case .success(let configuration) = Configuration.parse([source], plugins: Factors.all) else {
             Issue.record("refused")
             return
         }
@@ -282,7 +283,7 @@ struct RoundTripTests {
             path: "keyway.conf", text: "[gesture]\nattempts = 4\n[policy sudo]\nrequire = gesture\n")
         let later = ConfigSource(
             path: "keyway.conf.d/50.conf", text: "[gesture]\nattempts = 2\n[policy sudo]\nwhen = local\n")
-        guard case .success(let configuration) = Configuration.parse([main, later], plugins: Runtime.plugins) else {
+        guard case .success(let configuration) = Configuration.parse([main, later], plugins: Factors.all) else {
             Issue.record("refused")
             return
         }
@@ -291,7 +292,7 @@ struct RoundTripTests {
         #expect(sudo.when == .local)
         #expect(configuration.settingOrigins["gesture.attempts"]?.description == "keyway.conf.d/50.conf:2")
         #expect(configuration.policy(named: "pattern")?.base.rule == .factor(.gesture, attempts: 2))
-        let builtIns = Configuration.builtInsOnly(plugins: Runtime.plugins)
+        let builtIns = Configuration.builtInsOnly(plugins: Factors.all)
         #expect(builtIns.policies.map { $0.base.policy } == Policy.builtIns)
     }
 }

@@ -1,5 +1,6 @@
 import KeywayConfig
 import KeywayCore
+import KeywayFactors
 import KeywayRuntime
 import Testing
 
@@ -9,7 +10,7 @@ struct FirstOfConfigTests {
     func rule(_ require: String) throws -> Policy.Rule {
         let text = "[policy p]\nrequire = \(require)\n"
         let parsed = Configuration.parse(
-            [ConfigSource(path: "t.conf", bytes: Array(text.utf8))], plugins: Runtime.plugins)
+            [ConfigSource(path: "t.conf", bytes: Array(text.utf8))], plugins: Factors.all)
         guard case .success(let configuration) = parsed else {
             Issue.record("refused: \(parsed)")
             throw ParseFailed()
@@ -60,7 +61,7 @@ struct FirstOfConfigTests {
     func firstIsAName() throws {
         let text = "[policy first]\nrequire = gesture\n[policy p]\nrequire = first or passcode\n"
         let parsed = Configuration.parse(
-            [ConfigSource(path: "t.conf", bytes: Array(text.utf8))], plugins: Runtime.plugins)
+            [ConfigSource(path: "t.conf", bytes: Array(text.utf8))], plugins: Factors.all)
         guard case .success = parsed else {
             Issue.record("refused: \(parsed)")
             return

@@ -1,5 +1,6 @@
 import KeywayConfig
 import KeywayCore
+import KeywayFactors
 import KeywayRuntime
 import Testing
 
@@ -11,7 +12,7 @@ struct MalformedConfigTests {
     }
 
     static func problems(bytes: [UInt8]) -> [Diagnostic] {
-        switch Configuration.parse([ConfigSource(path: "t.conf", bytes: bytes)], plugins: Runtime.plugins) {
+        switch Configuration.parse([ConfigSource(path: "t.conf", bytes: bytes)], plugins: Factors.all) {
         case .success: return []
         case .failure(let problems): return problems.errors
         }
@@ -251,7 +252,7 @@ struct MalformedConfigTests {
     func allErrors() {
         let first = ConfigSource(path: "a.conf", text: "[gesture]\nmin-dots = 12\nblocklist = maybe\n")
         let second = ConfigSource(path: "b.conf", text: "[policy x]\nrequire = pascode\n[gestur]\n")
-        guard case .failure(let problems) = Configuration.parse([first, second], plugins: Runtime.plugins) else {
+        guard case .failure(let problems) = Configuration.parse([first, second], plugins: Factors.all) else {
             Issue.record("accepted")
             return
         }

@@ -9,6 +9,7 @@ import Glibc
 import KeywayBiometricSimulator
 import KeywayConfig
 import KeywayCore
+import KeywayFactors
 import KeywayGesture
 import KeywayPlatform
 import KeywayRuntime
@@ -74,14 +75,14 @@ let fuzzTargets: [FuzzTarget] = [
     FuzzTarget(name: "config") { bytes in
         // keyway.conf as a damaged disk or a careless edit leaves it: a configuration or diagnostics, never a crash;
         // every accepted rule reads back the same from what `keyway policy show` prints.
-        switch Configuration.parse([ConfigSource(path: "fuzz.conf", bytes: bytes)], plugins: Runtime.plugins) {
+        switch Configuration.parse([ConfigSource(path: "fuzz.conf", bytes: bytes)], plugins: Factors.all) {
         case .success(let configuration):
             // Every rule printed into one file, read back at once.
             var text = ""
             for (index, named) in configuration.policies.enumerated() {
                 text += "[policy round-trip-\(index)]\nrequire = \(Configuration.text(of: named.base.rule))\n"
             }
-            let again = Configuration.parse([ConfigSource(path: "again.conf", text: text)], plugins: Runtime.plugins)
+            let again = Configuration.parse([ConfigSource(path: "again.conf", text: text)], plugins: Factors.all)
             guard case .success(let reread) = again else { preconditionFailure("'\(text)' is refused") }
             for (index, named) in configuration.policies.enumerated() {
                 precondition(

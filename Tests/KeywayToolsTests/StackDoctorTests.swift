@@ -1,6 +1,7 @@
 import Foundation
 import KeywayConfig
 import KeywayCore
+import KeywayFactors
 import KeywayRuntime
 import KeywayTools
 import Testing
@@ -47,7 +48,7 @@ struct StackDoctorTests {
             configuration: { _ in
                 Configuration.parse(
                     config.map { [ConfigSource(path: "/etc/keyway/keyway.conf", text: $0)] } ?? [],
-                    plugins: Runtime.plugins)
+                    plugins: Factors.all)
             }, keywayd: keywayd)
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import KeywayConfig
 import KeywayCore
 import KeywayCrypto
+import KeywayFactors
 import KeywayGesture
 import KeywayPasscode
 import KeywayRuntime
@@ -60,7 +61,7 @@ struct CalibrateTests {
 
     /// The calibrated settings of a configuration text, per knowledge factor: (passes, MiB).
     static func costs(of text: String, path: String = "proposal.conf") throws -> [FactorKind: (Int, Int)] {
-        let configuration = try Configuration.parse([ConfigSource(path: path, text: text)], plugins: Runtime.plugins)
+        let configuration = try Configuration.parse([ConfigSource(path: path, text: text)], plugins: Factors.all)
             .get()
         var costs: [FactorKind: (Int, Int)] = [:]
         for factor in [FactorKind.gesture, .passcode] {
@@ -292,7 +293,7 @@ struct HashCostSettingsTests {
         let costs = Self.costs(vault)
         #expect(costs[.gesture] == Argon2idHasher.Cost(opsLimit: 2, memLimit: 8 << 20))
         #expect(costs[.passcode] == Argon2idHasher.Cost(opsLimit: 1, memLimit: 9 << 20))
-        let biometric = try #require(Runtime.plugins.plugin(.biometric))
+        let biometric = try #require(Factors.all.plugin(.biometric))
         #expect(SystemVault.hashCost(of: biometric, options) == .default, "the biometric declares no hash cost")
 
         // What the keepers store carries that cost.
@@ -329,12 +330,12 @@ struct HashCostSettingsTests {
         #expect(costs[.gesture] == .default && costs[.passcode] == .default)
         #expect(Setting.hashPasses().defaultValue == .integer(Int(Argon2idHasher.Cost.default.opsLimit)))
         #expect(Setting.hashMemory().defaultValue == .integer(Argon2idHasher.Cost.default.memLimit >> 20))
-        for plugin in Runtime.plugins where plugin.kind != .biometric {
+        for plugin in Factors.all where plugin.kind != .biometric {
             for key in ["hash-passes", "hash-memory"] {
                 let setting = try #require(plugin.setting(key), "\(plugin.kind) declares \(key)")
                 #expect(setting.enforcedBy == .daemon && !setting.perPolicy, "\(plugin.kind).\(key)")
             }
         }
-        #expect(Runtime.plugins.plugin(.biometric)?.setting("hash-passes") == nil)
+        #expect(Factors.all.plugin(.biometric)?.setting("hash-passes") == nil)
     }
 }

@@ -1,0 +1,16 @@
+import KeywayBiometricSimulator
+public import KeywayCore
+import KeywayGesture
+import KeywayPasscode
+
+/// Every factor Keyway has, as data: the one list of plugins (docs/ARCHITECTURE.md §11). It sits below both sides,
+/// so the PAM module, the command line and keywayd read the same list and no side imports another's composition:
+/// the configuration's sections, keywayd's keepers, the CLI's words and keyway.conf(5) all come from here.
+///
+/// A new factor is a folder under `Plugins/`, its targets in Package.swift, and one entry here.
+public enum Factors {
+    /// The plugins, in the order `keyway status` and keyway.conf(5) list them.
+    public static var all: [FactorPlugin] {
+        [GestureAuthenticator.plugin, BiometricAuthenticator.plugin, PasscodeAuthenticator.plugin]
+    }
+}
