@@ -1,7 +1,7 @@
 # Keyway — build, test and install. `make help` lists the targets.
 SWIFT ?= swift
 SHELL := /bin/bash
-APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file \
+APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file \
 	binutils \
 	valgrind bsdextrautils procps util-linux systemd tmux
 

@@ -114,15 +114,15 @@ let package = Package(
                 ])
             ]),
 
+        // libqrencode, for the QR code of a shared secret (`keyway enroll totp`). Only KeywayTools links it.
+        .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+
         // What only the `keyway` command shows a person, kept out of the module: the pattern drawn on a terminal grid,
-        // the simulator's ROC plot, `keyway doctor`'s reading of PAM stacks. Pure Swift over the plugins, tested on
-        // its own (Tests/KeywayToolsTests).
+        // the simulator's ROC plot, `keyway doctor`'s reading of PAM stacks, a shared secret's QR code. Tested on its
+        // own (Tests/KeywayToolsTests).
         library(
             "KeywayTools",
-            [
-                "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayConfig",
-                "KeywayRuntime",
-            ]),
+            ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayConfig", "KeywayRuntime", "CQREncode"]),
 
         // The `keyway` command line.
         .executableTarget(

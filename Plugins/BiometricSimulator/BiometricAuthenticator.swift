@@ -7,6 +7,8 @@ public import KeywayCore
 public final class BiometricAuthenticator: Authenticator {
     public var factor: FactorKind { .biometric }
 
+    public var codes: FactorCodes { Self.codes }
+
     /// The device.
     public let sensor: SimulatedSensor
     /// Where samples are matched and templates kept.
@@ -190,6 +192,31 @@ public final class BiometricAuthenticator: Authenticator {
             }
         }
         try vault.enroll(.samples(samples), of: .biometric, for: user, label: finger, by: actor)
+    }
+
+    /// `keyway enroll biometric`: `request.label` (default right-index) from touches at the sensor, or from scripted
+    /// touches with `request.scripted` (tests and the demo, which have no one at the sensor).
+    public func enroll(_ request: EnrollmentRequest, conversation: any Conversation) throws(AuthenticationError)
+        -> [String]
+    {
+        let finger = request.label ?? "right-index"
+        var enroller = self
+        if request.scripted {
+            let touches = ScriptedSensorEvents(
+                Array(repeating: .present(user: request.user, finger: finger), count: 16))
+            enroller = BiometricAuthenticator(
+                vault: vault,
+                sensor: SimulatedSensor(
+                    .init(biometry: sensor.configuration.biometry, model: sensor.configuration.model), events: touches))
+        }
+        try enroller.enroll(user: request.user, finger: finger, by: request.actor, conversation: conversation)
+        var lines = ["Enrolled \(finger) for \(request.user)."]
+        if try vault.status(of: request.user).first?[.passcode]?.enrolled == nil {
+            lines.append(
+                "Note: biometrics need a passcode to fall back on; set one with "
+                    + "`keyway enroll passcode --user \(request.user)`.")
+        }
+        return lines
     }
 
     /// Removes `finger`; returns false when it was not enrolled. Removing the last finger removes the enrollment.

@@ -12,6 +12,8 @@ public final class BiometricKeeper: FactorKeeper {
     public let model: NoiseModel
     /// Counts attempts.
     public let gate: AttemptGate
+
+    public var codes: FactorCodes { gate.codes }
     /// Biometrics need a passcode entry within this window (`[biometric] passcode-max-age`), or nil.
     public let passcodeMaxAge: Duration?
     /// Makes a new domain-state value on each enrollment change.
@@ -26,7 +28,8 @@ public final class BiometricKeeper: FactorKeeper {
         self.biometry = biometry
         self.passcodeMaxAge = passcodeMaxAge
         self.model = model
-        gate = AttemptGate(factor: .biometric, store: store, clock: clock, schedule: schedule)
+        gate = AttemptGate(
+            factor: .biometric, store: store, clock: clock, schedule: schedule, codes: BiometricAuthenticator.codes)
         self.newDomainState =
             newDomainState ?? {
                 var generator = SystemRandomNumberGenerator()

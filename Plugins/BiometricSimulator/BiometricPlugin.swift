@@ -46,11 +46,14 @@ extension BiometricAuthenticator {
                 + "(iOS asks after 48h, Android's CDD after 72h)")
     }
 
+    /// LocalAuthentication's codes for biometrics: only the passcode unlocks a lockout.
+    public static var codes: FactorCodes { .biometry }
+
     /// The simulated sensor as a plugin.
     public static var plugin: FactorPlugin {
         FactorPlugin(
             .biometric, aliases: ["fingerprint", "face"], summary: "a fingerprint or face sensor (simulated)",
-            input: .presented,
+            input: .presented, enrollment: .samples, codes: codes, device: "sensor",
             settings: [
                 Setting.attempts(), typeSetting, timeoutSetting, remoteSetting, lockoutSetting, falseMatchSetting,
                 passcodeMaxAgeSetting,

@@ -82,7 +82,7 @@ public final class SimulatedSensor: Sendable {
                 let stranger = model.randomIdentity(using: &state.noise)
                 return model.sample(of: stranger, using: &state.noise)
             }
-        default:
+        case .retry, .cancel, .fallback, .unplug, .plug, .failure:
             return nil
         }
     }

@@ -32,8 +32,7 @@ public final class GestureAuthenticator: KnowledgeAuthenticator {
     ) -> KnowledgeKeeper {
         KnowledgeKeeper(
             normalize: normalize, rules: { violation(of: $0, rules: rules) }, hasher: hasher,
-            gate: AttemptGate(factor: .gesture, store: store, clock: clock, schedule: schedule),
-            notEnrolledCode: .factorNotEnrolled)
+            gate: AttemptGate(factor: .gesture, store: store, clock: clock, schedule: schedule))
     }
 
     /// The numbered grid shown before the pattern is asked for.

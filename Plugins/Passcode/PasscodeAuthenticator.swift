@@ -31,9 +31,14 @@ public final class PasscodeAuthenticator: KnowledgeAuthenticator {
     ) -> KnowledgeKeeper {
         KnowledgeKeeper(
             normalize: normalize, rules: { rules.violation(of: $0) }, hasher: hasher,
-            gate: AttemptGate(factor: .passcode, store: store, clock: clock, schedule: schedule, clears: [.biometric]),
-            notEnrolledCode: .passcodeNotSet)
+            gate: AttemptGate(
+                factor: .passcode, store: store, clock: clock, schedule: schedule, clears: [.biometric], codes: codes))
     }
+
+    /// LocalAuthentication's code for a passcode that is not set.
+    public static var codes: FactorCodes { .passcode }
+
+    public var codes: FactorCodes { Self.codes }
 
     public static let wording = KnowledgeFactor.EnrollmentWording(
         first: "New passcode: ", again: "Enter the new passcode again: ",

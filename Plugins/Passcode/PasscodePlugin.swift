@@ -18,7 +18,7 @@ extension PasscodeAuthenticator {
     /// The passcode as a plugin.
     public static var plugin: FactorPlugin {
         FactorPlugin(
-            .passcode, summary: "the passcode, the fallback that also unlocks a biometric lockout",
+            .passcode, summary: "the passcode, the fallback that also unlocks a biometric lockout", codes: codes,
             settings: [
                 Setting.attempts(), minimumLengthSetting, refuseCommonSetting, Setting.hashPasses(),
                 Setting.hashMemory(),

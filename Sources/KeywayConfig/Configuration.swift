@@ -203,7 +203,7 @@ public struct Configuration: Sendable {
                 AuthenticationError(
                     .notPermitted,
                     "policy '\(name)' applies to remote sessions only (when = remote), and this one is local"))
-        default:
+        case (.local, false), (.remote, true), (.any, _):
             break
         }
         return .success(Resolved(definition: definition, settings: settings(for: definition)))

@@ -18,12 +18,15 @@ public struct AttemptGate: Sendable {
     public let clears: [FactorKind]
     /// The account-wide limit of consecutive failures.
     public let accountLimit: Int
+    /// What the factor's refusals are called.
+    public let codes: FactorCodes
 
     /// Creates a gate.
     public init(
         factor: FactorKind, store: any Store, clock: any Clock, schedule: ThrottleSchedule,
-        clears: [FactorKind] = [], accountLimit: Int = ThrottleSchedule.accountLimit
+        clears: [FactorKind] = [], accountLimit: Int = ThrottleSchedule.accountLimit, codes: FactorCodes = FactorCodes()
     ) {
+        self.codes = codes
         self.factor = factor
         self.store = store
         self.clock = clock
@@ -92,6 +95,31 @@ public struct AttemptGate: Sendable {
         }
     }
 
+    /// Records a verified success of evidence that may be used once (a one-time code), dated `moment` (the start of
+    /// its time step), only if no success dated at or after `moment` is recorded: the check and the record are one
+    /// transaction, so of two requests with the same code exactly one succeeds. The factor's `lastSuccess` is then
+    /// `moment`. False for a replay, the attempt staying counted. Durable, so a power cut cannot reopen a used code.
+    public func settleSuccess(_ reservation: Reservation, once moment: Timestamp) throws(AuthenticationError) -> Bool {
+        var fresh = false
+        try store.updateAttempts(user: reservation.user, durable: true) { book in
+            if let last = book[factor].lastSuccess, last >= moment { return }
+            fresh = true
+            book[factor] = AttemptState(lastSuccess: moment)
+            for cleared in clears { book[cleared] = AttemptState(lastSuccess: book[cleared].lastSuccess) }
+            book.accountStreak = 0
+        }
+        return fresh
+    }
+
+    /// Marks one-time evidence dated `moment` as used without counting anything (the code that confirms an
+    /// enrollment cannot then be used to log in).
+    public func spend(_ moment: Timestamp, for user: String) throws(AuthenticationError) {
+        try store.updateAttempts(user: user, durable: true) { book in
+            if let last = book[factor].lastSuccess, last >= moment { return }
+            book[factor].lastSuccess = moment
+        }
+    }
+
     /// Records a failed verification. With a fingerprint of the wrong secret, a repeat of a recent one is refunded.
     public func settleFailure(_ reservation: Reservation, fingerprint: [UInt8]?) throws(AuthenticationError)
         -> Verdict.Failure
@@ -126,8 +154,7 @@ public struct AttemptGate: Sendable {
                 .throttled, "too many failed \(factor) attempts; try again after \(until)",
                 retryAt: until)
         case .lockedUntilCleared:
-            let code: AuthenticationError.Code = factor == .biometric ? .biometryLockout : .lockedOut
-            return AuthenticationError(code, lockReason(decision))
+            return AuthenticationError(codes.locked, lockReason(decision))
         case .lockedOut:
             return AuthenticationError(.lockedOut, lockReason(decision))
         }
@@ -136,9 +163,8 @@ public struct AttemptGate: Sendable {
     private func lockReason(_ decision: AttemptDecision) -> String {
         switch decision {
         case .lockedUntilCleared:
-            "\(schedule.lockAfter ?? 0) consecutive \(factor) failures; "
-                + (factor == .biometric ? "enter the passcode to unlock" : "another factor must succeed")
-        default:
+            "\(schedule.lockAfter ?? 0) consecutive \(factor) failures; " + codes.unlockedBy
+        case .allowed, .wait, .lockedOut:
             "\(accountLimit) consecutive failures on this account; an administrator must reset the counters"
         }
     }

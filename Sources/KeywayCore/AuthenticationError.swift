@@ -28,7 +28,11 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
         case .biometryNotAvailable, .factorNotAvailable, .timeout:
             guard reason != code.summary else { return code.summary }
             return "\(code.summary.dropLast()) (\(reason))."
-        default:
+        case .authenticationFailed, .userCancel, .userFallback, .systemCancel, .passcodeNotSet, .biometryNotEnrolled,
+            .biometryLockout, .appCancel, .invalidContext, .notInteractive, .factorNotEnrolled, .throttled, .lockedOut,
+            .invalidPolicy, .storeFailure, .conversationFailure, .internalFailure, .invalidUserName,
+            .serviceUnavailable,
+            .notPermitted:
             return code.summary
         }
     }
@@ -114,7 +118,16 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
         }
 
         /// True for a factor that may not be tried now: throttled, locked out, biometrics locked.
-        public var isLockout: Bool { self == .throttled || self == .lockedOut || self == .biometryLockout }
+        public var isLockout: Bool {
+            switch self {
+            case .throttled, .lockedOut, .biometryLockout: true
+            case .authenticationFailed, .userCancel, .userFallback, .systemCancel, .passcodeNotSet,
+                .biometryNotAvailable, .biometryNotEnrolled, .appCancel, .invalidContext, .notInteractive,
+                .factorNotEnrolled, .factorNotAvailable, .timeout, .invalidPolicy, .storeFailure, .conversationFailure,
+                .internalFailure, .invalidUserName, .serviceUnavailable, .notPermitted:
+                false
+            }
+        }
 
         /// True when the evaluation must stop instead of trying another factor:
         /// the person or the caller asked to stop, or infrastructure failed (fail closed).
@@ -124,7 +137,8 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
                 .invalidPolicy, .storeFailure, .conversationFailure, .internalFailure, .invalidUserName,
                 .serviceUnavailable, .notPermitted:
                 true
-            default:
+            case .authenticationFailed, .userFallback, .passcodeNotSet, .biometryNotAvailable, .biometryNotEnrolled,
+                .biometryLockout, .factorNotEnrolled, .factorNotAvailable, .throttled, .timeout, .lockedOut:
                 false
             }
         }

@@ -28,6 +28,11 @@ public protocol Authenticator: AnyObject, Sendable {
 
     /// For a factor typed at a prompt (the pattern, the passcode): its prompt, preamble and check; nil otherwise.
     var typedEntry: KnowledgeFactor? { get }
+    /// What its refusals are called (its plugin's `codes`).
+    var codes: FactorCodes { get }
+    /// Enrolls the factor for `request.user` through `conversation` (the secret asked twice, the samples taken, the
+    /// shared secret shown and confirmed), and returns the lines that tell the administrator what was done.
+    func enroll(_ request: EnrollmentRequest, conversation: any Conversation) throws(AuthenticationError) -> [String]
     /// For a factor that can wait in the background (a sensor): the words inviting the person in a shared prompt,
     /// "Touch the sensor"; nil for a factor that cannot.
     var invitation: String? { get }
@@ -41,6 +46,12 @@ extension Authenticator {
     public func domainState(for user: String) throws(AuthenticationError) -> [UInt8] { [] }
     /// Most factors are not typed at a prompt of their own making.
     public var typedEntry: KnowledgeFactor? { nil }
+    public var codes: FactorCodes { FactorCodes() }
+    public func enroll(_ request: EnrollmentRequest, conversation: any Conversation) throws(AuthenticationError)
+        -> [String]
+    {
+        throw AuthenticationError(.invalidPolicy, "the \(factor) cannot be enrolled from here")
+    }
     /// Most factors cannot wait in the background.
     public var invitation: String? { nil }
     public func arm(_ request: AuthenticationRequest) throws(AuthenticationError) -> any ArmedFactor {
@@ -97,6 +108,26 @@ public struct UserContext: Sendable, Equatable {
         self.isRemote = isRemote
         self.concealsEnrollment = concealsEnrollment
         self.startedBy = startedBy
+    }
+}
+
+/// One enrollment, as `keyway enroll` asks for it.
+public struct EnrollmentRequest: Sendable {
+    /// Whose factor.
+    public var user: String
+    /// Who enrolls it, for the audit trail ("root via keyway enroll").
+    public var actor: String
+    /// The named part enrolled (a finger), for a factor that has them; nil for its default.
+    public var label: String?
+    /// Samples come from a script instead of the device (tests and the demo; `--simulate-touches`).
+    public var scripted: Bool
+
+    /// Creates a request.
+    public init(user: String, actor: String, label: String? = nil, scripted: Bool = false) {
+        self.user = user
+        self.actor = actor
+        self.label = label
+        self.scripted = scripted
     }
 }
 

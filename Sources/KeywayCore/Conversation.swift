@@ -95,6 +95,8 @@ public struct Message: Sendable, Equatable, CustomStringConvertible {
     /// True when the person cannot go on without it ("Place your finger on the sensor."): shown even when the
     /// caller asked for silence (PAM_SILENT, which sudo always sets), as pam_fprintd does.
     public var isInstruction = false
+    /// True when the text should also be drawn as a QR code (`scannable`).
+    public var isScannable = false
 
     /// A message of `kind`; `isInstruction` makes it one the person cannot go on without.
     public init(kind: Kind, text: String, isInstruction: Bool = false) {
@@ -109,6 +111,13 @@ public struct Message: Sendable, Equatable, CustomStringConvertible {
     public static func error(_ text: String) -> Message { Message(kind: .error, text: text) }
     /// An instruction the person must see to proceed.
     public static func instruction(_ text: String) -> Message { Message(kind: .info, text: text, isInstruction: true) }
+    /// A text to be shown as a scannable (QR) code as well, where the conversation can draw one (`keyway` on a
+    /// terminal does; the PAM module shows the text): an `otpauth://` URI an authenticator app reads.
+    public static func scannable(_ text: String) -> Message {
+        var message = Message(kind: .info, text: text)
+        message.isScannable = true
+        return message
+    }
 
     public var description: String { "\(kind == .info ? "info" : "error"): \(text)" }
 }

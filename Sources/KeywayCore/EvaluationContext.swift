@@ -69,7 +69,7 @@ public final class EvaluationContext: Sendable {
         if !problems.isEmpty { return AuthenticationError(.invalidPolicy, problems.joined(separator: "; ")) }
         return RuleCombinator.combine(policy.rule) { kind, _, _ in
             guard let plugin = registry[kind] else { return AuthenticationError(.invalidPolicy) }
-            return plugin.availability(for: user).error(for: kind)
+            return plugin.availability(for: user).error(for: kind, codes: plugin.codes)
         }
     }
 

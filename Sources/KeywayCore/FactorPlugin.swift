@@ -43,6 +43,12 @@ public struct FactorPlugin: Sendable {
 
     /// The factor.
     public let kind: FactorKind
+    /// How it is enrolled, which also says whether its owner may change it (a chosen secret only).
+    public let enrollment: EnrollmentKind
+    /// What its refusals are called (LocalAuthentication's codes for the biometric and the passcode).
+    public let codes: FactorCodes
+    /// What people call the device it is presented to ("sensor"), for a presented factor; nil for a typed one.
+    public let device: String?
     /// Other names the command line accepts for it (`pattern` for the gesture).
     public let aliases: [String]
     /// One line: what it is.
@@ -60,7 +66,24 @@ public struct FactorPlugin: Sendable {
     /// Builds the vault's side.
     public let vaultSide: @Sendable (VaultSide) -> any FactorKeeper
 
-    /// Declares a plugin.
+    /// How a factor is enrolled.
+    public enum EnrollmentKind: Sendable, Equatable {
+        /// A secret the person chooses, asked twice; its owner may change it by giving the current one.
+        case chosenSecret
+        /// Samples taken at the device (a finger's touches), under a label.
+        case samples
+        /// A secret keywayd generates and shows once (`Vault.offer`), confirmed with one code before it is saved.
+        case sharedSecret
+    }
+
+    /// True when a user may change their own enrollment (`keyway change`), giving the current secret first.
+    public var changeable: Bool {
+        switch enrollment {
+        case .chosenSecret: true
+        case .samples, .sharedSecret: false
+        }
+    }
+
     /// How the person gives the factor: typed at a prompt, or presented to a device that can wait in the
     /// background. `first of` waits for one typed factor at most, beside any number of presented ones.
     public enum Input: Sendable, Equatable {
@@ -70,14 +93,19 @@ public struct FactorPlugin: Sendable {
         case presented
     }
 
+    /// Declares a plugin.
     public init(
-        _ kind: FactorKind, aliases: [String] = [], summary: String, input: Input = .typed, settings: [Setting],
-        userSettings: [UserSetting] = [],
+        _ kind: FactorKind, aliases: [String] = [], summary: String, input: Input = .typed,
+        enrollment: EnrollmentKind = .chosenSecret, codes: FactorCodes = FactorCodes(), device: String? = nil,
+        settings: [Setting], userSettings: [UserSetting] = [],
         servesRemoteSessions: @escaping @Sendable (FactorSettings) -> Bool = { _ in true },
         personSide: @escaping @Sendable (PersonSide) -> any Authenticator,
         vaultSide: @escaping @Sendable (VaultSide) -> any FactorKeeper
     ) {
         self.kind = kind
+        self.enrollment = enrollment
+        self.codes = codes
+        self.device = device
         self.aliases = aliases
         self.summary = summary
         self.input = input
@@ -95,6 +123,12 @@ public struct FactorPlugin: Sendable {
 extension Array where Element == FactorPlugin {
     /// The plugin for `kind`, if any.
     public func plugin(_ kind: FactorKind) -> FactorPlugin? { first { $0.kind == kind } }
+
+    /// The codes `kind` declares; Keyway's own for a factor not in the list.
+    public func codes(of kind: FactorKind) -> FactorCodes { plugin(kind)?.codes ?? FactorCodes() }
+
+    /// The factors a user may change.
+    public var changeable: [FactorKind] { filter { $0.changeable }.map { $0.kind } }
 
     /// Every per-user switch of every plugin.
     public var userSettings: [UserSetting] { flatMap { $0.userSettings } }

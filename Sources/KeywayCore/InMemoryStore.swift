@@ -59,7 +59,13 @@ public final class InMemoryStore: Store {
 
     public func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError) {
         contents.withLock {
-            if let factor { $0.attempts[user]?[factor] = AttemptState() } else { $0.attempts[user] = nil }
+            // Counters are cleared; when each factor last succeeded is kept (a one-time code stays used).
+            if var book = $0.attempts[user] {
+                for kind in Array(book.states.keys) where factor == nil || kind == factor {
+                    book[kind] = AttemptState(lastSuccess: book[kind].lastSuccess)
+                }
+                $0.attempts[user] = book
+            }
             if $0.attempts[user]?.states.isEmpty == true { $0.attempts[user] = nil }
             $0.audit.append(AuditEntry(at: change.at, actor: change.actor, user: user, action: .reset, factor: factor))
         }

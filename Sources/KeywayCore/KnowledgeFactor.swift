@@ -162,8 +162,6 @@ public final class KnowledgeKeeper: FactorKeeper {
     public let hasher: any SecretHasher
     /// Counts attempts.
     public let gate: AttemptGate
-    /// The code for "not enrolled" (`.passcodeNotSet` for the passcode).
-    public let notEnrolledCode: AuthenticationError.Code
     /// Recent wrong secrets, answered again without the slow hash.
     public let repeats = RepeatMemory()
     /// The costs this factor's enrolled secrets were hashed at, each with a decoy hash and how many use it.
@@ -178,16 +176,20 @@ public final class KnowledgeKeeper: FactorKeeper {
     /// Creates the keeper.
     public init(
         normalize: @escaping KnowledgeFactor.Normalizer, rules: @escaping KnowledgeFactor.Rules,
-        hasher: any SecretHasher, gate: AttemptGate, notEnrolledCode: AuthenticationError.Code
+        hasher: any SecretHasher, gate: AttemptGate
     ) {
         self.normalize = normalize
         self.rules = rules
         self.hasher = hasher
         self.gate = gate
-        self.notEnrolledCode = notEnrolledCode
     }
 
     public var store: any Store { gate.store }
+
+    public var codes: FactorCodes { gate.codes }
+
+    /// A chosen secret: its owner may change it.
+    public var changeable: Bool { true }
 
     /// Availability from the enrollment and the counters. A concealing context sees every user as enrolled, with
     /// the counters a user without an enrollment has too, so a lockout looks the same for both.
@@ -293,7 +295,7 @@ public final class KnowledgeKeeper: FactorKeeper {
         guard let enrollment else {
             guard concealing else {
                 _ = burn(candidate, for: user)
-                throw AuthenticationError(notEnrolledCode, "no \(factor) is enrolled for \(user)")
+                throw AuthenticationError(gate.codes.notEnrolled, "no \(factor) is enrolled for \(user)")
             }
             // Counted, throttled and refunded exactly like an enrolled user's wrong secret, so neither the
             // delays nor the repeats tell the two apart.
@@ -341,6 +343,15 @@ extension KnowledgeAuthenticator {
         throws(AuthenticationError) -> Verdict
     {
         try knowledge.authenticate(request, conversation: conversation)
+    }
+
+    /// `keyway enroll`: a new secret, asked twice.
+    public func enroll(_ request: EnrollmentRequest, conversation: any Conversation) throws(AuthenticationError)
+        -> [String]
+    {
+        guard request.label == nil else { throw AuthenticationError(.invalidPolicy, "a \(factor) has no named parts") }
+        try enroll(user: request.user, by: request.actor, conversation: conversation)
+        return ["The \(factor) of \(request.user) is set."]
     }
 
     /// Sets a new secret, asked twice.

@@ -67,7 +67,7 @@ public final class LocalVault: Vault {
             if user.concealsEnrollment && keeper.concealsEnrollment {
                 return try keeper.concealedAbsence(evidence, for: user)
             }
-            throw AuthenticationError(factor == .biometric ? .biometryNotAvailable : .factorNotAvailable, reason)
+            throw AuthenticationError(keeper.codes.notAvailable, reason)
         }
         return try keeper.verify(evidence, for: user)
     }
@@ -90,10 +90,18 @@ public final class LocalVault: Vault {
         try store.save(try keeper(factor).enrollment(of: evidence, for: user, label: label, by: actor))
     }
 
+    public func offer(_ factor: FactorKind, for user: String, by actor: String) throws(AuthenticationError) -> [UInt8] {
+        try keeper(factor).offer(for: user)
+    }
+
     public func change(_ current: Secret, to new: Secret, of factor: FactorKind, for user: String, by actor: String)
         throws(AuthenticationError)
     {
         let keeper = try keeper(factor)
+        guard keeper.changeable else {
+            throw AuthenticationError(
+                .notPermitted, "the \(factor) cannot be changed; an administrator enrolls it again")
+        }
         let before = try store.enrollment(user: user, factor: factor)
         // The current secret first: a wrong one, or a locked-out user, costs one hash and no more.
         guard try keeper.verify(.secret(current), for: UserContext(name: user)) == .success, let before else {

@@ -60,7 +60,7 @@ final class PolicyRunner {
                 let error = AuthenticationError(.invalidPolicy, "no plugin provides the factor '\(kind)'")
                 return record(kind, 0, .skipped(error), error)
             }
-            if let unavailable = plugin.availability(for: user).error(for: kind) {
+            if let unavailable = plugin.availability(for: user).error(for: kind, codes: plugin.codes) {
                 if unavailable.code.stopsEvaluation { return record(kind, 0, .skipped(unavailable), unavailable) }
                 _ = record(kind, 0, .skipped(unavailable), nil)
                 // Why the prompt does not offer it (locked, unplugged); not for a factor never enrolled, which
@@ -257,7 +257,7 @@ final class PolicyRunner {
             let error = AuthenticationError(.invalidPolicy, "no plugin provides the factor '\(kind)'")
             return record(kind, 0, .skipped(error), error)
         }
-        if let unavailable = plugin.availability(for: user).error(for: kind) {
+        if let unavailable = plugin.availability(for: user).error(for: kind, codes: plugin.codes) {
             if fallback != nil && !(user.concealsEnrollment && Self.revealsEnrollment.contains(unavailable.code)) {
                 conversation.tell(.info(unavailable.code.summary))
             }
@@ -318,7 +318,7 @@ final class PolicyRunner {
     private func sayFailure(of kind: FactorKind, _ plugin: any Authenticator, left: Int, sayingLock: Bool)
         -> AuthenticationError?
     {
-        if let locked = plugin.availability(for: user).error(for: kind), locked.code.isLockout {
+        if let locked = plugin.availability(for: user).error(for: kind, codes: plugin.codes), locked.code.isLockout {
             conversation.tell(.error("Not recognized."))
             if sayingLock { conversation.tell(.error(locked.code.summary)) }
             return locked

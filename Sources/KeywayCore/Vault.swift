@@ -24,6 +24,9 @@ public protocol Vault: AnyObject, Sendable {
     /// Verifies `current` (a counted attempt), then enrolls `new`: what a user may do to their own factor.
     func change(_ current: Secret, to new: Secret, of factor: FactorKind, for user: String, by actor: String)
         throws(AuthenticationError)
+    /// A new shared secret for a factor enrolled with one (TOTP): kept by the vault until `enroll` confirms it with a
+    /// code, and returned this once, to be shown to the person. Root only.
+    func offer(_ factor: FactorKind, for user: String, by actor: String) throws(AuthenticationError) -> [UInt8]
     /// Removes the enrollment (or only `label`, a finger); false when there was none.
     func remove(_ factor: FactorKind, of user: String, label: String?, by actor: String) throws(AuthenticationError)
         -> Bool
@@ -143,6 +146,13 @@ public protocol FactorKeeper: AnyObject, Sendable {
         -> Enrollment?
     /// The labels and domain state of a stored enrollment.
     func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8])
+    /// What its refusals are called (its plugin's `codes`).
+    var codes: FactorCodes { get }
+    /// True when its owner may change it, giving the current secret (a chosen secret).
+    var changeable: Bool { get }
+    /// A new shared secret for `user` (a factor enrolled with `.sharedSecret`): generated here, kept in this process
+    /// only until an enrollment confirms it or a later offer replaces it, and returned this once to be shown.
+    func offer(for user: String) throws(AuthenticationError) -> [UInt8]
     /// True for a factor whose enrollment concealment hides (a typed secret); the sensor says "not enrolled" to
     /// anyone.
     var concealsEnrollment: Bool { get }
@@ -155,6 +165,14 @@ public protocol FactorKeeper: AnyObject, Sendable {
 extension FactorKeeper {
     /// Most factors conceal nothing.
     public var concealsEnrollment: Bool { false }
+
+    public var codes: FactorCodes { FactorCodes() }
+
+    public var changeable: Bool { false }
+
+    public func offer(for user: String) throws(AuthenticationError) -> [UInt8] {
+        throw AuthenticationError(.invalidPolicy, "the \(factor) has no shared secret to offer")
+    }
 
     public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
         throw AuthenticationError(.factorNotAvailable, "the \(factor) conceals nothing")

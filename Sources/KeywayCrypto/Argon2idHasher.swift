@@ -26,7 +26,7 @@ public final class Argon2idHasher: SecretHasher {
 
         /// Keyway's default: t=3, m=64 MiB, p=1 (libsodium's "interactive" memory with one more pass), the
         /// defaults of `hash-passes` and `hash-memory`. One verification takes ~190 ms on the reference machine
-        /// (`keyway bench`); see README "Benchmarks", and `keyway calibrate` for this machine's.
+        /// (`keyway bench`); see docs/BENCHMARKS.md, and `keyway calibrate` for this machine's.
         public static let `default` = Cost(opsLimit: 3, memLimit: 64 << 20)
 
         /// libsodium's minimum, for tests that need many hashes quickly. Never for real enrollments.

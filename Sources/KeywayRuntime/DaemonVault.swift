@@ -102,6 +102,12 @@ public final class DaemonVault: Vault {
         guard response == .done else { throw unexpected(response, "enroll") }
     }
 
+    public func offer(_ factor: FactorKind, for user: String, by actor: String) throws(AuthenticationError) -> [UInt8] {
+        let response = try ask(.offer(factor, user: user, via: actor))
+        guard case .offered(let secret) = response else { throw unexpected(response, "offer") }
+        return secret
+    }
+
     public func change(_ current: Secret, to new: Secret, of factor: FactorKind, for user: String, by actor: String)
         throws(AuthenticationError)
     {

@@ -285,12 +285,14 @@ public final class SQLiteStore: Store {
     public func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError) {
         try run("cannot reset attempt counters") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
-                if let factor {
-                    try db.query(
-                        "DELETE FROM attempts WHERE user = ? AND factor = ?", [.text(user), .text(factor.rawValue)])
-                } else {
-                    try db.query("DELETE FROM attempts WHERE user = ?", [.text(user)])
-                }
+                // Counters are cleared; when each factor last succeeded is kept (a one-time code stays used, the
+                // passcode's age stays what it was).
+                let which = factor == nil ? "" : " AND factor = ?"
+                let arguments: [SQLiteConnection.Value] = [.text(user)] + (factor.map { [.text($0.rawValue)] } ?? [])
+                try db.query("DELETE FROM attempts WHERE user = ?\(which) AND last_success IS NULL", arguments)
+                try db.query(
+                    "UPDATE attempts SET failures = 0, last_failure = NULL, recent_mismatches = ? WHERE user = ?\(which)",
+                    [.blob(Self.encode([]))] + arguments)
                 try Self.audit(
                     db,
                     AuditEntry(

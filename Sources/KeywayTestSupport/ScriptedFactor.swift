@@ -26,14 +26,16 @@ public final class ScriptedFactor: Authenticator {
     public init(
         _ kind: FactorKind, store: any Store, clock: any Clock, schedule: ThrottleSchedule,
         clears: [FactorKind] = [], biometry: BiometryType = .none, unavailableReason: String? = nil,
-        role: Role = .ordinary
+        role: Role = .ordinary, codes: FactorCodes = FactorCodes()
     ) {
         self.kind = kind
         self.biometry = biometry
         self.unavailableReason = unavailableReason
         self.role = role
-        gate = AttemptGate(factor: kind, store: store, clock: clock, schedule: schedule, clears: clears)
+        gate = AttemptGate(factor: kind, store: store, clock: clock, schedule: schedule, clears: clears, codes: codes)
     }
+
+    public var codes: FactorCodes { gate.codes }
 
     /// Presents something to the armed device (role `.presented`): it is matched and counted at once, as keywayd
     /// does, and kept for the next `collect`.
@@ -96,7 +98,8 @@ public final class ScriptedFactor: Authenticator {
         }
         if typed == "?" { return .failure(.malformed("not a valid entry")) }
         guard try gate.store.enrollment(user: request.user.name, factor: kind) != nil else {
-            throw Availability.notEnrolled.error(for: kind) ?? AuthenticationError(.factorNotEnrolled)
+            throw Availability.notEnrolled.error(for: kind, codes: codes)
+                ?? AuthenticationError(.factorNotEnrolled)
         }
         return try check(typed, user: request.user.name)
     }

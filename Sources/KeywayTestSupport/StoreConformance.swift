@@ -72,6 +72,15 @@ public enum StoreConformance {
                     "root reset passcode", "root remove gesture",
                 ], "the audit trail records changes: \(trail)")
             expect(try store.auditTrail(user: other).map(\.action) == [.reset], "the audit trail is per user")
+            let succeeded = Timestamp(milliseconds: 1_700_000_000_000)
+            try store.updateAttempts(user: other) { book in
+                book[.gesture] = AttemptState(consecutiveFailures: 3, lastFailure: at, lastSuccess: succeeded)
+            }
+            try store.resetAttempts(user: other, factor: nil, by: Attribution("root", at: at))
+            expect(
+                try store.attempts(user: other)[.gesture] == AttemptState(lastSuccess: succeeded),
+                "reset keeps when a factor last succeeded (a one-time code stays used; the passcode's age stays)")
+            try store.updateAttempts(user: other) { $0[.gesture] = AttemptState() }
 
             // A replacement happens only over the record it expects.
             let current = try store.enrollment(user: user, factor: .passcode)

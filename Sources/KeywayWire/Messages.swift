@@ -6,6 +6,9 @@ public enum Request: Sendable, Equatable {
     case availability(FactorKind, UserContext)
     case verify(FactorKind, UserContext, Evidence)
     case enroll(FactorKind, user: String, label: String?, Evidence, via: String)
+    /// A new shared secret for the factor (`Vault.offer`): answered with `.offered`, kept by keywayd until an
+    /// `enroll` confirms it.
+    case offer(FactorKind, user: String, via: String)
     case change(FactorKind, user: String, current: Secret, new: Secret, via: String)
     case remove(FactorKind, user: String, label: String?, via: String)
     case status(user: String?)
@@ -23,7 +26,7 @@ public enum Request: Sendable, Equatable {
 
     /// The kind byte of each request.
     enum Kind: UInt8 {
-        case availability = 1, verify, enroll, change, remove, status, reset, audit, set, arm, claim
+        case availability = 1, verify, enroll, change, remove, status, reset, audit, set, arm, claim, offer
     }
 
     /// The request's name, for logs.
@@ -32,6 +35,7 @@ public enum Request: Sendable, Equatable {
         case .availability: "availability"
         case .verify: "verify"
         case .enroll: "enroll"
+        case .offer: "offer"
         case .change: "change"
         case .remove: "remove"
         case .status: "status"
@@ -51,7 +55,7 @@ public enum Request: Sendable, Equatable {
         case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _, _),
             .claim(_, let context, _):
             context.startedBy
-        case .enroll, .change, .remove, .reset, .status, .audit, .set: nil
+        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set: nil
         }
     }
 
@@ -68,7 +72,7 @@ public enum Request: Sendable, Equatable {
         case .arm(let factor, let context, let attempts, let waits):
             return .arm(factor, with(context), attempts: attempts, waits: waits)
         case .claim(let factor, let context, let nonce): return .claim(factor, with(context), nonce: nonce)
-        case .enroll, .change, .remove, .reset, .status, .audit, .set: return self
+        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set: return self
         }
     }
 
@@ -78,7 +82,7 @@ public enum Request: Sendable, Equatable {
             .claim(_, let context, _):
             context.name
         case .enroll(_, let user, _, _, _), .change(_, let user, _, _, _), .remove(_, let user, _, _),
-            .reset(_, let user, _):
+            .reset(_, let user, _), .offer(_, let user, _):
             user
         case .status(let user), .audit(let user): user
         case .set(_, let user, _, _): user
@@ -104,6 +108,11 @@ public enum Request: Sendable, Equatable {
             out.string(user)
             out.optional(label) { $0.string($1) }
             out.evidence(evidence)
+            out.string(via)
+        case .offer(let factor, let user, let via):
+            out = WireWriter(kind: Kind.offer.rawValue)
+            out.string(factor.rawValue)
+            out.string(user)
             out.string(via)
         case .change(let factor, let user, let current, let new, let via):
             out = WireWriter(
@@ -179,6 +188,10 @@ public enum Request: Sendable, Equatable {
             let user = try input.string("the user", limit: UserContext.maximumNameLength)
             let label = try input.optional("the label") { reader throws(WireError) in try reader.string("the label") }
             self = .enroll(factor, user: user, label: label, try input.evidence(), via: try input.string("the tool"))
+        case .offer:
+            let factor = try input.factor()
+            let user = try input.string("the user", limit: UserContext.maximumNameLength)
+            self = .offer(factor, user: user, via: try input.string("the tool"))
         case .change:
             let factor = try input.factor()
             let user = try input.string("the user", limit: UserContext.maximumNameLength)
@@ -231,10 +244,12 @@ public enum Response: Sendable, Equatable {
     case armed(nonce: [UInt8])
     /// What was presented since arming or the last claim, oldest first.
     case verdicts([Verdict])
+    /// A new shared secret (`offer`), to be shown once.
+    case offered([UInt8])
     /// The request failed, was refused, or keywayd was busy: nothing was counted unless the error says so.
     case failure(AuthenticationError)
 
-    enum Kind: UInt8 { case done = 1, removed, availability, verdict, status, audit, failure, armed, verdicts }
+    enum Kind: UInt8 { case done = 1, removed, availability, verdict, status, audit, failure, armed, verdicts, offered }
 
     /// The body, unframed.
     public var encoded: [UInt8] {
@@ -251,6 +266,9 @@ public enum Response: Sendable, Equatable {
         case .armed(let nonce):
             out = WireWriter(kind: Kind.armed.rawValue)
             out.data(nonce)
+        case .offered(let secret):
+            out = WireWriter(kind: Kind.offered.rawValue)
+            out.data(secret)
         case .verdicts(let verdicts):
             out = WireWriter(kind: Kind.verdicts.rawValue)
             out.u32(verdicts.count)
@@ -315,6 +333,8 @@ public enum Response: Sendable, Equatable {
             self = .verdict(try input.verdict())
         case .armed:
             self = .armed(nonce: Array(try input.data("the nonce", limit: 64)))
+        case .offered:
+            self = .offered(Array(try input.data("the secret", limit: 256)))
         case .verdicts:
             var verdicts: [Verdict] = []
             for _ in 0..<(try input.count("verdicts", limit: 64)) { verdicts.append(try input.verdict()) }

@@ -8,9 +8,9 @@ import Synchronization
 /// |--------------|------|---------------------------------------------------|
 /// | availability | yes  | own account only                                  |
 /// | verify       | yes  | own account only (as `unix_chkpwd`)               |
-/// | change       | yes  | own pattern or passcode, with the current one     |
+/// | change       | yes  | own chosen secret (pattern, passcode), with the current one |
 /// | status       | yes  | own account only                                  |
-/// | enroll       | yes  | no                                                |
+/// | enroll, offer | yes | no                                                |
 /// | remove       | yes  | no                                                |
 /// | reset        | yes  | no                                                |
 /// | audit        | yes  | no                                                |
@@ -51,6 +51,8 @@ public struct VaultService: Sendable {
     public let vault: any Vault
     /// The per-user switches, to know which need proof to turn off.
     public let userSettings: [UserSetting]
+    /// The factors (`Factors.all`): what their refusals and devices are called.
+    public let factors: [FactorPlugin]
     /// Who verified which factor when: the proof a user gives before turning that factor off.
     let proofs: Proofs
     /// The factors armed now (`first of`, the sensor's sequential wait).
@@ -69,10 +71,11 @@ public struct VaultService: Sendable {
 
     /// Creates the service. `now` reads a monotonic clock in milliseconds (tests pass their own).
     public init(
-        vault: any Vault, userSettings: [UserSetting] = [], now: @escaping @Sendable () -> Int64 = { 0 },
-        accountUID: @escaping @Sendable (String) -> UInt32? = { _ in nil }
+        vault: any Vault, userSettings: [UserSetting] = [], factors: [FactorPlugin] = [],
+        now: @escaping @Sendable () -> Int64 = { 0 }, accountUID: @escaping @Sendable (String) -> UInt32? = { _ in nil }
     ) {
         self.accountUID = accountUID
+        self.factors = factors
         self.vault = vault
         self.userSettings = userSettings
         proofs = Proofs(now: now)
@@ -134,12 +137,13 @@ public struct VaultService: Sendable {
         switch request {
         case .availability, .verify, .status(.some), .arm, .claim:
             return own ? nil : "\(caller.label) may only ask about their own account"
-        case .change(let factor, _, _, _, _):
-            guard own else { return "\(caller.label) may only change their own factors" }
-            return factor == .gesture || factor == .passcode ? nil : "only a pattern or passcode can be changed"
+        case .change:
+            // Which factors can be changed at all is the factor's to say (`FactorKeeper.changeable`), before any
+            // attempt is counted.
+            return own ? nil : "\(caller.label) may only change their own factors"
         case .status(nil):
             return "only root may list every user"
-        case .enroll, .remove, .reset, .audit:
+        case .enroll, .offer, .remove, .reset, .audit:
             return "only root may \(request.name)"
         case .set:
             return own ? nil : "\(caller.label) may only set their own switches"
@@ -175,18 +179,18 @@ public struct VaultService: Sendable {
         return starter == owner
     }
 
-    /// The refusal when another authentication holds the device.
-    public static func deviceBusy(_ factor: FactorKind) -> AuthenticationError {
+    /// The refusal when another authentication holds the device, named as its plugin names it ("the sensor").
+    public func deviceBusy(_ factor: FactorKind) -> AuthenticationError {
         AuthenticationError(
             .factorNotAvailable,
-            "the \(factor == .biometric ? "sensor" : "\(factor)") is in use by another authentication")
+            "the \(factors.plugin(factor)?.device ?? "\(factor)") is in use by another authentication")
     }
 
     /// True for the requests a user other than root may make that write the audit trail.
     public static func writesAudit(_ request: Request) -> Bool {
         switch request {
         case .set, .change: true
-        case .availability, .verify, .enroll, .remove, .status, .reset, .audit, .arm, .claim: false
+        case .availability, .verify, .enroll, .offer, .remove, .status, .reset, .audit, .arm, .claim: false
         }
     }
 
@@ -194,7 +198,7 @@ public struct VaultService: Sendable {
     public static func isSlow(_ request: Request) -> Bool {
         switch request {
         case .verify, .enroll, .change: true
-        default: false
+        case .availability, .offer, .remove, .status, .reset, .audit, .set, .arm, .claim: false
         }
     }
 
@@ -244,6 +248,8 @@ public struct VaultService: Sendable {
             case .enroll(let factor, let user, let label, let evidence, let via):
                 try vault.enroll(evidence, of: factor, for: user, label: label, by: actor(via))
                 return .done
+            case .offer(let factor, let user, let via):
+                return .offered(try vault.offer(factor, for: user, by: actor(via)))
             case .change(let factor, let user, let current, let new, let via):
                 try vault.change(current, to: new, of: factor, for: user, by: actor(via))
                 return .done
@@ -263,9 +269,11 @@ public struct VaultService: Sendable {
                 // The daemon holds the device first and listens after this answer, for as long as the connection
                 // stays open; here: may the user use the factor now, and is the device free.
                 let availability = vault.availability(of: factor, for: user)
-                if let error = availability.error(for: factor) { return .failure(error) }
+                if let error = availability.error(for: factor, codes: factors.codes(of: factor)) {
+                    return .failure(error)
+                }
                 guard let nonce = leases.open(factor, user: user.name, uid: caller.uid, attempts: attempts) else {
-                    return .failure(Self.deviceBusy(factor))
+                    return .failure(deviceBusy(factor))
                 }
                 return .armed(nonce: nonce)
             case .claim(let factor, let user, let nonce):

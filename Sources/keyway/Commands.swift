@@ -17,7 +17,7 @@ extension Subcommand {
             run: { $0.enroll() }),
         Subcommand(
             path: ["change"], summary: "change a pattern or passcode (the current one first)",
-            operands: [Operand(placeholder: "FACTOR", kind: .factor(only: [.gesture, .passcode]))],
+            operands: [Operand(placeholder: "FACTOR", kind: .factor(only: Factors.all.changeable))],
             options: [user, stdin], required: ["--user"],
             details: "With --stdin: the current secret on the first line, the new one on the second.",
             run: { $0.change() }),

@@ -203,45 +203,30 @@ struct Command {
                     + "enroll an existing user (names are case-sensitive)")
             return ExitStatus.noUser
         }
-        if factor != .biometric, let option = ["--finger", "--simulate-touches"].first(where: parsed.isGiven) {
-            Keyway.fail(usage: "'\(option)' applies to the biometric only.", command: subcommand)
+        let plugin = Factors.all.plugin(factor)
+        if plugin?.enrollment != .samples, let option = ["--finger", "--simulate-touches"].first(where: parsed.isGiven)
+        {
+            Keyway.fail(
+                usage: "'\(option)' applies to a factor enrolled from samples (the biometric) only.",
+                command: subcommand)
         }
         let runtime = runtime(creating: true)
         return attempt { () throws(AuthenticationError) in
-            let authenticator = runtime.authenticator(factor)
-            if let knowledge = authenticator as? any KnowledgeAuthenticator {
-                try knowledge.enroll(
-                    user: user, by: actor, conversation: repeatingConversation(factor, of: user, in: runtime))
-                print("The \(factor) of \(user) is set.")
-            } else if let sensor = authenticator as? BiometricAuthenticator {
-                let finger = parsed.value("--finger") ?? "right-index"
-                var plugin = sensor
-                if parsed.has("--simulate-touches") {
-                    let touches = ScriptedSensorEvents(
-                        Array(repeating: .present(user: user, finger: finger), count: 16))
-                    plugin = BiometricAuthenticator(
-                        vault: runtime.vault,
-                        sensor: SimulatedSensor(
-                            .init(
-                                biometry: sensor.sensor.configuration.biometry, model: sensor.sensor.configuration.model
-                            ),
-                            events: touches))
-                }
-                try plugin.enroll(user: user, finger: finger, by: actor, conversation: conversation)
-                print("Enrolled \(finger) for \(user).")
-                if try runtime.vault.status(of: user).first?[.passcode]?.enrolled == nil {
-                    print(
-                        "Note: biometrics need a passcode to fall back on; set one with "
-                            + "`keyway enroll passcode --user \(user)`.")
-                }
+            guard let authenticator = runtime.authenticator(factor) else {
+                throw AuthenticationError(.invalidPolicy, "Keyway has no \(factor)")
             }
+            let request = EnrollmentRequest(
+                user: user, actor: actor, label: parsed.value("--finger"), scripted: parsed.has("--simulate-touches"))
+            let lines = try authenticator.enroll(
+                request, conversation: repeatingConversation(factor, of: user, in: runtime))
+            for line in lines { print(line) }
         }
     }
 
     /// With --stdin, enrollment reads one line and uses it for both entries.
     func repeatingConversation(_ factor: FactorKind, of user: String, in runtime: Runtime) -> any Conversation {
         guard parsed.has("--stdin") else { return conversation(for: factor, of: user, in: runtime) }
-        return RepeatingConversation(TerminalConversation.readLine(from: 0))
+        return RepeatingConversation()
     }
 
     /// The person at the terminal: a pattern is drawn on the grid where the terminal allows it (with its trail
@@ -260,7 +245,9 @@ struct Command {
         return attempt { () throws(AuthenticationError) in
             let talk: any Conversation =
                 parsed.has("--stdin") ? ChangeConversation() : conversation(for: factor, of: user, in: runtime)
-            guard let knowledge = runtime.authenticator(factor) as? any KnowledgeAuthenticator else {
+            guard Factors.all.plugin(factor)?.changeable == true,
+                let knowledge = runtime.authenticator(factor) as? any KnowledgeAuthenticator
+            else {
                 Keyway.fail(
                     usage: "A \(factor) is changed by enrolling it again: keyway enroll \(factor) --user \(user).")
             }
@@ -298,7 +285,7 @@ struct Command {
                     case .lockedOut(nil, let reason): line += "; LOCKED (\(reason))"
                     case .notAvailable(let reason) where factor.enrolled != nil: line += "; unavailable: \(reason)"
                     case .failed(let error): line += "; ERROR: \(error.reason)"
-                    default: break
+                    case .available, .notEnrolled, .notAvailable: break
                     }
                     print(line.escapingControlCharacters)
                 }
@@ -397,7 +384,7 @@ extension Command {
         let vault = DaemonVault(socketPath: socket, via: tool)
         let user = UserContext(name: "keyway-bench")
         let samples = try Self.timings(max(count, 1)) { () throws(AuthenticationError) in
-            if case .failed(let error) = vault.availability(of: .gesture, for: user) { throw error }
+            if case .failed(let error) = vault.availability(of: Factors.all[0].kind, for: user) { throw error }
         }
         print(
             "keywayd round trip (one request, no slow hash): \(Self.summary(samples, in: 1, "µs")) "
@@ -445,10 +432,17 @@ extension Command {
 
 /// Gives the same secret for both enrollment prompts (`enroll --stdin`).
 final class RepeatingConversation: Conversation {
-    let line: Secret?
-    init(_ line: Secret?) { self.line = line }
-    func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply { line.map(Reply.secret) ?? .cancel }
-    func tell(_ message: Message) { Keyway.printError(message.text) }
+    /// The line, once read: only when first asked, so what is shown before (a new secret) is on screen by then.
+    private var line: Secret? = nil
+    private var hasRead = false
+    func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply {
+        if !hasRead {
+            line = TerminalConversation.readLine(from: 0)
+            hasRead = true
+        }
+        return line.map(Reply.secret) ?? .cancel
+    }
+    func tell(_ message: Message) { TerminalConversation.show(message) }
 }
 
 /// `change --stdin`: the current secret, then the new one for both entries.

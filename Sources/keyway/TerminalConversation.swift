@@ -1,5 +1,6 @@
 import Glibc
 import KeywayCore
+import KeywayTools
 
 /// The person at the terminal (prompts on /dev/tty with echo off), or lines from standard input with `--stdin`.
 final class TerminalConversation: Conversation {
@@ -43,7 +44,15 @@ final class TerminalConversation: Conversation {
 
     func tell(_ message: Message) {
         guard !quiet else { return }
-        let text = message.text + "\n"
+        Self.show(message)
+    }
+
+    /// Writes `message` to standard error, drawn as a QR code first when it is scannable (`Message.scannable`).
+    static func show(_ message: Message) {
+        var text = message.text + "\n"
+        if message.isScannable, let code = QRCode.lines(message.text) {
+            text = code.joined(separator: "\n") + "\n" + text
+        }
         _ = text.withCString { write(2, $0, strlen($0)) }
     }
 

@@ -105,7 +105,7 @@ extension Server {
         let timeout = arming.timeout
         guard let ticket = sensorLine.take(waits: waits, within: timeout, gone: { UnixSocket.peerHasClosed(fd) })
         else {
-            reply(.failure(VaultService.deviceBusy(factor)), to: fd)
+            reply(.failure(service.deviceBusy(factor)), to: fd)
             return
         }
         let events = SocketSensorEvents(directory: arming.sensorDirectory, owner: 0, acknowledgesAfterHandling: true)
@@ -114,7 +114,7 @@ extension Server {
             reply(
                 .failure(
                     error.isBusy
-                        ? VaultService.deviceBusy(factor)
+                        ? service.deviceBusy(factor)
                         : AuthenticationError(.biometryNotAvailable, "keywayd cannot listen at the sensor: \(error)")),
                 to: fd)
             return

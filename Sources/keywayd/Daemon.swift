@@ -147,7 +147,8 @@ struct KeywayDaemon {
         let auditRows = options.auditRowLimit
         let server = Server(
             service: VaultService(
-                vault: vault, userSettings: Factors.all.userSettings, now: UnixSocket.monotonicMilliseconds,
+                vault: vault, userSettings: Factors.all.userSettings, factors: Factors.all,
+                now: UnixSocket.monotonicMilliseconds,
                 accountUID: { name in if case .success(let uid?) = Accounts.uid(of: name) { uid } else { nil } }),
             options: options, arming: arming
         ) {

@@ -103,7 +103,8 @@ struct BiometricAuthenticatorTests {
         let rig = try SensorRig()
         try rig.enrollAlice(passcode: false)
         #expect(
-            rig.biometric.availability(for: rig.alice).error(for: .biometric) == AuthenticationError(.passcodeNotSet))
+            rig.biometric.availability(for: rig.alice).error(for: .biometric, codes: rig.biometric.codes)
+                == AuthenticationError(.passcodeNotSet))
         #expect(rig.context.canEvaluate(.biometricsOnly, for: rig.alice) == AuthenticationError(.passcodeNotSet))
         #expect(
             rig.attempt(.present(user: "alice", finger: "right-index")).map { _ in 0 }

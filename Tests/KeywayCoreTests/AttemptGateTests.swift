@@ -9,11 +9,11 @@ struct AttemptGateTests {
 
     func gate(
         _ schedule: ThrottleSchedule, factor: FactorKind = .passcode, clears: [FactorKind] = [],
-        accountLimit: Int = ThrottleSchedule.accountLimit
+        accountLimit: Int = ThrottleSchedule.accountLimit, codes: FactorCodes = FactorCodes()
     ) -> AttemptGate {
         AttemptGate(
             factor: factor, store: store, clock: clock, schedule: schedule, clears: clears,
-            accountLimit: accountLimit)
+            accountLimit: accountLimit, codes: codes)
     }
 
     @Test("a reserved attempt is counted before it is verified; a crash before settling leaves it counted")
@@ -61,7 +61,7 @@ struct AttemptGateTests {
 
     @Test("the biometric lock holds until a clearing factor succeeds")
     func biometricLockClearedByPasscode() throws {
-        let sensor = gate(.biometric, factor: .biometric)
+        let sensor = gate(.biometric, factor: .biometric, codes: .biometry)
         let passcode = gate(.passcode, clears: [.biometric])
         for _ in 0..<5 { _ = try sensor.reserve(for: "bob") }
         #expect(throws: AuthenticationError(.biometryLockout)) { try sensor.reserve(for: "bob") }

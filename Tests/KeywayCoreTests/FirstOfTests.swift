@@ -15,10 +15,12 @@ struct FirstOfTests {
 
     init(options: EvaluationContext.Options = .init(), enrolled: [FactorKind] = [.biometric, .gesture, .passcode]) {
         sensor = ScriptedFactor(
-            .biometric, store: store, clock: clock, schedule: .biometric, biometry: .fingerprint, role: .presented)
+            .biometric, store: store, clock: clock, schedule: .biometric, biometry: .fingerprint, role: .presented,
+            codes: .biometry)
         pattern = ScriptedFactor(.gesture, store: store, clock: clock, schedule: .gesture, role: .typed)
         passcode = ScriptedFactor(
-            .passcode, store: store, clock: clock, schedule: .passcode, clears: [.biometric], role: .typed)
+            .passcode, store: store, clock: clock, schedule: .passcode, clears: [.biometric], role: .typed,
+            codes: .passcode)
         context = EvaluationContext(registry: FactorRegistry([sensor, pattern, passcode]), options: options)
         for factor in [sensor, pattern, passcode] where enrolled.contains(factor.kind) { try? factor.enroll(user.name) }
     }

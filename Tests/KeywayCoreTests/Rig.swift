@@ -16,8 +16,9 @@ struct Rig {
     ) {
         biometric = ScriptedFactor(
             .biometric, store: store, clock: clock, schedule: .biometric,
-            biometry: .fingerprint, unavailableReason: biometricUnavailable)
-        passcode = ScriptedFactor(.passcode, store: store, clock: clock, schedule: .passcode, clears: [.biometric])
+            biometry: .fingerprint, unavailableReason: biometricUnavailable, codes: .biometry)
+        passcode = ScriptedFactor(
+            .passcode, store: store, clock: clock, schedule: .passcode, clears: [.biometric], codes: .passcode)
         var registry = FactorRegistry([biometric, passcode])
         for kind in extra {
             let factor = ScriptedFactor(kind, store: store, clock: clock, schedule: ThrottleSchedule())

@@ -21,7 +21,7 @@ struct CommandLineTests {
         (["enroll", "--user", "root"], "Error: Missing the factor: gesture, biometric or passcode."),
         (
             ["enroll", "gesture", "--user", "root", "--finger", "left"],
-            "Error: '--finger' applies to the biometric only."
+            "Error: '--finger' applies to a factor enrolled from samples (the biometric) only."
         ),
         (
             ["enroll", "gesture", "--user", "root", "--polcy", "x"],

@@ -1,5 +1,6 @@
 import KeywayCore
 import KeywayCrypto
+import KeywayFactors
 import KeywayGesture
 import KeywayPasscode
 import KeywayTestSupport
@@ -53,15 +54,34 @@ struct VaultServiceTests {
         for request in Self.requests(about: "bob") { #expect(VaultService.refusal(of: request, by: root) == nil) }
     }
 
-    @Test("a user may ask availability, verify, status, change (pattern, passcode) and set of their own account only")
+    @Test("a user may ask availability, verify, status, change and set of their own account only")
     func ownRow() {
-        let allowed: Set = ["availability", "verify", "status alice", "change gesture", "set", "arm", "claim"]
+        let allowed: Set = [
+            "availability", "verify", "status alice", "change gesture", "change biometric", "set", "arm", "claim",
+        ]
         for request in Self.requests(about: "alice") {
             var key = request.name
             if case .status(let user) = request { key += " " + (user ?? "everyone") }
             if case .change(let factor, _, _, _, _) = request { key += " " + factor.rawValue }
             #expect((VaultService.refusal(of: request, by: alice) == nil) == allowed.contains(key), "\(key)")
         }
+    }
+
+    @Test("only a factor that says it can be changed is: the sensor's change is refused before anything is counted")
+    func changeableFactorsOnly() throws {
+        let clock = ManualClock()
+        let sensor = ScriptedFactor(.biometric, store: store, clock: clock, schedule: .biometric, codes: .biometry)
+        let vault = LocalVault(store: store, clock: clock, keepers: [ScriptedKeeper(gate: sensor.gate)])
+        let pattern = Secret(copying: Array("2493".utf8))
+        let answer = VaultService(vault: vault).answer(
+            .change(.biometric, user: "alice", current: pattern, new: pattern, via: "t"), from: alice)
+        guard case .failure(let error) = answer else {
+            Issue.record("a biometric change was answered: \(answer)")
+            return
+        }
+        #expect(error.code == .notPermitted, "\(error)")
+        #expect(error.reason.contains("cannot be changed"), "\(error)")
+        #expect(try store.attempts(user: "alice") == AttemptBook())
     }
 
     @Test("a user may ask nothing about another account, and a uid with no name nothing at all")
@@ -284,9 +304,9 @@ struct LeaseTests {
         let store = InMemoryStore()
         let clock = ManualClock()
         let sensor = ScriptedFactor(
-            .biometric, store: store, clock: clock, schedule: .biometric, biometry: .fingerprint)
+            .biometric, store: store, clock: clock, schedule: .biometric, biometry: .fingerprint, codes: .biometry)
         let vault = LocalVault(store: store, clock: clock, keepers: [ScriptedKeeper(gate: sensor.gate)])
-        let service = VaultService(vault: vault, userSettings: [.enabled(.biometric)])
+        let service = VaultService(vault: vault, userSettings: [.enabled(.biometric)], factors: Factors.all)
         let alice = VaultService.Caller(uid: 1000, name: "alice")
         let context = UserContext(name: "alice")
         guard case .failure(let unenrolled) = service.answer(.arm(.biometric, context, attempts: 3), from: alice)

@@ -200,7 +200,8 @@ struct ModuleCall {
             return "Keyway is not available (see the system log)."
         case .notPermitted:
             return "Keyway does not allow this here: \(error.reason)."
-        default:
+        case .authenticationFailed, .userCancel, .userFallback, .systemCancel, .biometryLockout, .appCancel,
+            .invalidContext, .notInteractive, .factorNotAvailable, .lockedOut, .conversationFailure, .invalidUserName:
             return error.code.summary
         }
     }
