@@ -330,7 +330,7 @@ struct HashCostSettingsTests {
         #expect(costs[.gesture] == .default && costs[.passcode] == .default)
         #expect(Setting.hashPasses().defaultValue == .integer(Int(Argon2idHasher.Cost.default.opsLimit)))
         #expect(Setting.hashMemory().defaultValue == .integer(Argon2idHasher.Cost.default.memLimit >> 20))
-        for plugin in Factors.all where plugin.kind != .biometric {
+        for plugin in Factors.all where plugin.enrollment == .chosenSecret {  // the factors whose secret is hashed
             for key in ["hash-passes", "hash-memory"] {
                 let setting = try #require(plugin.setting(key), "\(plugin.kind) declares \(key)")
                 #expect(setting.enforcedBy == .daemon && !setting.perPolicy, "\(plugin.kind).\(key)")

@@ -1,5 +1,10 @@
 import Foundation
+import KeywayCore
+import KeywayFactors
 import Testing
+
+/// Every factor's name, as the command line lists them ("gesture, biometric or passcode").
+let factorWords = Setting.list(Factors.all.map { $0.kind.rawValue })
 
 /// The `keyway` command as built (`build/keyway`): error messages and exit statuses, table-driven.
 @Suite("keyway command line")
@@ -15,10 +20,10 @@ struct CommandLineTests {
         (["enroll", "gesture", "--user"], "Error: Missing value for '--user <user>'."),
         (
             ["enroll", "retina", "--user", "alice"],
-            "Error: Unknown factor 'retina'; use gesture, biometric or passcode."
+            "Error: Unknown factor 'retina'; use \(factorWords)."
         ),
         (["enroll", "gesture"], "Error: Missing '--user <user>'."),
-        (["enroll", "--user", "root"], "Error: Missing the factor: gesture, biometric or passcode."),
+        (["enroll", "--user", "root"], "Error: Missing the factor: \(factorWords)."),
         (
             ["enroll", "gesture", "--user", "root", "--finger", "left"],
             "Error: '--finger' applies to a factor enrolled from samples (the biometric) only."
@@ -33,11 +38,11 @@ struct CommandLineTests {
             ["change", "biometric", "--user", "alice"],
             "Error: 'keyway change' does not apply to the biometric; use gesture or passcode."
         ),
-        (["remove", "--user", "alice"], "Error: Missing the factor: gesture, biometric or passcode."),
-        (["remove", "iris", "--user", "alice"], "Error: Unknown factor 'iris'; use gesture, biometric or passcode."),
-        (["enable"], "Error: Missing the factor: gesture, biometric or passcode."),
+        (["remove", "--user", "alice"], "Error: Missing the factor: \(factorWords)."),
+        (["remove", "iris", "--user", "alice"], "Error: Unknown factor 'iris'; use \(factorWords)."),
+        (["enable"], "Error: Missing the factor: \(factorWords)."),
         (["enable", "gesture", "--stdin"], "Error: 'keyway enable' takes no option '--stdin'."),
-        (["disable", "retina"], "Error: Unknown factor 'retina'; use gesture, biometric or passcode."),
+        (["disable", "retina"], "Error: Unknown factor 'retina'; use \(factorWords)."),
         (["disable", "gesture", "--user", "bad:name"], "Error: 'bad:name' is not a valid user name"),
         (["set", "show-trail"], "Error: Missing the value: on or off."),
         (["set", "show-trial", "off"], "Error: Unknown switch 'show-trial'; use gesture.enabled, gesture.show-trail,"),
@@ -45,7 +50,7 @@ struct CommandLineTests {
         (["reset"], "Error: Missing '--user <user>'."),
         (
             ["reset", "--user", "alice", "--factor", "retina"],
-            "Error: Unknown factor 'retina'; use gesture, biometric or passcode."
+            "Error: Unknown factor 'retina'; use \(factorWords)."
         ),
         (["unlock", "--stdin=yes", "--user", "a"], "Error: The flag '--stdin' takes no value."),
         (["unlock", "--policy", "pattern"], "Error: Missing '--user <user>'."),
@@ -232,9 +237,9 @@ struct CompletionTests {
         "Tab offers the commands, their factors, events and options, and accounts for --user",
         arguments: [
             ("keyway en", ["enable", "enroll"]),
-            ("keyway set ", ["biometric.enabled", "gesture.enabled", "passcode.enabled", "show-trail"]),
+            ("keyway set ", (Factors.all.map { "\($0.kind).enabled" } + ["show-trail"]).sorted()),
             ("keyway set show-trail ", ["off", "on"]),
-            ("keyway enroll ", ["biometric", "gesture", "passcode"]),
+            ("keyway enroll ", Factors.all.map { $0.kind.rawValue }.sorted()),
             ("keyway change ", ["gesture", "passcode"]),
             ("keyway enroll gesture --u", ["--user"]),
             ("keyway enroll gesture --user ro", ["root"]),
