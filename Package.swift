@@ -60,9 +60,12 @@ let package = Package(
         library("KeywayGesture", ["KeywayCore"], path: "Plugins/Gesture"),
         library("KeywayBiometricSimulator", ["KeywayCore", "CKeywayLibc"], path: "Plugins/BiometricSimulator"),
         library("KeywayPasscode", ["KeywayCore"], path: "Plugins/Passcode"),
+        library("KeywayTOTP", ["KeywayCore", "CKeywayLibc"], path: "Plugins/TOTP"),
 
         // The one list of factors, below both sides: the module, the CLI and keywayd all read it (Factors.all).
-        library("KeywayFactors", ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPasscode"]),
+        library(
+            "KeywayFactors",
+            ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPasscode", "KeywayTOTP"]),
 
         // The configuration language: keyway.conf's sections, settings checked against what the plugins declare,
         // the `require =` rules, diagnostics. Pure Swift, no files: the loader is in KeywayRuntime.
@@ -158,6 +161,7 @@ let package = Package(
                 "KeywayBiometricSimulator", "KeywayCore", "KeywayTestSupport", "KeywayPasscode", "KeywayPlatform",
                 "KeywayCrypto",
             ]),
+        tests("TOTPTests", ["KeywayTOTP", "KeywayCore", "KeywayTestSupport"]),
         tests(
             "PasscodeTests", ["KeywayPasscode", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"]),
         tests(

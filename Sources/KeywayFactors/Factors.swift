@@ -2,6 +2,7 @@ import KeywayBiometricSimulator
 public import KeywayCore
 import KeywayGesture
 import KeywayPasscode
+import KeywayTOTP
 
 /// Every factor Keyway has, as data: the one list of plugins (docs/ARCHITECTURE.md §11). It sits below both sides,
 /// so the PAM module, the command line and keywayd read the same list and no side imports another's composition:
@@ -11,6 +12,9 @@ import KeywayPasscode
 public enum Factors {
     /// The plugins, in the order `keyway status` and keyway.conf(5) list them.
     public static var all: [FactorPlugin] {
-        [GestureAuthenticator.plugin, BiometricAuthenticator.plugin, PasscodeAuthenticator.plugin]
+        [
+            GestureAuthenticator.plugin, BiometricAuthenticator.plugin, PasscodeAuthenticator.plugin,
+            TOTPAuthenticator.plugin,
+        ]
     }
 }

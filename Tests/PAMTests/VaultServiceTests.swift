@@ -42,6 +42,7 @@ struct VaultServiceTests {
             .change(.biometric, user: user, current: pattern, new: pattern, via: "t"),
             .status(user: user), .status(user: nil),
             .enroll(.gesture, user: user, label: nil, .secret(pattern), via: "t"),
+            .offer(FactorKind(rawValue: "totp"), user: user, via: "t"),
             .remove(.gesture, user: user, label: nil, via: "t"), .reset(nil, user: user, via: "t"), .audit(user: user),
             .set(key: "gesture.show-trail", user: user, value: false, via: "t"),
             .arm(.biometric, UserContext(name: user), attempts: 3),

@@ -1,0 +1,166 @@
+public import KeywayCore
+import Synchronization
+
+/// The vault's side of TOTP (keywayd): it makes the shared secret, keeps it in the store, checks codes with the
+/// attempt gate, and accepts each code once.
+///
+/// - `offer` makes a secret of `OneTimeCode.secretLength` random bytes and keeps it in memory, for this user only,
+///   for `pendingLifetime`; it is the only time the secret leaves keywayd. An enrollment stores it only once a code
+///   from it is confirmed, so a secret mistyped into a phone is never saved.
+/// - A code is checked within `window` steps either side of now (clocks drift), after the attempt is reserved.
+/// - A code is accepted once: the gate records the step of the last accepted code as the factor's last success, in
+///   the same transaction that settles it (`AttemptGate.settleSuccess(_:once:)`), so a code seen over a shoulder, or
+///   sent twice at once, is refused and counted.
+/// - The secret is kept as it must be to compute codes (as google-authenticator-libpam's and pam_oath's files keep
+///   it): in keywayd's store, which only root can read; never in a log, never in an answer after `offer`.
+public final class TOTPKeeper: FactorKeeper {
+    /// The factor.
+    public var factor: FactorKind { .totp }
+    /// Counts attempts.
+    public let gate: AttemptGate
+    /// Digits per code for new enrollments.
+    public let digits: Int
+    /// Steps accepted either side of now.
+    public let window: Int64
+    /// How long an offered secret waits for its confirming code, in milliseconds.
+    public static let pendingLifetime: Int64 = 600_000
+    /// Offers kept at once (root makes them; a bound all the same).
+    static let pendingLimit = 1000
+    private let pending = Mutex<[String: (secret: [UInt8], at: Int64)]>([:])
+    /// Makes a new secret.
+    private let random: @Sendable (Int) -> [UInt8]
+
+    /// Creates the keeper. `random` makes secrets (the system's generator unless given: tests).
+    public init(
+        store: any Store, clock: any Clock, schedule: ThrottleSchedule = .passcode, digits: Int = 6,
+        window: Int = 1, random: (@Sendable (Int) -> [UInt8])? = nil
+    ) {
+        gate = AttemptGate(factor: .totp, store: store, clock: clock, schedule: schedule)
+        self.digits = digits
+        self.window = Int64(window)
+        self.random =
+            random ?? { count in
+                var generator = SystemRandomNumberGenerator()
+                return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            }
+    }
+
+    public var store: any Store { gate.store }
+
+    public var codes: FactorCodes { gate.codes }
+
+    /// A login prompt does not tell whether a name has a code enrolled (docs/ARCHITECTURE.md §5): under concealment
+    /// every name is asked, and a name without one is counted and refused as a wrong code is.
+    public var concealsEnrollment: Bool { true }
+
+    public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
+        guard records.contains(where: { $0.factor == .totp }) || user.concealsEnrollment else { return .notEnrolled }
+        return gate.availability(of: book, whenAllowed: .available)
+    }
+
+    public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        guard try Self.code(of: evidence, digits: digits) != nil else {
+            return .failure(.malformed("a code is \(digits) digits"))
+        }
+        _ = try gate.settleFailure(try gate.reserve(for: user.name), fingerprint: nil)
+        return .failure(.notEnrolled)
+    }
+
+    public func offer(for user: String) throws(AuthenticationError) -> [UInt8] {
+        let secret = random(OneTimeCode.secretLength)
+        let now = gate.clock.now().milliseconds
+        pending.withLock { table in
+            table = table.filter { now - $0.value.at < Self.pendingLifetime }
+            if table.count >= Self.pendingLimit, let oldest = table.min(by: { $0.value.at < $1.value.at }) {
+                table.removeValue(forKey: oldest.key)
+            }
+            table[user] = (secret, now)
+        }
+        return secret
+    }
+
+    /// The enrollment of the secret offered to `user`, once `evidence` is a current code from it. The confirming code
+    /// is spent: it cannot then log in.
+    public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Enrollment
+    {
+        guard label == nil else { throw AuthenticationError(.invalidPolicy, "a totp has no named parts") }
+        let entered = try Self.code(of: evidence, digits: digits)
+        let now = gate.clock.now()
+        guard let offered = pending.withLock({ $0[user] }), now.milliseconds - offered.at < Self.pendingLifetime
+        else {
+            throw AuthenticationError(
+                .invalidPolicy,
+                "no secret was offered for \(user.escapingControlCharacters) in the last "
+                    + "\(Self.pendingLifetime / 60_000) minutes; run keyway enroll totp again")
+        }
+        guard let entered else { throw AuthenticationError(.invalidPolicy, "a code is \(digits) digits") }
+        let generator = OneTimeCode(secret: offered.secret, digits: digits)
+        guard let step = generator.matchingStep(entered, around: generator.step(at: now), window: window) else {
+            throw AuthenticationError(
+                .invalidPolicy,
+                "that is not the app's current code for this secret (is the phone's clock right?); try the next code")
+        }
+        pending.withLock { _ = $0.removeValue(forKey: user) }
+        try gate.spend(Timestamp(milliseconds: generator.start(of: step).milliseconds), for: user)
+        return Enrollment(
+            user: user, factor: .totp, payload: TOTPRecord(generator).encoded, changedAt: now, changedBy: actor)
+    }
+
+    public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        guard let record = try store.enrollment(user: user.name, factor: .totp) else {
+            if user.concealsEnrollment { return try concealedAbsence(evidence, for: user) }
+            throw AuthenticationError(.factorNotEnrolled, "no totp is enrolled for \(user.name)")
+        }
+        let generator = try TOTPRecord(decoding: record.payload, user: user.name).generator
+        guard let entered = try Self.code(of: evidence, digits: generator.digits) else {
+            return .failure(.malformed("a code is \(generator.digits) digits"))
+        }
+        let reservation = try gate.reserve(for: user.name)
+        let now = gate.clock.now()
+        if let step = generator.matchingStep(entered, around: generator.step(at: now), window: window),
+            try gate.settleSuccess(reservation, once: generator.start(of: step))
+        {
+            return .success
+        }
+        // A wrong code, or one already used. A repeat of the same wrong code within the window is refunded, as every
+        // factor's is; the fingerprint is bound to the secret, so it says nothing about another user's codes.
+        let fingerprint = Array(HMAC.sha1(key: generator.secret, Array("mismatch".utf8) + entered).prefix(16))
+        return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
+    }
+
+    /// The digits typed, or nil when they are not `digits` digits (spaces, as apps show "123 456", are dropped).
+    static func code(of evidence: Evidence, digits: Int) throws(AuthenticationError) -> [UInt8]? {
+        guard case .secret(let secret) = evidence else {
+            throw AuthenticationError(.invalidPolicy, "a totp is checked with a code, not sensor samples")
+        }
+        let typed = secret.withUnsafeBytes { bytes in bytes.filter { $0 != UInt8(ascii: " ") } }
+        guard typed.count == digits, typed.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return nil
+        }
+        return typed
+    }
+}
+
+/// How a TOTP enrollment is stored: a version byte, the digits, the period, the secret.
+struct TOTPRecord {
+    var generator: OneTimeCode
+
+    init(_ generator: OneTimeCode) { self.generator = generator }
+
+    init(decoding bytes: [UInt8], user: String) throws(AuthenticationError) {
+        guard bytes.count == 3 + OneTimeCode.secretLength, bytes[0] == 1, bytes[1] == 6 || bytes[1] == 8,
+            bytes[2] > 0
+        else {
+            throw AuthenticationError(.storeFailure, "the stored totp of \(user) is not a version-1 record")
+        }
+        generator = OneTimeCode(secret: Array(bytes[3...]), digits: Int(bytes[1]), period: Int64(bytes[2]))
+    }
+
+    var encoded: [UInt8] { [1, UInt8(generator.digits), UInt8(generator.period)] + generator.secret }
+}
+
+extension FactorKind {
+    /// A time-based one-time code from an authenticator app (RFC 6238).
+    public static let totp = FactorKind(rawValue: "totp")
+}

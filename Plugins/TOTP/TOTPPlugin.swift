@@ -1,0 +1,35 @@
+public import KeywayCore
+
+extension TOTPAuthenticator {
+    /// `[totp] digits`.
+    public static var digitsSetting: Setting {
+        Setting(
+            "digits", .choice(["6", "8"]), default: .choice("6"), enforcedBy: .daemon,
+            help: "digits per code for new enrollments (6, as every authenticator app; 8 where the app offers it)")
+    }
+
+    /// `[totp] window`.
+    public static var windowSetting: Setting {
+        Setting(
+            "window", .integer(0...3), default: .integer(1), enforcedBy: .daemon,
+            help: "30-second steps accepted either side of now, for clocks that drift (1: the previous, current and "
+                + "next code, as RFC 6238 advises)")
+    }
+
+    /// Time-based one-time codes as a plugin.
+    public static var plugin: FactorPlugin {
+        FactorPlugin(
+            .totp, aliases: ["otp"], summary: "a time-based one-time code from an authenticator app (RFC 6238)",
+            enrollment: .sharedSecret,
+            settings: [Setting.attempts(), digitsSetting, windowSetting],
+            personSide: { side in TOTPAuthenticator(vault: side.vault, digits: digits(side.settings)) },
+            vaultSide: { side in
+                TOTPKeeper(
+                    store: side.store, clock: side.clock, digits: digits(side.settings),
+                    window: side.settings.integer(windowSetting))
+            })
+    }
+
+    /// The digits the settings ask for.
+    static func digits(_ settings: FactorSettings) -> Int { settings.choice(digitsSetting) == "8" ? 8 : 6 }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import KeywayCore
+import Testing
+
+/// TOTP as an administrator and a user meet it: `keyway enroll totp` in a terminal (the QR code on the screen, a code
+/// from the "phone" confirming it), then codes from Debian's oathtool, not from Keyway's own implementation, through
+/// pamtester on a real /etc/pam.d service and through real sudo in a terminal. Runs only inside
+/// `scripts/test-isolated.sh`, where /etc is a private copy; everything made is removed afterwards all the same.
+@Suite("TOTP through the module", .serialized)
+struct TOTPModuleTests {
+    let fixture = PAMFixture()
+    let user = "kwtotp\(getpid() % 100_000)"
+    var service: String { "keyway-totp-\(user)" }
+    var pamFile: String { "/etc/pam.d/\(service)" }
+    var sudoers: String { "/etc/sudoers.d/keyway-totp-\(user)" }
+
+    /// The user, a service in /etc/pam.d with `policy` in front of nothing else, and a sudoers drop-in selecting it.
+    func install(policy: String, config: String = "") throws {
+        try requireIsolation()
+        #expect(try TestAccounts.add(user))
+        let rules = "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
+        let draft = fixture.directory + "/sudoers"
+        _ = FileManager.default.createFile(
+            atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
+        #expect(try run("/usr/sbin/visudo", ["-cf", draft]).status == 0)
+        try FileManager.default.copyItem(atPath: draft, toPath: sudoers)
+        let arguments = "policy=\(policy) \(fixture.moduleArguments) \(config)"
+        let stack = """
+            auth     required \(modulePath) \(arguments)
+            account  required \(modulePath) \(arguments)
+            session  required pam_permit.so
+
+            """
+        _ = FileManager.default.createFile(atPath: pamFile, contents: Data(stack.utf8))
+        fixture.startDaemon(config.isEmpty ? [] : ["--config", fixture.configPath])
+    }
+
+    func uninstall() {
+        unlink(sudoers)
+        unlink(pamFile)
+        TestAccounts.remove(user)
+        fixture.remove()
+    }
+
+    /// oathtool's code for `key` at `offset` seconds from now.
+    func oathtool(_ key: String, offset: Int = 0) throws -> String {
+        let seconds = Int(Date().timeIntervalSince1970) + offset
+        let result = try run("/usr/bin/oathtool", ["--totp", "-b", "-N", "@\(seconds)", key])
+        #expect(result.status == 0, "\(result.text)")
+        return result.output.first ?? ""
+    }
+
+    /// `keyway enroll totp` in a terminal, as root at a console: the key read off the screen, a code for it typed.
+    /// Returns the key and the screen as it was when the code was asked for.
+    func enrollInTerminal() throws -> (key: String, screen: String) {
+        let terminal = try Terminal("\(cliPath) --socket \(fixture.socket) enroll totp --user \(user)")
+        defer { terminal.close() }
+        let screen = try terminal.waitFor("Code from the app:")
+        let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
+        let key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
+        #expect(key.count == 32, "a 20-byte key is 32 base32 letters: \(key)")
+        try terminal.type(try oathtool(key))
+        let done = try terminal.waitFor("[exit ")
+        #expect(done.contains("The totp of \(user) is set"), "\(done)")
+        #expect(done.contains("[exit 0]"), "\(done)")
+        return (key, screen)
+    }
+
+    /// pamtester on the real service, with `code` on standard input.
+    func pamtester(_ code: String) throws -> Run {
+        try run("/usr/bin/pamtester", ["-v", service, user, "authenticate"], input: code + "\n")
+    }
+
+    @Test("enrollment shows the QR code of the otpauth URI; oathtool's code works once; reused, old and wrong fail")
+    func enrollAndPamtester() throws {
+        defer { uninstall() }
+        try install(policy: "totp-only", config: fixture.writeConfig("[policy totp-only]\nrequire = totp\n"))
+        let (key, screen) = try enrollInTerminal()
+        // The QR code on the screen is the one for this URI, line for line as Debian's qrencode draws it.
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, 255)
+        let uri =
+            "otpauth://totp/Keyway:\(user)%40\(String(cString: host))?secret=\(key)&issuer=Keyway&algorithm=SHA1"
+            + "&digits=6&period=30"
+        #expect(screen.replacingOccurrences(of: "\n", with: "").contains(uri), "the URI (wrapped at 120 columns)")
+        let qr = try run("/usr/bin/qrencode", ["-l", "M", "-m", "2", "-t", "UTF8", uri])
+        let drawn = qr.output.filter { !$0.isEmpty }
+        #expect(drawn.count > 10)
+        #expect(screen.contains(drawn.joined(separator: "\n")), "the QR code is not on the screen:\n\(screen)")
+        // The enrollment spent the current step's code: the next step's (within the window) logs in, once.
+        let next = try oathtool(key, offset: 30)
+        let right = try pamtester(next)
+        #expect(right.status == 0, "\(right.text)")
+        #expect(right.text.contains("successfully authenticated"), "\(right.text)")
+        let reused = try pamtester(next)
+        #expect(reused.status != 0, "a code used once is refused: \(reused.text)")
+        let old = try pamtester(try oathtool(key, offset: -60))
+        #expect(old.status != 0, "a code two steps old is refused: \(old.text)")
+        let wrong = try pamtester(next == "000000" ? "000001" : "000000")
+        #expect(wrong.status != 0, "\(wrong.text)")
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
+        #expect(status.text.contains("totp"), "\(status.text)")
+        #expect(status.text.contains("3 consecutive failures"), "reused, old and wrong are counted: \(status.text)")
+        #expect(!fixture.daemonLog.contains(key), "the secret is never logged")
+    }
+
+    @Test("2 of (gesture, passcode, totp) through pamtester: the pattern and a code pass; the pattern alone does not")
+    func twoOfThree() throws {
+        defer { uninstall() }
+        try fixture.enrollPattern(user, "2-4-9-3")
+        try install(
+            policy: "two-of", config: fixture.writeConfig("[policy two-of]\nrequire = 2 of (gesture, passcode, totp)\n")
+        )
+        let (key, _) = try enrollInTerminal()
+        // No passcode is enrolled, but a login prompt does not say so (unenrolled = conceal): Enter moves on to the code.
+        let both = try pamtester("2-4-9-3\n\n" + (try oathtool(key, offset: 30)))
+        #expect(both.status == 0, "\(both.text)")
+        let alone = try pamtester("2-4-9-3")
+        #expect(alone.status != 0, "one factor of two is not enough: \(alone.text)")
+    }
+
+    @Test("real sudo in a terminal: the pattern and a code from oathtool (gesture and totp) → root")
+    func sudoGestureAndTotp() throws {
+        defer { uninstall() }
+        try fixture.enrollPattern(user, "2-4-9-3")
+        try install(policy: "two-step", config: fixture.writeConfig("[policy two-step]\nrequire = gesture and totp\n"))
+        let (key, _) = try enrollInTerminal()
+        let terminal = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
+        defer { terminal.close() }
+        try terminal.waitFor("Pattern (dots 1-9):")
+        try terminal.type("2-4-9-3")
+        try terminal.waitFor("Verification code:")
+        try terminal.type(try oathtool(key, offset: 30))
+        let screen = try terminal.waitFor("[exit ")
+        #expect(screen.contains("[exit 0]"), "\(screen)")
+        #expect(screen.split(separator: "\n").contains("0"), "sudo ran id -u as root: \(screen)")
+    }
+}
