@@ -58,7 +58,7 @@ if [ -z "${KEYWAY_TEST_DEB_INSIDE:-}" ]; then
     make -s deb >build/test-deb-build.log 2>&1 || { tail -30 build/test-deb-build.log >&2; fail "make deb failed"; }
     [ -f "$deb" ] || fail "make deb did not make $deb"
     echo "test-deb: built $deb"
-    # Errors and warnings fail the test; the informational tags shown (-I) are justified in the README.
+    # Errors and warnings fail the test; the informational tags shown (-I) are justified in docs/PACKAGING.md.
     lint=0
     lintian -I --fail-on error,warning "$deb" >build/test-deb-lintian.txt 2>&1 || lint=$?
     grep -v 'running with root privileges' build/test-deb-lintian.txt || true

@@ -170,8 +170,7 @@ struct Builder {
 
         for (name, require) in builtInRules {
             let place = Place(file: "built-in", line: 0, column: 1, length: 1, text: require)
-            var definition = Configuration.Definition(
-                name: name, rule: .factor(.passcode, attempts: 1), origin: .builtIn)
+            var definition = Configuration.Definition(name: name, rule: Self.unsatisfiable, origin: .builtIn)
             definition.origins["require"] = .builtIn
             if case .success(let node) = RuleSyntax.parse(require, at: place),
                 let rule = compile(node, in: name, overrides: [:], stack: [name])
@@ -265,12 +264,16 @@ struct Builder {
         settings[factor] = values
     }
 
+    /// A definition's rule until its `require =` compiles: one that nothing satisfies, so a definition whose rule
+    /// never compiled could only fail closed.
+    static var unsatisfiable: Policy.Rule { .atLeast(1, of: []) }
+
     /// Checks one policy body's keys and compiles its rule; nil when it has errors (reported).
     mutating func define(_ name: String, body: Body, base variant: Configuration.Variant?) -> Configuration.Definition?
     {
         let before = diagnostics.count
         var definition = Configuration.Definition(
-            name: name, variant: variant, rule: .factor(.passcode, attempts: 1), origin: Self.origin(body.place))
+            name: name, variant: variant, rule: Self.unsatisfiable, origin: Self.origin(body.place))
         var requireEntry: INI.Entry? = nil
         for key in body.order {
             let entry = body.entries[key]!
