@@ -90,12 +90,19 @@ let package = Package(
                 "KeywayPlatform",
             ]),
 
-        // keywayd: the one process that opens the store and runs the KDF (docs/ARCHITECTURE.md §10).
+        // keywayd's server as a library: the accept loop, the connection threads, the bounded pool, the armed sensor
+        // (docs/ARCHITECTURE.md §10). Tests drive it in-process (Tests/KeywayDaemonTests).
+        library(
+            "KeywayDaemon",
+            ["KeywayCore", "KeywayWire", "KeywayPlatform", "KeywayBiometricSimulator", "CKeywayLibc"]),
+
+        // keywayd: the one process that opens the store and runs the KDF: its options, the store, the socket, then
+        // the server.
         .executableTarget(
             name: "keywayd",
             dependencies: [
                 "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayRuntime", "KeywayVault",
-                "KeywayWire", "KeywayPlatform", "KeywayBiometricSimulator", "CKeywayLibc",
+                "KeywayWire", "KeywayPlatform", "KeywayDaemon", "CKeywayLibc",
             ],
             swiftSettings: strictSettings),
 
@@ -121,11 +128,15 @@ let package = Package(
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
 
         // What only the `keyway` command shows a person, kept out of the module: the pattern drawn on a terminal grid,
-        // the simulator's ROC plot, `keyway doctor`'s reading of PAM stacks, a shared secret's QR code. Tested on its
+        // the simulator's ROC plot, `keyway doctor`'s reading of PAM stacks, a shared secret's QR code, `keyway
+        // calibrate`'s measurement of Argon2id. Tested on its
         // own (Tests/KeywayToolsTests).
         library(
             "KeywayTools",
-            ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayConfig", "KeywayRuntime", "CQREncode"]),
+            [
+                "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayConfig", "KeywayRuntime", "CQREncode",
+                "KeywayCrypto", "KeywayFactors",
+            ]),
 
         // The `keyway` command line.
         .executableTarget(
@@ -153,7 +164,17 @@ let package = Package(
                 "KeywayConfig", "KeywayCore", "KeywayFactors", "KeywayRuntime", "KeywayTestSupport", "KeywayCrypto",
                 "KeywayGesture", "KeywayPasscode", "KeywayBiometricSimulator",
             ]),
-        tests("KeywayPlatformTests", ["KeywayPlatform", "KeywayCore", "KeywayCrypto"]),
+        tests("KeywayPlatformTests", ["KeywayPlatform", "KeywayCore"]),
+        tests("KeywayCryptoTests", ["KeywayCrypto", "KeywayCore"]),
+        tests(
+            "KeywayDaemonTests",
+            ["KeywayDaemon", "KeywayCore", "KeywayWire", "KeywayRuntime", "KeywayTestSupport", "KeywayPlatform"]),
+        tests(
+            "KeywayWireTests",
+            [
+                "KeywayWire", "KeywayCore", "KeywayCrypto", "KeywayFactors", "KeywayGesture", "KeywayPasscode",
+                "KeywayTestSupport",
+            ]),
         tests("GestureTests", ["KeywayGesture", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"]),
         tests(
             "BiometricSimulatorTests",
@@ -170,7 +191,7 @@ let package = Package(
             "PAMTests",
             [
                 "KeywayRuntime", "KeywayConfig", "KeywayFactors", "KeywayVault", "KeywayWire", "KeywayCrypto",
-                "KeywayCore", "KeywayTestSupport", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode",
+                "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode",
                 "KeywayBiometricSimulator", "keyway-hostile",
             ]),
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.

@@ -1,3 +1,5 @@
+import KeywayCore
+
 /// One problem found in a configuration file, reported the way a compiler reports one:
 ///
 /// ```
@@ -88,7 +90,7 @@ enum Suggest {
         let limit = max(1, min(3, word.utf8.count / 3))
         var best: (String, Int)? = nil
         for candidate in candidates {
-            let distance = Self.distance(Array(word.utf8), Array(candidate.utf8))
+            let distance = EditDistance.between(Array(word.utf8), Array(candidate.utf8))
             if distance <= limit, best == nil || distance < best!.1 { best = (candidate, distance) }
         }
         return best?.0
@@ -97,28 +99,6 @@ enum Suggest {
     /// "did you mean 'x'?" or nil.
     static func help(_ word: String, in candidates: [String]) -> String? {
         nearest(word, in: candidates).map { "did you mean '\($0)'?" }
-    }
-
-    /// Edit distance counting a swap of two neighbours as one edit ("lcoal" is one from "local"); bounded inputs.
-    static func distance(_ a: [UInt8], _ b: [UInt8]) -> Int {
-        if a.isEmpty { return b.count }
-        if b.isEmpty { return a.count }
-        if a.count > 64 || b.count > 64 { return max(a.count, b.count) }
-        var before = [Int](repeating: 0, count: b.count + 1)
-        var previous = Array(0...b.count)
-        var current = [Int](repeating: 0, count: b.count + 1)
-        for i in 1...a.count {
-            current[0] = i
-            for j in 1...b.count {
-                let cost = a[i - 1] == b[j - 1] ? 0 : 1
-                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
-                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
-                    current[j] = min(current[j], before[j - 2] + 1)
-                }
-            }
-            (before, previous, current) = (previous, current, before)
-        }
-        return previous[b.count]
     }
 }
 

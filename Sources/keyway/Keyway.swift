@@ -8,6 +8,7 @@ import KeywayGesture
 import KeywayPasscode
 import KeywayPlatform
 import KeywayRuntime
+import KeywayTools
 import KeywayVault
 
 /// The `keyway` command: enroll, change, remove, status, reset, unlock, sensor, policies, calibrate, bench.
@@ -174,7 +175,7 @@ struct Command {
     var actor: String {
         guard parsed.value("--store") != nil else { return tool }
         let uid = getuid()
-        let name = getpwuid(uid).map { String(cString: $0.pointee.pw_name) } ?? "uid \(uid)"
+        let name = Accounts.name(of: uid) ?? "uid \(uid)"
         return "\(name) via \(tool)"
     }
 
@@ -410,15 +411,7 @@ extension Command {
     static func timings(_ count: Int, _ body: () throws(AuthenticationError) -> Void) throws(AuthenticationError)
         -> [Double]
     {
-        var samples: [Double] = []
-        for _ in 0..<count {
-            var start = timespec(), end = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &start)
-            try body()
-            clock_gettime(CLOCK_MONOTONIC, &end)
-            samples.append(Double(end.tv_sec - start.tv_sec) * 1e6 + Double(end.tv_nsec - start.tv_nsec) / 1e3)
-        }
-        return samples.sorted()
+        try Timings.of(count, body)
     }
 
     /// "median M UNIT, min A UNIT, max B UNIT" of sorted microsecond samples, in whole units of `scale` µs (the

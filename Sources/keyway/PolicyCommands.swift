@@ -31,7 +31,7 @@ extension Command {
         let name = operands[0]
         guard let named = configuration.policy(named: name) else {
             let names = configuration.policies.map { $0.base.name }
-            let near = names.first { Subcommand.distance($0, name) <= 2 }
+            let near = names.first { EditDistance.between($0, name) <= 2 }
             Keyway.printError(
                 "keyway: unknown policy '\(name)'" + (near.map { "; did you mean '\($0)'?" } ?? "")
                     + " (`keyway policy list` shows them)")

@@ -144,26 +144,9 @@ extension Subcommand {
 
     /// " Did you mean 'x'?" for the nearest of `candidates` within 3 edits, or "".
     static func didYouMean(_ word: String, among candidates: [String]) -> String {
-        let near = candidates.min { distance($0, word) < distance($1, word) }
-        guard let near, distance(near, word) <= 3 else { return "" }
+        let near = candidates.min { EditDistance.between($0, word) < EditDistance.between($1, word) }
+        guard let near, EditDistance.between(near, word) <= 3 else { return "" }
         return " Did you mean '\(near)'?"
-    }
-
-    /// Levenshtein distance, for suggestions.
-    static func distance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
-        guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
-        var row = Array(0...b.count)
-        for i in 1...a.count {
-            var previous = row[0]
-            row[0] = i
-            for j in 1...b.count {
-                let current = row[j]
-                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
-                previous = current
-            }
-        }
-        return row[b.count]
     }
 
     /// Every option any command takes, so that the first pass knows which words are option values.

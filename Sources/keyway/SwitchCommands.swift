@@ -2,6 +2,7 @@ import Glibc
 import KeywayCore
 import KeywayFactors
 import KeywayGesture
+import KeywayPlatform
 import KeywayRuntime
 
 /// `keyway enable|disable FACTOR` and `keyway set SWITCH on|off`: the per-user switches (UserSetting), one
@@ -41,10 +42,10 @@ extension Command {
 
     /// The caller's own account name, for commands whose --user defaults to it.
     func callerName() -> String {
-        guard let entry = getpwuid(getuid()) else {
+        guard let name = Accounts.name(of: getuid()) else {
             Keyway.fail(usage: "Your user id \(getuid()) has no account name; give --user.", command: subcommand)
         }
-        return String(cString: entry.pointee.pw_name)
+        return name
     }
 
     /// The switch `setting` of `user` as keywayd keeps it (its default when it cannot be read).

@@ -87,7 +87,8 @@ struct SensorPeerTests {
         defer { tearDown() }
         let (victim, rival) = try setUp()
         let holder = try startedBy(rival.uid, "bio", "kwsrival")
-        for _ in 0..<100 where !FileManager.default.fileExists(atPath: fixture.sensor + "/sensor.sock") {
+        // Stopped only once it holds the sensor (keywayd listens at it), however long a loaded machine takes.
+        for _ in 0..<400 where !FileManager.default.fileExists(atPath: fixture.sensor + "/sensor.sock") {
             usleep(50_000)
         }
         kill(holder.process.processIdentifier, SIGSTOP)

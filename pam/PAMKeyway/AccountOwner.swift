@@ -1,4 +1,5 @@
 import CKeywayLibc
+import KeywayPlatform
 
 /// Whether the person at this PAM call is the owner of the account being authenticated, proving who they are
 /// (sudo, a screen locker running as the user), rather than someone trying to become that account (login, su to
@@ -9,13 +10,10 @@ import CKeywayLibc
 /// them prompts that cannot succeed. Root is left out: a root process authenticating root is a login prompt, where
 /// whoever sits at the console types the name.
 enum AccountOwner {
+    /// Unknown (no such account, or one NSS cannot tell) is "not the owner": concealment stays on.
     static func isCaller(_ user: String) -> Bool {
         let caller = getuid()
-        guard caller != 0 else { return false }
-        var entry = passwd()
-        var found: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 16_384)
-        guard getpwnam_r(user, &entry, &buffer, buffer.count, &found) == 0, found != nil else { return false }
-        return entry.pw_uid == caller
+        guard caller != 0, case .success(let owner?) = Accounts.uid(of: user) else { return false }
+        return owner == caller
     }
 }

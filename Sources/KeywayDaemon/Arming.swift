@@ -1,17 +1,20 @@
 import CKeywayLibc
 import Glibc
 import KeywayBiometricSimulator
-import KeywayCore
+public import KeywayCore
 import KeywayPlatform
 import KeywayWire
 import Synchronization
 
 /// Where keywayd waits at the device for an armed authentication (`first of`, docs/ARCHITECTURE.md §14).
-struct ArmingOptions: Sendable {
+public struct ArmingOptions: Sendable {
+    /// The system sensor, the default settings.
+    public init() {}
+
     /// The simulated sensor's control directory (`--sensor`).
-    var sensorDirectory = SensorControl.defaultDirectory
+    public var sensorDirectory = SensorControl.defaultDirectory
     /// The biometric settings of keyway.conf: the sensor's kind and its false-match rate.
-    var settings = FactorSettings()
+    public var settings = FactorSettings()
 }
 
 extension ArmingOptions {

@@ -1,0 +1,371 @@
+import CKeywayLibc
+import Dispatch
+import Glibc
+public import KeywayCore
+import KeywayPlatform
+public import KeywayWire
+import Synchronization
+
+/// The accept loop, the connection threads and the bounded pool for the slow hash.
+public final class Server: Sendable {
+    public struct Options: Sendable {
+        /// The defaults keywayd(8) lists.
+        public init() {}
+
+        /// Requests running the slow hash at once.
+        public var workers = max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))))
+        /// Requests waiting for a worker; beyond this a request is answered "busy" at once.
+        public var queueLimit = 32
+        /// Slow-hash requests of one share (an account's owner's, or everyone else's at that account) admitted at
+        /// once: half the workers, at least one. A user may have sudo hash their own right pattern over and over (a
+        /// success resets the counter), or have su guess at someone else's; one share can then never hold every
+        /// worker, so other users' hashes always find one free, and an account's owner always has a share of
+        /// their own. Beyond it a request waits (`queueWait`) rather than being refused.
+        public var perAccountLimit: Int { max(1, workers / 2) }
+        /// Milliseconds a client has to send its request (and to take its answer).
+        public var requestTimeout: Int64 = 2000
+        /// Milliseconds a queued request may wait for a worker before it is answered "busy".
+        public var queueWait: Int64 = 10_000
+        /// Exit after this many milliseconds without a connection; 0 never.
+        public var idleExit: Int64 = 0
+        /// Connections from root open at once (the module inside sudo, su, login), kept apart from everyone
+        /// else's, so users cannot crowd root's out.
+        public var maximumRootConnections = 128
+        /// Connections from all other users together.
+        public var maximumOtherConnections = 128
+        /// Connections open at once for one user other than root.
+        public var maximumPerUser = 4
+        /// Names without an enrollment whose counters are kept.
+        public var unenrolledCounterLimit = 100_000
+        /// Rows of the audit trail kept, the latest.
+        public var auditRowLimit = 100_000
+        /// Milliseconds between runs of the maintenance.
+        public var maintenanceInterval: Int64 = 60_000
+    }
+
+    /// Open connections, and when the last one ended.
+    private struct Connections {
+        var byUser: [UInt32: Int] = [:]
+        var root = 0
+        var others = 0
+        var lastActivity: Int64 = 0
+        var total: Int { root + others }
+    }
+
+    /// Slow-hash requests admitted (running or waiting), in all and per share, with who holds each share's places.
+    private struct Pool {
+        var admitted = 0
+        var byShare: [Share: [Holder]] = [:]
+    }
+
+    /// One account's places on the pool: its owner's own requests (sudo, a screen locker: the authentication's
+    /// starter is the account) apart from everyone else's (su, login, sshd), so guesses others make at an account
+    /// never take the places its owner needs (docs/ARCHITECTURE.md §10, "Fair to the owner").
+    struct Share: Hashable {
+        var account: [UInt8]
+        var owner: Bool
+    }
+
+    /// Who holds a place, for the log line of a busy answer.
+    struct Holder: Equatable, CustomStringConvertible {
+        var pid: Int32
+        var uid: UInt32
+        var startedBy: UInt32?
+
+        var description: String { "pid \(pid) uid \(uid) started by uid \(startedBy.map { "\($0)" } ?? "unknown")" }
+    }
+
+    /// Wakes requests waiting for a place in their share.
+    private let shareFreed = DispatchSemaphore(value: 0)
+
+    public let service: VaultService
+    public let options: Options
+    /// Where the sensor is listened to for an armed authentication.
+    let arming: ArmingOptions
+    /// Run at start and every `maintenanceInterval`, on a thread of its own.
+    let maintenance: @Sendable () -> Void
+    private let connections = Mutex(Connections())
+    private let pool = Mutex(Pool())
+    private let workers: DispatchSemaphore
+    private let maintaining = Mutex(false)
+    /// Where refused connections are answered and let go of, off the accept loop.
+    let disposer = Disposer()
+    /// Who has the sensor and who waits for it.
+    let sensorLine = SensorLine()
+
+    /// A server answering with `service`; `maintenance` runs at start and every `maintenanceInterval`.
+    public init(
+        service: VaultService, options: Options, arming: ArmingOptions = ArmingOptions(),
+        maintenance: @escaping @Sendable () -> Void
+    ) {
+        self.service = service
+        self.options = options
+        self.arming = arming
+        self.maintenance = maintenance
+        workers = DispatchSemaphore(value: options.workers)
+    }
+
+    /// One line on standard error, control characters escaped.
+    public static func log(_ message: String) {
+        let line = "keywayd: \(message.escapingControlCharacters)\n"
+        _ = line.withCString { write(2, $0, strlen($0)) }
+    }
+
+    /// At most 10 lines a second of what a client can provoke; then one line saying how many were left out.
+    private static let logWindow = Mutex<(start: Int64, lines: Int, suppressed: Int)>((0, 0, 0))
+
+    static func logLimited(_ message: String) {
+        let now = UnixSocket.monotonicMilliseconds()
+        let (write, dropped) = logWindow.withLock { window -> (Bool, Int) in
+            var dropped = 0
+            if now - window.start >= 1000 {
+                dropped = window.suppressed
+                window = (now, 0, 0)
+            }
+            guard window.lines < 10 else {
+                window.suppressed += 1
+                return (false, dropped)
+            }
+            window.lines += 1
+            return (true, dropped)
+        }
+        if dropped > 0 { log("\(dropped) similar lines were left out in the last second") }
+        if write { log(message) }
+    }
+
+    /// Accepts until idle for `options.idleExit` (never, when 0).
+    public func run(_ listener: Int32) {
+        connections.withLock { $0.lastActivity = UnixSocket.monotonicMilliseconds() }
+        var maintained: Int64? = nil
+        while true {
+            let now = UnixSocket.monotonicMilliseconds()
+            if maintained.map({ now - $0 >= options.maintenanceInterval }) ?? true {
+                maintainInBackground()
+                maintained = now
+            }
+            var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&entry, 1, 1000)
+            if ready <= 0 {
+                if options.idleExit > 0 {
+                    let idle = connections.withLock { state in
+                        state.total == 0 && UnixSocket.monotonicMilliseconds() - state.lastActivity > options.idleExit
+                    }
+                    if idle { return }
+                }
+                continue
+            }
+            let fd = accept(listener, nil, nil)
+            guard fd >= 0 else {
+                // Out of descriptors: the listener stays readable, so wait rather than spin.
+                if errno == EMFILE || errno == ENFILE { usleep(100_000) }
+                continue
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // keywayd runs no programs; this is for whoever adds one
+            // The accept loop serves everyone, so it never reads, waits on or closes a client's connection: a refused
+            // one goes to the disposer with its answer (keywayd(8), "Descriptors").
+            guard let peer = UnixSocket.peer(of: fd) else {
+                disposer.refuse(fd, answer: nil)
+                continue
+            }
+            guard admit(peer) else {
+                Self.logLimited("pid \(peer.pid) uid \(peer.uid): too many connections; answered busy")
+                disposer.refuse(fd, answer: frame(busy("too many connections are open")))
+                continue
+            }
+            let started = spawn { [self] in
+                serve(fd, peer)
+                UnixSocket.dispose(fd)  // on this connection's own thread, which serves no one else
+                release(peer)
+            }
+            if !started {
+                disposer.refuse(fd, answer: frame(busy("no thread could be started")))
+                release(peer)
+            }
+        }
+    }
+
+    private func admit(_ peer: UnixSocket.Peer) -> Bool {
+        connections.withLock { state in
+            if peer.uid == 0 {
+                guard state.root < options.maximumRootConnections else { return false }
+                state.root += 1
+                return true
+            }
+            let mine = state.byUser[peer.uid, default: 0]
+            guard state.others < options.maximumOtherConnections, mine < options.maximumPerUser else { return false }
+            state.byUser[peer.uid] = mine + 1
+            state.others += 1
+            return true
+        }
+    }
+
+    private func release(_ peer: UnixSocket.Peer) {
+        connections.withLock { state in
+            if peer.uid == 0 {
+                state.root -= 1
+            } else {
+                state.others -= 1
+                let left = state.byUser[peer.uid, default: 1] - 1
+                state.byUser[peer.uid] = left > 0 ? left : nil
+            }
+            state.lastActivity = UnixSocket.monotonicMilliseconds()
+        }
+    }
+
+    private func maintainInBackground() {
+        let claimed = maintaining.withLock { running -> Bool in
+            if running { return false }
+            running = true
+            return true
+        }
+        guard claimed else { return }
+        let started = spawn { [self] in
+            maintenance()
+            maintaining.withLock { $0 = false }
+        }
+        if !started { maintaining.withLock { $0 = false } }
+    }
+
+    private func frame(_ error: AuthenticationError) -> [UInt8] { WireWriter.frame(Response.failure(error).encoded) }
+
+    private func busy(_ why: String) -> AuthenticationError {
+        AuthenticationError(.serviceUnavailable, "keywayd is busy (\(why)); nothing was counted, try again")
+    }
+
+    /// Reads one request, answers it, and returns; the caller closes the connection.
+    private func serve(_ fd: Int32, _ peer: UnixSocket.Peer) {
+        let deadline = UnixSocket.monotonicMilliseconds() + options.requestTimeout
+        var body: [UInt8]
+        switch UnixSocket.receiveFrame(from: fd, limit: Wire.maximumRequest, until: deadline) {
+        case .success(let bytes): body = bytes
+        case .failure(let failure):
+            Self.logLimited("pid \(peer.pid) uid \(peer.uid): request refused: \(failure.reason)")
+            return
+        }
+        let decoded = Result<Request, WireError> { () throws(WireError) in try Request(decoding: body) }
+        body.withUnsafeMutableBytes { secureZero($0) }
+        let request: Request
+        let caller = VaultService.Caller(uid: peer.uid, name: Accounts.name(of: peer.uid))
+        switch decoded {
+        case .success(let parsed): request = VaultService.vouched(parsed, by: caller)  // who started it, once
+        case .failure(let error):
+            Self.logLimited("pid \(peer.pid) uid \(peer.uid): malformed request: \(error)")
+            let refusal = AuthenticationError(.internalFailure, "keywayd refused a malformed request: \(error)")
+            reply(.failure(refusal), to: fd)
+            return
+        }
+        if case .arm(let factor, let user, _, let waits) = request {
+            return serveArm(request, factor: factor, user: user, waits: waits, from: caller, on: fd)
+        }
+        let answer: Response
+        if VaultService.isSlow(request) && VaultService.refusal(of: request, by: caller) == nil {
+            let startedBy = request.startedBy ?? (caller.isRoot ? nil : caller.uid)
+            let account = request.user ?? ""
+            let owner = service.startedByOwner(account, startedBy: request.startedBy, caller: caller)
+            let share = Share(account: Array(account.utf8), owner: owner)
+            answer =
+                onPool(share, for: Holder(pid: peer.pid, uid: peer.uid, startedBy: startedBy), client: fd) {
+                    service.answer(request, from: caller)
+                } ?? .failure(busy("too many requests wait for the slow hash"))
+        } else {
+            answer = service.answer(request, from: caller)
+        }
+        if case .failure(let error) = answer, error.code == .notPermitted {
+            Self.logLimited("pid \(peer.pid) \(caller.label): \(request.name) refused: \(error.reason)")
+        }
+        reply(answer, to: fd)
+    }
+
+    /// Runs `body` on one of the pool's workers, or returns nil (busy) when the queue is full or the wait too long.
+    /// A request beyond its share's places waits for one (within `queueWait`) instead of being refused; a request
+    /// whose client has gone by the time a worker is free is dropped unrun. Every busy answer is logged with who
+    /// held the places (rate-limited).
+    private func onPool(
+        _ share: Share, for holder: Holder, client fd: Int32, _ body: () -> Response
+    ) -> Response? {
+        let deadline = UnixSocket.monotonicMilliseconds() + options.queueWait
+        enum Admission { case admitted, queueFull, shareFull([Holder]) }
+        while true {
+            let admission = pool.withLock { state -> Admission in
+                guard state.admitted < options.workers + options.queueLimit else { return .queueFull }
+                let holders = state.byShare[share, default: []]
+                guard holders.count < options.perAccountLimit else { return .shareFull(holders) }
+                state.admitted += 1
+                state.byShare[share, default: []].append(holder)
+                return .admitted
+            }
+            switch admission {
+            case .admitted: break
+            case .queueFull:
+                logBusy(share, for: holder, "the queue is full (\(options.workers + options.queueLimit) admitted)")
+                return nil
+            case .shareFull(let holders):
+                if UnixSocket.peerHasClosed(fd) { return .failure(busy("the client left before its turn")) }
+                guard UnixSocket.monotonicMilliseconds() < deadline else {
+                    let by = holders.map { $0.description }.joined(separator: ", ")
+                    logBusy(share, for: holder, "its places were held for \(options.queueWait) ms by \(by)")
+                    return nil
+                }
+                _ = shareFreed.wait(timeout: .now() + .milliseconds(20))
+                continue
+            }
+            break
+        }
+        defer {
+            pool.withLock { state in
+                state.admitted -= 1
+                var holders = state.byShare[share, default: []]
+                if let index = holders.firstIndex(of: holder) { holders.remove(at: index) }
+                state.byShare[share] = holders.isEmpty ? nil : holders
+            }
+            shareFreed.signal()
+        }
+        let left = deadline - UnixSocket.monotonicMilliseconds()
+        guard left > 0, workers.wait(timeout: .now() + .milliseconds(Int(left))) == .success else {
+            logBusy(share, for: holder, "no worker was free within \(options.queueWait) ms")
+            return nil
+        }
+        defer { workers.signal() }
+        if UnixSocket.peerHasClosed(fd) { return .failure(busy("the client left before its turn")) }
+        return body()
+    }
+
+    private func logBusy(_ share: Share, for holder: Holder, _ why: String) {
+        let account = String(decoding: share.account, as: UTF8.self)
+        Self.logLimited(
+            "busy: answered \(holder) about \(account.escapingControlCharacters) "
+                + "(\(share.owner ? "the owner's" : "others'") share): "
+                + why)
+    }
+
+    func reply(_ response: Response, to fd: Int32) {
+        let deadline = UnixSocket.monotonicMilliseconds() + options.requestTimeout
+        _ = UnixSocket.send(WireWriter.frame(response.encoded), to: fd, until: deadline)
+    }
+}
+
+/// Runs `body` on a new detached thread with a 1 MiB stack; false when no thread could be made.
+func spawn(_ body: @escaping @Sendable () -> Void) -> Bool {
+    final class Box {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    let box = Unmanaged.passRetained(Box(body)).toOpaque()
+    let attributes = UnsafeMutablePointer<pthread_attr_t>.allocate(capacity: 1)
+    pthread_attr_init(attributes)
+    defer {
+        pthread_attr_destroy(attributes)
+        attributes.deallocate()
+    }
+    pthread_attr_setdetachstate(attributes, Int32(PTHREAD_CREATE_DETACHED))
+    pthread_attr_setstacksize(attributes, 1 << 20)
+    var thread = pthread_t()
+    let result = pthread_create(
+        &thread, attributes,
+        { raw in
+            Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue().body()
+            return nil
+        }, box)
+    if result != 0 { Unmanaged<Box>.fromOpaque(box).release() }
+    return result == 0
+}

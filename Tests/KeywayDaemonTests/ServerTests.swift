@@ -1,0 +1,80 @@
+import Foundation
+import KeywayCore
+import KeywayDaemon
+import KeywayPlatform
+import KeywayRuntime
+import KeywayTestSupport
+import KeywayWire
+import Testing
+
+/// keywayd's server driven in-process: the real accept loop, connection threads and pool on a real socket, answering
+/// the real client (`DaemonVault`), over a vault whose store the test reads directly.
+@Suite("keywayd's server in-process")
+struct ServerTests {
+    let store = InMemoryStore()
+    let clock = ManualClock()
+    let kind = FactorKind(rawValue: "scripted")
+    let directory: String
+    var socket: String { directory + "/keywayd.sock" }
+
+    init() throws {
+        var template = Array("/tmp/keyway-server-test.XXXXXX".utf8CString)
+        directory = String(cString: mkdtemp(&template)!)
+        try store.save(Enrollment(user: "alice", factor: kind, payload: [1], changedAt: clock.now(), changedBy: "t"))
+    }
+
+    /// Serves until idle for `idle` milliseconds; `done` is signalled when `run` returns.
+    func serve(idle: Int64, done: DispatchSemaphore) throws {
+        let gate = AttemptGate(factor: kind, store: store, clock: clock, schedule: .passcode)
+        let vault = LocalVault(store: store, clock: clock, keepers: [ScriptedKeeper(gate: gate)])
+        var options = Server.Options()
+        options.idleExit = idle
+        options.requestTimeout = 300
+        let server = Server(service: VaultService(vault: vault), options: options, maintenance: {})
+        guard case .success(let listener) = UnixSocket.listen(at: socket, mode: 0o666) else {
+            throw AuthenticationError(.serviceUnavailable, "cannot listen at \(socket)")
+        }
+        Thread.detachNewThread {
+            server.run(listener)
+            close(listener)
+            done.signal()
+        }
+    }
+
+    @Test("the client's verifications are counted in the server's store, and run returns once idle")
+    func verifyAndIdle() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let done = DispatchSemaphore(value: 0)
+        try serve(idle: 1500, done: done)
+        let client = DaemonVault(socketPath: socket, via: "test")
+        let alice = UserContext(name: "alice")
+        #expect(client.availability(of: kind, for: alice) == .available)
+        #expect(
+            try client.verify(.secret(Secret(copying: Array("no".utf8))), of: kind, for: alice) == .failure(.mismatch))
+        #expect(try store.attempts(user: "alice")[kind].consecutiveFailures == 1)
+        #expect(try client.verify(.secret(Secret(copying: Array("ok".utf8))), of: kind, for: alice) == .success)
+        #expect(try store.attempts(user: "alice")[kind].consecutiveFailures == 0)
+        #expect(done.wait(timeout: .now() + 10) == .success, "run returns after 1.5 s without a connection")
+    }
+
+    @Test("a client that connects and says nothing is let go at the request deadline; others are answered meanwhile")
+    func silentClient() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let done = DispatchSemaphore(value: 0)
+        try serve(idle: 1500, done: done)
+        guard case .success(let silent) = UnixSocket.connect(to: socket) else {
+            Issue.record("cannot connect")
+            return
+        }
+        defer { close(silent) }
+        // Answered while the silent connection is still open.
+        #expect(
+            DaemonVault(socketPath: socket, via: "test").availability(of: kind, for: UserContext(name: "alice"))
+                == .available)
+        var byte: UInt8 = 0
+        var entry = pollfd(fd: silent, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&entry, 1, 3000) == 1, "the server closes the silent connection")
+        #expect(read(silent, &byte, 1) <= 0)
+        #expect(done.wait(timeout: .now() + 10) == .success)
+    }
+}
