@@ -28,8 +28,10 @@ fi
 
 # name:directory of the module's target and everything below it, dependencies first, and the Swift settings its
 # target has: both read from Package.swift (scripts/package-graph.py), so this script keeps no list of its own.
-mapfile -t modules < <(scripts/package-graph.py modules PAMKeyway)
-read -r -a package_flags < <(scripts/package-graph.py swift-flags PAMKeyway)
+mapfile -t plan < <(scripts/package-graph.py build-plan PAMKeyway)
+[ "${#plan[@]}" -gt 1 ] || { echo "build-module.sh: no build plan from Package.swift" >&2; exit 1; }
+read -r -a package_flags <<<"${plan[0]}"
+modules=("${plan[@]:1}")
 
 flags=(
     -enable-experimental-feature Embedded -wmo -parse-as-library -swift-version 6 -target "$triple" -Osize

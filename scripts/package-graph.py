@@ -3,8 +3,9 @@
 
     scripts/package-graph.py check             every target imports exactly the modules it declares (make lint)
     scripts/package-graph.py self-test         shows `check` failing on a copy of the tree with a wrong import
-    scripts/package-graph.py modules TARGET    NAME:DIRECTORY of TARGET and everything below it, in build order
-    scripts/package-graph.py swift-flags TARGET  the swiftc flags TARGET's settings in Package.swift give
+    scripts/package-graph.py build-plan TARGET   for scripts/build-module.sh, from one read of the manifest: the
+                                                 swiftc flags TARGET's settings give, on the first line, then
+                                                 NAME:DIRECTORY of TARGET and everything below it, in build order
 
 `check` reads the manifest with `swift package dump-package` and each target's sources for `import` lines; a module
 a target imports but does not declare (it builds today only because something else pulled it in), or declares but
@@ -53,7 +54,7 @@ def dependency_names(target):
     return names
 
 
-def module_name(name, targets):
+def module_name(name):
     """An executable target is imported under its name with dashes as underscores; tests only depend on it."""
     return name.replace("-", "_")
 
@@ -89,7 +90,7 @@ def check(root):
         for module, place in sorted(used.items()):
             if module in TOOLCHAIN_MODULES or module == target["name"]:
                 continue
-            if module not in declared and module not in {module_name(d, targets) for d in declared}:
+            if module not in declared and module not in {module_name(d) for d in declared}:
                 problems.append(f"{place}: {target['name']} imports {module}, which Package.swift does not declare "
                                 f"as its dependency")
         for dependency in declared:
@@ -133,10 +134,16 @@ def self_test(root):
     return 0
 
 
-def modules(root, name):
-    """NAME:DIRECTORY of the non-system targets `name` depends on, dependencies first, then `name`."""
+def build_plan(root, name):
+    """The swiftc flags of `name`'s settings, then NAME:DIRECTORY of the non-system targets it depends on,
+    dependencies first, then `name` itself."""
     package = manifest(root)
     targets = {t["name"]: t for t in package["targets"]}
+    flags = []
+    for setting in targets[name].get("settings", []):
+        kind = setting["kind"]
+        if "enableUpcomingFeature" in kind:
+            flags += ["-enable-upcoming-feature", kind["enableUpcomingFeature"]["_0"]]
     order, seen = [], set()
 
     def visit(current):
@@ -150,24 +157,13 @@ def modules(root, name):
             order.append(f"{current}:{target_path(targets[current])}")
 
     visit(name)
+    print(" ".join(flags))
     print("\n".join(order))
     return 0
 
 
-def swift_flags(root, name):
-    package = manifest(root)
-    target = next(t for t in package["targets"] if t["name"] == name)
-    flags = []
-    for setting in target.get("settings", []):
-        kind = setting["kind"]
-        if "enableUpcomingFeature" in kind:
-            flags += ["-enable-upcoming-feature", kind["enableUpcomingFeature"]["_0"]]
-    print(" ".join(flags))
-    return 0
-
-
 def main(argv):
-    if len(argv) < 2 or argv[1] not in ("check", "self-test", "modules", "swift-flags"):
+    if len(argv) < 2 or argv[1] not in ("check", "self-test", "build-plan"):
         print(__doc__, file=sys.stderr)
         return 2
     command = argv[1]
@@ -178,7 +174,7 @@ def main(argv):
     if len(argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
-    return modules(here, argv[2]) if command == "modules" else swift_flags(here, argv[2])
+    return build_plan(here, argv[2])
 
 
 if __name__ == "__main__":

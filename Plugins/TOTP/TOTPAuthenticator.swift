@@ -4,8 +4,7 @@ public import KeywayCore
 /// The person's side of TOTP: a code typed at a prompt (in a `first of` too, as every typed factor), checked by the
 /// vault; and the enrollment that shows a new secret once, as an `otpauth://` URI and its QR code, and saves it only
 /// when the person types a code their app made from it.
-public final class TOTPAuthenticator: Authenticator {
-    public var factor: FactorKind { .totp }
+public final class TOTPAuthenticator: TypedAuthenticator {
     /// The prompt and the vault's check.
     public let knowledge: KnowledgeFactor
     /// Where the secret is made and kept.
@@ -21,17 +20,6 @@ public final class TOTPAuthenticator: Authenticator {
         self.digits = digits
         knowledge = KnowledgeFactor(
             factor: .totp, promptText: "Verification code: ", normalize: { .success($0) }, vault: vault)
-    }
-
-    /// Typed at a prompt, so `first of` asks for it in the prompt it shares with armed factors.
-    public var typedEntry: KnowledgeFactor? { knowledge }
-
-    public func availability(for user: UserContext) -> Availability { knowledge.availability(for: user) }
-
-    public func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
-        throws(AuthenticationError) -> Verdict
-    {
-        try knowledge.authenticate(request, conversation: conversation)
     }
 
     /// `keyway enroll totp`: a new secret from the vault, shown once as a URI and a QR code and in base32 to type, then

@@ -89,10 +89,15 @@ public struct AttemptGate: Sendable {
     public func settleSuccess(_ reservation: Reservation) throws(AuthenticationError) {
         let now = clock.now()
         try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: stays counted
-            book[factor] = AttemptState(lastSuccess: now)
-            for cleared in clears { book[cleared] = AttemptState(lastSuccess: book[cleared].lastSuccess) }
-            book.accountStreak = 0
+            recordSuccess(at: now, in: &book)
         }
+    }
+
+    /// A success at `moment`: this factor's counters reset, the factors it clears unlocked, the account's streak ended.
+    private func recordSuccess(at moment: Timestamp, in book: inout AttemptBook) {
+        book[factor] = AttemptState(lastSuccess: moment)
+        for cleared in clears { book[cleared] = AttemptState(lastSuccess: book[cleared].lastSuccess) }
+        book.accountStreak = 0
     }
 
     /// Records a verified success of evidence that may be used once (a one-time code), dated `moment` (the start of
@@ -104,9 +109,7 @@ public struct AttemptGate: Sendable {
         try store.updateAttempts(user: reservation.user, durable: true) { book in
             if let last = book[factor].lastSuccess, last >= moment { return }
             fresh = true
-            book[factor] = AttemptState(lastSuccess: moment)
-            for cleared in clears { book[cleared] = AttemptState(lastSuccess: book[cleared].lastSuccess) }
-            book.accountStreak = 0
+            recordSuccess(at: moment, in: &book)
         }
         return fresh
     }

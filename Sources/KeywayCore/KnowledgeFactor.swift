@@ -320,18 +320,15 @@ public final class KnowledgeKeeper: FactorKeeper {
     }
 }
 
-/// A "something you know" plugin: it supplies its `KnowledgeFactor`, its wording and its enrollment rules, and
-/// gets availability, authentication, enrollment and change from here.
-public protocol KnowledgeAuthenticator: Authenticator {
+/// A plugin whose evidence is typed at a prompt (the pattern, the passcode, a one-time code): it supplies its
+/// `KnowledgeFactor` and gets its name, availability, authentication and its place in `first of`'s shared prompt
+/// from here. How it is enrolled is its own (`KnowledgeAuthenticator`, or a shared secret as TOTP's).
+public protocol TypedAuthenticator: Authenticator {
     /// The shared machinery, configured for this factor.
     var knowledge: KnowledgeFactor { get }
-    /// What enrollment and change say.
-    static var wording: KnowledgeFactor.EnrollmentWording { get }
-    /// Why a canonical secret may not be enrolled, or nil.
-    func violation(of canonical: Secret) -> KnowledgeFactor.NormalizationError?
 }
 
-extension KnowledgeAuthenticator {
+extension TypedAuthenticator {
     public var factor: FactorKind { knowledge.factor }
 
     /// Typed at a prompt: `first of` asks for it in the prompt it shares with armed factors.
@@ -344,7 +341,18 @@ extension KnowledgeAuthenticator {
     {
         try knowledge.authenticate(request, conversation: conversation)
     }
+}
 
+/// A "something you know" plugin: a typed secret the person chooses, with its wording and its enrollment rules; it
+/// gets enrollment (asked twice) and change from here.
+public protocol KnowledgeAuthenticator: TypedAuthenticator {
+    /// What enrollment and change say.
+    static var wording: KnowledgeFactor.EnrollmentWording { get }
+    /// Why a canonical secret may not be enrolled, or nil.
+    func violation(of canonical: Secret) -> KnowledgeFactor.NormalizationError?
+}
+
+extension KnowledgeAuthenticator {
     /// `keyway enroll`: a new secret, asked twice.
     public func enroll(_ request: EnrollmentRequest, conversation: any Conversation) throws(AuthenticationError)
         -> [String]

@@ -49,7 +49,7 @@ public struct VaultService: Sendable {
 
     /// The state.
     public let vault: any Vault
-    /// The per-user switches, to know which need proof to turn off.
+    /// The per-user switches, to know which need proof to turn off (the factors' own unless given).
     public let userSettings: [UserSetting]
     /// The factors (`Factors.all`): what their refusals and devices are called.
     public let factors: [FactorPlugin]
@@ -71,13 +71,13 @@ public struct VaultService: Sendable {
 
     /// Creates the service. `now` reads a monotonic clock in milliseconds (tests pass their own).
     public init(
-        vault: any Vault, userSettings: [UserSetting] = [], factors: [FactorPlugin] = [],
+        vault: any Vault, factors: [FactorPlugin] = [], userSettings: [UserSetting]? = nil,
         now: @escaping @Sendable () -> Int64 = { 0 }, accountUID: @escaping @Sendable (String) -> UInt32? = { _ in nil }
     ) {
         self.accountUID = accountUID
         self.factors = factors
         self.vault = vault
-        self.userSettings = userSettings
+        self.userSettings = userSettings ?? factors.userSettings
         proofs = Proofs(now: now)
         leases = Leases(now: now)
         writes = WriteBudget(now: now)

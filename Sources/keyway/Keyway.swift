@@ -367,7 +367,7 @@ struct Command {
             let hasher = try Argon2idHasher()
             let secret = Secret(copying: Array("2-4-9-3".utf8))
             let encoded = try hasher.hash(secret)
-            let samples = try Self.timings(rounds) { () throws(AuthenticationError) in
+            let samples = try Timings.of(rounds) { () throws(AuthenticationError) in
                 _ = try hasher.verify(secret, against: encoded)
             }
             print("\(hasher.cost): one verification \(Self.summary(samples, in: 1000, "ms")) over \(rounds) rounds")
@@ -384,7 +384,7 @@ extension Command {
     func roundTrips(_ socket: String, count: Int) throws(AuthenticationError) {
         let vault = DaemonVault(socketPath: socket, via: tool)
         let user = UserContext(name: "keyway-bench")
-        let samples = try Self.timings(max(count, 1)) { () throws(AuthenticationError) in
+        let samples = try Timings.of(max(count, 1)) { () throws(AuthenticationError) in
             if case .failed(let error) = vault.availability(of: Factors.all[0].kind, for: user) { throw error }
         }
         print(
@@ -397,7 +397,7 @@ extension Command {
     func configurationReads(count: Int) {
         let named = parsed.value("--config")
         guard case .success(let configuration) = ConfigurationFiles.load(named) else { return }
-        let samples = try? Self.timings(max(count, 1)) { () throws(AuthenticationError) in
+        let samples = try? Timings.of(max(count, 1)) { () throws(AuthenticationError) in
             _ = ConfigurationFiles.load(named)
         }
         guard let samples else { return }
@@ -405,13 +405,6 @@ extension Command {
             "keyway.conf read and compiled (\(configuration.files.count) file\(configuration.files.count == 1 ? "" : "s"), "
                 + "\(configuration.policies.count) "
                 + "policies): \(Self.summary(samples, in: 1, "µs")) over \(samples.count) reads")
-    }
-
-    /// Runs `body` `count` times; the durations in microseconds, sorted.
-    static func timings(_ count: Int, _ body: () throws(AuthenticationError) -> Void) throws(AuthenticationError)
-        -> [Double]
-    {
-        try Timings.of(count, body)
     }
 
     /// "median M UNIT, min A UNIT, max B UNIT" of sorted microsecond samples, in whole units of `scale` µs (the

@@ -148,7 +148,7 @@ struct Keywayd {
         let auditRows = options.auditRowLimit
         let server = Server(
             service: VaultService(
-                vault: vault, userSettings: Factors.all.userSettings, factors: Factors.all,
+                vault: vault, factors: Factors.all,
                 now: UnixSocket.monotonicMilliseconds,
                 accountUID: { name in if case .success(let uid?) = Accounts.uid(of: name) { uid } else { nil } }),
             options: options, arming: arming

@@ -307,7 +307,7 @@ struct LeaseTests {
         let sensor = ScriptedFactor(
             .biometric, store: store, clock: clock, schedule: .biometric, biometry: .fingerprint, codes: .biometry)
         let vault = LocalVault(store: store, clock: clock, keepers: [ScriptedKeeper(gate: sensor.gate)])
-        let service = VaultService(vault: vault, userSettings: [.enabled(.biometric)], factors: Factors.all)
+        let service = VaultService(vault: vault, factors: Factors.all, userSettings: [.enabled(.biometric)])
         let alice = VaultService.Caller(uid: 1000, name: "alice")
         let context = UserContext(name: "alice")
         guard case .failure(let unenrolled) = service.answer(.arm(.biometric, context, attempts: 3), from: alice)

@@ -115,11 +115,7 @@ struct ExampleStackTests {
         try fixture.enrollPattern(user, "2-4-9-3")
         fixture.startDaemon()
         let rules = "Defaults:\(user) !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
-        let draft = fixture.directory + "/sudoers"
-        _ = FileManager.default.createFile(
-            atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
-        #expect(try run("/usr/sbin/visudo", ["-cf", draft]).status == 0)
-        try FileManager.default.copyItem(atPath: draft, toPath: sudoers)
+        try fixture.installSudoers(rules, at: sudoers)
         #expect(FileManager.default.createFile(atPath: limits, contents: Data("root hard nofile 2345\n".utf8)))
         try replacing("/etc/pam.d/sudo", with: try example("sudo")) {
             let command = "sh -c 'echo UID=$(id -u) NOFILE=$(ulimit -Hn)'"
@@ -151,11 +147,7 @@ struct ExampleStackTests {
         fixture.startDaemon()
         let rules =
             "Defaults:\(user) pam_service=\(service), !pam_session, !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
-        let draft = fixture.directory + "/sudoers"
-        _ = FileManager.default.createFile(
-            atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
-        #expect(try run("/usr/sbin/visudo", ["-cf", draft]).status == 0)
-        try FileManager.default.copyItem(atPath: draft, toPath: sudoers)
+        try fixture.installSudoers(rules, at: sudoers)
         #expect(
             FileManager.default.createFile(
                 atPath: "/etc/pam.d/\(service)", contents: Data(try example("two-factor").utf8)))

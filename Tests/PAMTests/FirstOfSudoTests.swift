@@ -23,12 +23,7 @@ struct FirstOfSudoTests {
         let config = fixture.writeConfig("[policy either]\nrequire = first of (biometric, gesture)\n")
         let rules =
             "Defaults:\(name) pam_service=keyway-first-\(name), !lecture, passwd_tries=1\n\(name) ALL=(ALL) ALL\n"
-        let draft = fixture.directory + "/sudoers-\(name)"
-        _ = FileManager.default.createFile(
-            atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
-        let check = try run("/usr/sbin/visudo", ["-cf", draft])
-        #expect(check.status == 0, "\(check.text)")
-        try FileManager.default.copyItem(atPath: draft, toPath: "/etc/sudoers.d/keyway-first-\(name)")
+        try fixture.installSudoers(rules, at: "/etc/sudoers.d/keyway-first-\(name)")
         let line = "\(modulePath) policy=either \(config) \(fixture.moduleArguments) \(arguments)"
         let stack = """
             auth     [success=done default=ignore] \(line) next=password

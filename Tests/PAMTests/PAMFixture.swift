@@ -148,11 +148,28 @@ struct PAMFixture {
         return "config=\(configPath)"
     }
 
+    /// Puts sudoers `rules` in place at `path` (a drop-in in /etc/sudoers.d) as root would: written beside the
+    /// fixture (mode 0440), checked by `visudo -cf`, then copied. Throws, installing nothing, when visudo refuses them.
+    func installSudoers(_ rules: String, at path: String) throws {
+        let draft = directory + "/sudoers-" + (path.split(separator: "/").last.map(String.init) ?? "drop-in")
+        _ = FileManager.default.createFile(
+            atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
+        let check = try run("/usr/sbin/visudo", ["-cf", draft])
+        guard check.status == 0 else { throw SudoersRefused(text: check.text) }
+        try FileManager.default.copyItem(atPath: draft, toPath: path)
+    }
+
     func enrollFinger(_ user: String, _ finger: String) throws {
         let touches = ScriptedSensorEvents(Array(repeating: .present(user: user, finger: finger), count: 5))
         let plugin = BiometricAuthenticator(vault: try vault(), sensor: SimulatedSensor(events: touches))
         try plugin.enroll(user: user, finger: finger, by: "test", conversation: Answers([]))
     }
+}
+
+/// What visudo said about rules it refused.
+struct SudoersRefused: Error, CustomStringConvertible {
+    let text: String
+    var description: String { "visudo refused the sudoers rules: \(text)" }
 }
 
 /// The fixture's keywayd process (a class, so the fixture struct can start it lazily).

@@ -19,13 +19,7 @@ struct SudoTests {
         try requireIsolation()
         #expect(try TestAccounts.add(user))
         let rules = "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
-        let draft = fixture.directory + "/sudoers"
-        _ = FileManager.default.createFile(
-            atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
-        let check = try run("/usr/sbin/visudo", ["-cf", draft])
-        #expect(check.status == 0, "\(check.text)")
-        guard check.status == 0 else { return }
-        try FileManager.default.copyItem(atPath: draft, toPath: sudoers)
+        try fixture.installSudoers(rules, at: sudoers)
         let auth =
             handover
             ? "auth     [success=done default=ignore] \(modulePath) policy=\(policy) \(fixture.moduleArguments) "

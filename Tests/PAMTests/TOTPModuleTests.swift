@@ -19,11 +19,7 @@ struct TOTPModuleTests {
         try requireIsolation()
         #expect(try TestAccounts.add(user))
         let rules = "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
-        let draft = fixture.directory + "/sudoers"
-        _ = FileManager.default.createFile(
-            atPath: draft, contents: Data(rules.utf8), attributes: [.posixPermissions: 0o440])
-        #expect(try run("/usr/sbin/visudo", ["-cf", draft]).status == 0)
-        try FileManager.default.copyItem(atPath: draft, toPath: sudoers)
+        try fixture.installSudoers(rules, at: sudoers)
         let arguments = "policy=\(policy) \(fixture.moduleArguments) \(config)"
         let stack = """
             auth     required \(modulePath) \(arguments)
