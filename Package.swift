@@ -51,9 +51,11 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         library("KeywayCrypto", ["KeywayCore", "CSodium"]),
 
-        // The SQLite store: durable enrollments, counters and lockouts.
+        // The stores: durable enrollments, counters and lockouts in one host's SQLite file, or a fleet's PostgreSQL
+        // database through libpq (docs/ARCHITECTURE.md §12).
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        library("KeywayStore", ["KeywayCore", "CSQLite"]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        library("KeywayStore", ["KeywayCore", "CSQLite", "CPostgres"]),
 
         // One target per factor, each a folder under Plugins/ that depends on the core alone (and libc where it
         // talks to a device).

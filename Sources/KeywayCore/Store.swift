@@ -5,7 +5,9 @@
 ///   runs `body` once, and writes the result, with no other update in between. This one primitive is how
 ///   attempts are reserved before they are verified.
 /// - `save` replaces a factor's enrollment atomically: after a crash the old or the new one is present, never neither.
-/// - Every failure throws `AuthenticationError(.storeFailure, reason)` with a reason naming the store and the cause.
+/// - Every failure throws `AuthenticationError(.storeFailure, reason)` with a reason naming the store and the cause;
+///   a shared store whose database is away (unreachable, restarting, this host cut off) throws `.serviceUnavailable`
+///   instead, which the module answers as PAM_AUTHINFO_UNAVAIL, so a `default=ignore` stack goes on to the password.
 public protocol Store: AnyObject, Sendable {
     /// The user's enrollment for `factor`, or nil when there is none.
     func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment?
@@ -102,10 +104,13 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
     public var factor: FactorKind?
     /// What was set (`gesture.enabled=no`), for `.set`.
     public var detail: String?
+    /// The host whose keywayd made the change, in a store many hosts share (PostgreSQL); nil in a host's own store.
+    public var host: String?
 
     /// Creates an entry.
     public init(
-        at: Timestamp, actor: String, user: String, action: Action, factor: FactorKind?, detail: String? = nil
+        at: Timestamp, actor: String, user: String, action: Action, factor: FactorKind?, detail: String? = nil,
+        host: String? = nil
     ) {
         self.at = at
         self.actor = actor
@@ -113,10 +118,12 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
         self.action = action
         self.factor = factor
         self.detail = detail
+        self.host = host
     }
 
     public var description: String {
-        "\(at) \(actor.escapingControlCharacters) \(action.rawValue) \(user.escapingControlCharacters) "
+        "\(at) \(actor.escapingControlCharacters)\(host.map { " on " + $0.escapingControlCharacters } ?? "") "
+            + "\(action.rawValue) \(user.escapingControlCharacters) "
             + (detail.map { $0.escapingControlCharacters } ?? factor?.rawValue ?? "all")
     }
 }

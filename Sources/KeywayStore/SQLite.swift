@@ -20,6 +20,7 @@ struct SQLiteError: Error, Sendable, CustomStringConvertible {
         case SQLITE_CANTOPEN: "the file cannot be opened"
         case SQLITE_IOERR: "an I/O error occurred"
         case SQLITE_PERM, SQLITE_AUTH: "permission denied"
+        case SQLITE_CONSTRAINT: "refused"
         default: "SQLite error \(code)"
         }
     }

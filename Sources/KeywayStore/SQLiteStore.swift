@@ -1,3 +1,4 @@
+import CSQLite
 public import Glibc
 public import KeywayCore
 import Synchronization
@@ -6,7 +7,7 @@ import Synchronization
 ///
 /// Every process opens its own connection; SQLite's locks make `updateAttempts` atomic across processes
 /// (`BEGIN IMMEDIATE`), and its journal makes every change all-or-nothing across crashes.
-public final class SQLiteStore: Store {
+public final class SQLiteStore: LoadableStore {
     /// Where the store is and whom it must belong to.
     public struct Options: Sendable, Equatable {
         /// The database file.
@@ -380,7 +381,7 @@ public final class SQLiteStore: Store {
 
     public func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry] {
         try run("cannot read the audit trail") { db throws(SQLiteError) in
-            let columns = "SELECT at, actor, user, action, factor, detail FROM audit"
+            let columns = "SELECT at, actor, user, action, factor, detail, host FROM audit"
             let rows: [[SQLiteConnection.Value]]
             if let user {
                 rows = try db.query(columns + " WHERE user = ? ORDER BY id", [.text(user)])
@@ -393,18 +394,18 @@ public final class SQLiteStore: Store {
                 else { return nil }
                 return AuditEntry(
                     at: Timestamp(milliseconds: at), actor: actor, user: user, action: action,
-                    factor: row[4].text.map(FactorKind.init(rawValue:)), detail: row[5].text)
+                    factor: row[4].text.map(FactorKind.init(rawValue:)), detail: row[5].text, host: row[6].text)
             }
         }
     }
 
     private static func audit(_ db: SQLiteConnection, _ entry: AuditEntry) throws(SQLiteError) {
         try db.query(
-            "INSERT INTO audit (at, actor, user, action, factor, detail) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO audit (at, actor, user, action, factor, detail, host) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
                 .integer(entry.at.milliseconds), .text(entry.actor), .text(entry.user),
                 .text(entry.action.rawValue), entry.factor.map { .text($0.rawValue) } ?? .null,
-                entry.detail.map { .text($0) } ?? .null,
+                entry.detail.map { .text($0) } ?? .null, entry.host.map { .text($0) } ?? .null,
             ])
     }
 
@@ -442,6 +443,52 @@ public final class SQLiteStore: Store {
                     AuditEntry(
                         at: change.at, actor: change.actor, user: user, action: .set,
                         factor: UserSetting.factor(of: key), detail: "\(key)=\(value ?? "default")"))
+            }
+        }
+    }
+
+    /// Copies `contents` into this store, which must be empty, in one transaction (no new audit rows).
+    public func load(_ contents: StoreContents) throws(AuthenticationError) {
+        try run("cannot copy into the store") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let present =
+                    try db.query(
+                        "SELECT (SELECT count(*) FROM enrollments) + (SELECT count(*) FROM attempts) "
+                            + "+ (SELECT count(*) FROM preferences)"
+                    ).first?.first?.integer ?? 0
+                guard present == 0 else {
+                    throw SQLiteError(
+                        code: SQLITE_CONSTRAINT, message: "the target store is not empty; nothing was copied")
+                }
+                for enrollment in contents.enrollments {
+                    try db.query(
+                        "INSERT INTO enrollments (user, factor, payload, changed_at, changed_by) VALUES (?, ?, ?, ?, ?)",
+                        [
+                            .text(enrollment.user), .text(enrollment.factor.rawValue), .blob(enrollment.payload),
+                            .integer(enrollment.changedAt.milliseconds), .text(enrollment.changedBy),
+                        ])
+                }
+                for (user, book) in contents.attempts {
+                    for (factor, state) in book.states {
+                        try db.query(
+                            "INSERT INTO attempts (user, factor, failures, last_failure, recent_mismatches, "
+                                + "last_success) VALUES (?, ?, ?, ?, ?, ?)",
+                            [
+                                .text(user), .text(factor.rawValue), .integer(Int64(state.consecutiveFailures)),
+                                state.lastFailure.map { .integer($0.milliseconds) } ?? .null,
+                                .blob(Self.encode(state.recentMismatches)),
+                                state.lastSuccess.map { .integer($0.milliseconds) } ?? .null,
+                            ])
+                    }
+                }
+                for (user, preferences) in contents.preferences {
+                    for (key, value) in preferences {
+                        try db.query(
+                            "INSERT INTO preferences (user, key, value) VALUES (?, ?, ?)",
+                            [.text(user), .text(key), .text(value)])
+                    }
+                }
+                for entry in contents.audit { try Self.audit(db, entry) }
             }
         }
     }

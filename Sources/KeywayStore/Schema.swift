@@ -46,6 +46,10 @@ enum Schema {
         ) WITHOUT ROWID;
         ALTER TABLE audit ADD COLUMN detail TEXT;
         """,
+        // 4: which host made a change, for entries copied from a store many hosts share (keyway store copy).
+        """
+        ALTER TABLE audit ADD COLUMN host TEXT;
+        """,
     ]
 
     /// The newest schema this build knows.

@@ -310,6 +310,7 @@ public enum Response: Sendable, Equatable {
                 out.string(entry.action.rawValue)
                 out.optional(entry.factor) { $0.string($1.rawValue) }
                 out.optional(entry.detail) { $0.string($1) }
+                out.optional(entry.host) { $0.string($1) }
             }
         case .failure(let error):
             out = WireWriter(kind: Kind.failure.rawValue)
@@ -383,8 +384,12 @@ public enum Response: Sendable, Equatable {
                 let detail = try input.optional("the detail") { reader throws(WireError) in
                     try reader.string("the detail", limit: 256)
                 }
+                let host = try input.optional("the host") { reader throws(WireError) in
+                    try reader.string("the host", limit: 256)
+                }
                 entries.append(
-                    AuditEntry(at: at, actor: actor, user: user, action: action, factor: factor, detail: detail))
+                    AuditEntry(
+                        at: at, actor: actor, user: user, action: action, factor: factor, detail: detail, host: host))
             }
             self = .audit(entries)
         case .failure:

@@ -1,5 +1,5 @@
-// keyway-probe: a separate process that drives a real SQLite store, for the store's multi-process tests and the
-// store benchmark. Not installed; built with the tests.
+// keyway-probe: a separate process that drives a real store (an SQLite path or a postgresql:// URI), for the
+// stores' multi-process tests and the store benchmark. Not installed; built with the tests.
 //
 //   keyway-probe attempt STORE USER PASSCODE KDFLOG [BARRIER]   one passcode attempt; prints the outcome
 //   keyway-probe enroll STORE USER PASSCODE                     sets a passcode (no conversation rules)
@@ -57,11 +57,20 @@ final class OneLine: Conversation {
     func tell(_ message: Message) {}
 }
 
-func openStore(_ path: String) -> SQLiteStore {
-    do { return try SQLiteStore(.ownedByCurrentUser(path: path)) } catch {
+/// The store at a path (SQLite, created if missing) or a postgresql:// URI (its password file in
+/// KEYWAY_PROBE_PASSFILE).
+func openStore(_ location: String) -> any LoadableStore {
+    var options = Stores.Options(location: location)
+    options.create = true
+    options.ownedByCurrentUser = true
+    if let passfile = getenv("KEYWAY_PROBE_PASSFILE") { options.passfile = String(cString: passfile) }
+    do { return try Stores.open(options).store } catch {
         fail("\(error.code.rawValue) \(error.reason)")
     }
 }
+
+/// The time source of `store`'s lockouts: the database's for PostgreSQL, the host's for SQLite.
+func clock(of store: any Store) -> any Clock { (store as? PostgresStore)?.clock ?? SystemClock() }
 
 func now() -> Double {
     var spec = timespec()
@@ -80,7 +89,7 @@ case "attempt" where arguments.count >= 6:
     }
     let store = openStore(arguments[2])
     let hasher = CountingHasher(inner: try! Argon2idHasher(), log: arguments[5])
-    let plugin = PasscodeAuthenticator(store: store, clock: SystemClock(), hasher: hasher)
+    let plugin = PasscodeAuthenticator(store: store, clock: clock(of: store), hasher: hasher)
     do {
         let verdict = try plugin.authenticate(
             AuthenticationRequest(user: UserContext(name: arguments[3])),
@@ -159,13 +168,15 @@ case "bench" where arguments.count >= 5:
     // counter row is written, then a success that deletes it).
     let users = Int(arguments[3]) ?? 1
     let rounds = Int(arguments[4]) ?? 200
+    // keywayd opens an SQLite file per process, and keeps its database connections: a URI is opened once.
     var phases: [[Double]] = Array(repeating: [], count: 5)  // open, read, reserve, settle, total
+    let shared = PostgresStore.isDatabaseURI(arguments[2]) ? openStore(arguments[2]) : nil
     for round in 0..<rounds {
         let user = "user-\(round * 7919 % users)"
         var marks = [now()]
-        let store = openStore(arguments[2])
+        let store = shared ?? openStore(arguments[2])
         marks.append(now())
-        let gate = AttemptGate(factor: .passcode, store: store, clock: SystemClock(), schedule: .passcode)
+        let gate = AttemptGate(factor: .passcode, store: store, clock: clock(of: store), schedule: .passcode)
         do {
             guard try store.enrollment(user: user, factor: .passcode) != nil else { fail("\(user) is not enrolled") }
             marks.append(now())

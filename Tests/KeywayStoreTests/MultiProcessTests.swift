@@ -10,24 +10,12 @@ struct MultiProcessTests {
     func parallelGuessesNeverExceedTheLimit() throws {
         let scratch = Scratch()
         defer { scratch.remove() }
-        let kdfLog = scratch.directory + "/kdf.log"
-        let barrier = scratch.directory + "/go"
         #expect(try Probe.run(["enroll", scratch.store, "alice", "739155"]) == ["committed alice"])
-        let processes = 48
-        // Every process has its own wrong passcode, so none is refunded as a repeat.
-        let probes = try (0..<processes).map { index in
-            try Probe(["attempt", scratch.store, "alice", "wrong-\(index)", kdfLog, barrier])
-        }
-        usleep(300_000)  // let every process reach the barrier
-        _ = FileManager.default.createFile(atPath: barrier, contents: Data())
-        let outcomes = probes.map { $0.finish().joined() }
-        let verified = outcomes.filter { $0 == "mismatch" }.count
-        let refused = outcomes.filter { $0 == "refused throttled" }.count
-        let kdfRuns = (try? String(contentsOfFile: kdfLog, encoding: .utf8))?.split(separator: "\n").count ?? 0
-        #expect(kdfRuns <= 5, "the slow hash ran \(kdfRuns) times")
-        #expect(verified == kdfRuns)
-        #expect(verified + refused == processes, "\(outcomes)")
-        #expect(verified == 5)
+        let attack = try GuessAttack(store: scratch.store, processes: 48, in: scratch.directory)
+        #expect(attack.kdfRuns <= 5, "the slow hash ran \(attack.kdfRuns) times")
+        #expect(attack.verified == attack.kdfRuns)
+        #expect(attack.verified + attack.refused == 48, "\(attack.outcomes)")
+        #expect(attack.verified == 5)
         let store = try scratch.open(create: false)
         #expect(try store.attempts(user: "alice")[.passcode].consecutiveFailures == 5)
         #expect(try store.integrityCheck() == "ok")

@@ -92,3 +92,31 @@ func shell(_ command: String) -> Int32 {
     process.waitUntilExit()
     return process.terminationStatus
 }
+
+/// Parallel wrong guesses at alice's passcode from separate processes released at one barrier, each with its own
+/// wrong passcode (so none is refunded as a repeat), and an independent count of slow-hash runs.
+struct GuessAttack {
+    /// How each process ended ("mismatch", "refused throttled", …).
+    let outcomes: [String]
+    /// Guesses that were verified (and did not match).
+    var verified: Int { outcomes.filter { $0 == "mismatch" }.count }
+    /// Guesses refused before any hash ran.
+    var refused: Int { outcomes.filter { $0 == "refused throttled" }.count }
+    /// Lines in the probes' hash log: slow-hash runs.
+    let kdfRuns: Int
+
+    /// Runs the attack on the store at `location` (a path or a URI); the probes' environment gets `environment`.
+    init(store location: String, processes: Int, in directory: String, environment: String? = nil) throws {
+        let kdfLog = directory + "/kdf.log"
+        let barrier = directory + "/go"
+        unlink(kdfLog)
+        unlink(barrier)
+        let probes = try (0..<processes).map { index in
+            try Probe(["attempt", location, "alice", "wrong-\(index)", kdfLog, barrier], shell: environment)
+        }
+        usleep(300_000)  // let every process reach the barrier
+        _ = FileManager.default.createFile(atPath: barrier, contents: Data())
+        outcomes = probes.map { $0.finish().joined() }
+        kdfRuns = (try? String(contentsOfFile: kdfLog, encoding: .utf8))?.split(separator: "\n").count ?? 0
+    }
+}

@@ -1,0 +1,212 @@
+import CPostgres
+import Glibc
+
+/// A PostgreSQL failure: the SQLSTATE when the server sent one, the message, and whether the database is away
+/// (unreachable, restarted, timed out, failed over) rather than the request or the schema being wrong.
+struct PostgresError: Error, Sendable, CustomStringConvertible {
+    /// The five-character SQLSTATE, when the server answered with one.
+    var state: String?
+    /// libpq's or the server's message, on one line.
+    var message: String
+    /// The connection is gone or unusable: it must be closed, never reused.
+    var connectionLost: Bool
+
+    init(state: String? = nil, _ message: String, connectionLost: Bool = false) {
+        self.state = state
+        self.message = message.split(whereSeparator: \.isNewline).joined(separator: " ")
+        self.connectionLost = connectionLost
+    }
+
+    /// The database is away or refusing this host for now: the authentication fails closed as "unavailable"
+    /// (PAM_AUTHINFO_UNAVAIL), and a later request may succeed. Everything else is an error of the store itself.
+    var databaseAway: Bool {
+        if connectionLost { return true }
+        guard let state else { return false }
+        // 08: connection exceptions; 57P01–03: shut down, crashed, starting; 53: out of resources (too many
+        // connections); 57014: canceled (statement_timeout); 55P03: lock_timeout; 40001/40P01: serialization and
+        // deadlock; 25006: a read-only transaction (a standby after a failover); 28: this host's role may not log in
+        // (cut off, keywayd(8)).
+        return state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") || state.hasPrefix("28")
+            || ["57014", "55P03", "40001", "40P01", "25006"].contains(state)
+    }
+
+    var description: String { state.map { "\(message) (SQLSTATE \($0))" } ?? message }
+}
+
+/// One libpq connection: the only caller of `PQ*` functions in Keyway. Not thread-safe by itself: `PostgresStore`
+/// lends each connection to one caller at a time. Every wait is bounded by a deadline (poll(2) on the socket), so a
+/// database that stops answering mid-request costs at most that long, never a hung keywayd thread.
+final class PostgresConnection: @unchecked Sendable {
+    private let handle: OpaquePointer
+
+    /// Statements sent since the store lent this connection out (a failure at the first may be retried).
+    var statements = 0
+
+    private init(handle: OpaquePointer) { self.handle = handle }
+
+    deinit { PQfinish(handle) }
+
+    /// The monotonic clock in milliseconds, for deadlines.
+    static func monotonicMilliseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+
+    /// Connects with libpq's keywords (the last occurrence of a keyword wins; `dbname` may be a URI, which is
+    /// expanded), waiting at most until `deadline` (monotonic milliseconds).
+    static func connect(_ parameters: [(String, String)], deadline: Int64) throws(PostgresError) -> PostgresConnection {
+        let keywords = parameters.map { strdup($0.0) } + [nil]
+        let values = parameters.map { strdup($0.1) } + [nil]
+        defer { for pointer in keywords + values { free(pointer) } }
+        let started: OpaquePointer? = keywords.map { UnsafePointer($0) }.withUnsafeBufferPointer { keys in
+            values.map { UnsafePointer($0) }.withUnsafeBufferPointer { vals in
+                PQconnectStartParams(keys.baseAddress, vals.baseAddress, 1)
+            }
+        }
+        guard let started else { throw PostgresError("out of memory", connectionLost: true) }
+        let connection = PostgresConnection(handle: started)
+        guard PQstatus(started) != CONNECTION_BAD else { throw connection.lost() }
+        var polling = PGRES_POLLING_WRITING
+        while true {
+            switch polling {
+            case PGRES_POLLING_OK:
+                return connection
+            case PGRES_POLLING_READING:
+                try connection.wait(for: Int16(POLLIN), until: deadline, doing: "connecting")
+            case PGRES_POLLING_WRITING:
+                try connection.wait(for: Int16(POLLOUT), until: deadline, doing: "connecting")
+            default:
+                throw connection.lost()
+            }
+            polling = PQconnectPoll(started)
+        }
+    }
+
+    /// The connection's error as a lost connection.
+    private func lost() -> PostgresError {
+        PostgresError(String(cString: PQerrorMessage(handle)), connectionLost: true)
+    }
+
+    /// Waits until the socket is ready for `events` or the deadline passes (then the connection is lost: a request
+    /// may be half sent or half answered).
+    private func wait(for events: Int16, until deadline: Int64, doing what: String) throws(PostgresError) {
+        while true {
+            let left = deadline - Self.monotonicMilliseconds()
+            guard left > 0 else {
+                throw PostgresError("no answer from the database within the deadline (\(what))", connectionLost: true)
+            }
+            var entry = pollfd(fd: PQsocket(handle), events: events, revents: 0)
+            guard entry.fd >= 0 else { throw lost() }
+            let ready = poll(&entry, 1, Int32(clamping: left))
+            if ready > 0 { return }
+            if ready < 0 && errno != EINTR { throw PostgresError("poll failed: errno \(errno)", connectionLost: true) }
+        }
+    }
+
+    /// Runs one statement with text parameters (nil is NULL) and returns its rows as text (nil for NULL), waiting at
+    /// most until `deadline`. Several statements separated by semicolons are allowed only without parameters.
+    @discardableResult
+    func query(_ sql: String, _ parameters: [String?] = [], deadline: Int64) throws(PostgresError) -> [[String?]] {
+        statements += 1
+        let copies = parameters.map { $0.map { strdup($0) } ?? nil }
+        defer { for pointer in copies { free(pointer) } }
+        let sent = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer { values in
+            parameters.isEmpty
+                ? PQsendQuery(handle, sql)
+                : PQsendQueryParams(handle, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
+        }
+        guard sent == 1 else { throw lost() }
+        var rows: [[String?]] = []
+        var failure: PostgresError? = nil
+        while true {
+            while PQisBusy(handle) == 1 {
+                try wait(for: Int16(POLLIN), until: deadline, doing: "waiting for an answer")
+                guard PQconsumeInput(handle) == 1 else { throw lost() }
+            }
+            guard let result = PQgetResult(handle) else { break }
+            defer { PQclear(result) }
+            switch PQresultStatus(result) {
+            case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+                continue
+            case PGRES_TUPLES_OK:
+                rows = Self.rows(of: result)
+            default:
+                let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+                failure = failure ?? PostgresError(state: state, String(cString: PQresultErrorMessage(result)))
+            }
+        }
+        if PQstatus(handle) == CONNECTION_BAD {
+            throw failure.map { PostgresError(state: $0.state, $0.message, connectionLost: true) } ?? lost()
+        }
+        if let failure { throw failure }
+        return rows
+    }
+
+    private static func rows(of result: OpaquePointer) -> [[String?]] {
+        let columns = PQnfields(result)
+        return (0..<PQntuples(result)).map { row in
+            (0..<columns).map { column in
+                PQgetisnull(result, row, column) == 1 ? nil : String(cString: PQgetvalue(result, row, column))
+            }
+        }
+    }
+
+    /// Whether the server is still in a transaction (a failed statement left it aborted, or a body threw).
+    var inTransaction: Bool { PQtransactionStatus(handle) != PQTRANS_IDLE }
+
+    /// libpq's keywords in a connection string or URI, or the reason it cannot be parsed.
+    static func keywords(of conninfo: String) -> Result<[String: String], PostgresError> {
+        var message: UnsafeMutablePointer<CChar>? = nil
+        guard let options = PQconninfoParse(conninfo, &message) else {
+            let text = message.map { String(cString: $0) } ?? "out of memory"
+            if let message { PQfreemem(message) }
+            return .failure(PostgresError(text))
+        }
+        defer { PQconninfoFree(options) }
+        var found: [String: String] = [:]
+        var index = 0
+        while let keyword = options[index].keyword {
+            if let value = options[index].val { found[String(cString: keyword)] = String(cString: value) }
+            index += 1
+        }
+        return .success(found)
+    }
+
+    /// `bytea` as a text parameter (hex format).
+    static func bytea(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "x")]
+        text.reserveCapacity(2 + bytes.count * 2)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// A `bytea` column read as text (`bytea_output = hex`, the default since PostgreSQL 9.0), or nil if it is not.
+    static func bytes(fromBytea text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count >= 2, utf8[0] == UInt8(ascii: "\\"), utf8[1] == UInt8(ascii: "x"), utf8.count % 2 == 0 else {
+            return nil
+        }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity((utf8.count - 2) / 2)
+        var index = 2
+        while index < utf8.count {
+            guard let high = nibble(utf8[index]), let low = nibble(utf8[index + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            index += 2
+        }
+        return bytes
+    }
+}

@@ -1,0 +1,710 @@
+public import Glibc
+public import KeywayCore
+import Synchronization
+
+/// The fleet's `Store`: one PostgreSQL database shared by the keywayd of every host (docs/ARCHITECTURE.md §12,
+/// keywayd(8) FLEETS).
+///
+/// Exact across hosts: `updateAttempts` holds a per-account advisory lock (`pg_advisory_xact_lock`) from the read to
+/// the commit, so a reservation made on any host is committed before that host runs the slow hash, and no two hosts
+/// can both see "4 failures" and both verify. Times come from the database's clock (`clock`). A database that is
+/// away (unreachable, restarted, failed over, a host cut off) makes a call throw `.serviceUnavailable` within the
+/// request timeout; keywayd answers that as "unavailable" and reconnects by itself on a later request.
+public final class PostgresStore: LoadableStore {
+    /// Where the database is and how this host uses it.
+    public struct Options: Sendable, Equatable {
+        /// A libpq URI (`postgresql:///keyway?host=/run/postgresql`). It may not hold a password: that comes from
+        /// `passfile`.
+        public var uri: String
+        /// This host's name in the audit trail.
+        public var host: String
+        /// The longest one call may take, connecting included; then it fails as unavailable.
+        public var timeout: Duration
+        /// Connections this process keeps open at most; a call waits (within `timeout`) for a free one.
+        public var connections: Int
+        /// libpq's password file, which must be the current user's and 0600 (root's, for keywayd).
+        public var passfile: String
+
+        /// The default password file.
+        public static var defaultPassfile: String { "/etc/keyway/pgpass" }
+
+        /// Options for `uri`, as this machine's host name.
+        public init(
+            uri: String, host: String? = nil, timeout: Duration = .milliseconds(1500), connections: Int = 8,
+            passfile: String = defaultPassfile
+        ) {
+            self.uri = uri
+            self.host = host ?? Self.machineName()
+            self.timeout = timeout
+            self.connections = max(1, connections)
+            self.passfile = passfile
+        }
+
+        /// gethostname(2).
+        static func machineName() -> String {
+            var buffer = [CChar](repeating: 0, count: 256)
+            guard gethostname(&buffer, buffer.count - 1) == 0 else { return "unknown" }
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+
+    /// Where the database is.
+    public let options: Options
+    /// The database's clock, as this host measures it: what lockouts, attributions and one-time codes are dated by.
+    public let clock: DatabaseClock
+    private let parameters: [(String, String)]
+    private let idle = Mutex<[PostgresConnection]>([])
+    private let slots: Slots
+
+    /// Whether `location` names a PostgreSQL database (a libpq URI) rather than an SQLite file.
+    public static func isDatabaseURI(_ location: String) -> Bool {
+        location.hasPrefix("postgresql://") || location.hasPrefix("postgres://")
+    }
+
+    /// Checks the URI and the password file; connects only when a call needs the database, so keywayd starts (and
+    /// serves "unavailable") while the database is away.
+    public init(_ options: Options) throws(AuthenticationError) {
+        self.options = options
+        clock = DatabaseClock()
+        slots = Slots(options.connections)
+        guard Self.isDatabaseURI(options.uri) else {
+            throw Self.refuse(options.uri, "give a postgresql:// URI")
+        }
+        switch PostgresConnection.keywords(of: options.uri) {
+        case .failure(let error): throw Self.refuse(options.uri, "the URI cannot be read: \(error.message)")
+        case .success(let keywords):
+            guard keywords["password"] == nil else {
+                throw Self.refuse(
+                    "postgresql://…",  // not repeated: a log line must not carry it either
+                    "the URI holds a password; put it in \(options.passfile) (root's, mode 0600) instead, where no "
+                        + "command line or environment shows it")
+            }
+        }
+        try Self.checkPassfile(options.passfile, uri: options.uri)
+        Self.forgetEnvironment()
+        let seconds = max(2, options.timeout.components.seconds + 1)
+        // libpq takes the last value of a keyword: these defaults come before the URI, which may override them
+        // (sslmode, passfile); the session's own limits come after it, so no URI lifts them.
+        let statementLimit = max(100, Self.milliseconds(options.timeout))
+        parameters = [
+            ("connect_timeout", String(seconds)), ("sslmode", "verify-full"), ("passfile", options.passfile),
+            ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "2"),
+            ("tcp_user_timeout", String(Self.milliseconds(options.timeout) + 1000)),
+            ("application_name", "keywayd on \(options.host)"),
+            ("dbname", options.uri),
+            (
+                "options",
+                "-c statement_timeout=\(statementLimit) -c lock_timeout=\(statementLimit) -c client_min_messages=error "
+                    + "-c idle_in_transaction_session_timeout=\(statementLimit * 2 + 1000)"
+            ),
+        ]
+    }
+
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+
+    private static func refuse(_ uri: String, _ why: String) -> AuthenticationError {
+        AuthenticationError(.storeFailure, "Keyway store \(uri): \(why)")
+    }
+
+    /// The password file, when there is one, must be the current user's alone: libpq would merely warn.
+    private static func checkPassfile(_ path: String, uri: String) throws(AuthenticationError) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
+            throw refuse(
+                uri,
+                "the password file \(path) must be a regular file owned by uid \(geteuid()) with mode 0600 "
+                    + "(it is uid \(info.st_uid), mode 0\(String(info.st_mode & 0o7777, radix: 8)))")
+        }
+    }
+
+    /// libpq reads PGPASSWORD, PGSSLMODE and the rest from the environment for anything not given: the store's
+    /// settings come from its URI and its root-only files alone, so they are removed from this process.
+    private static func forgetEnvironment() {
+        var names: [String] = []
+        var index = 0
+        while let entry = environ[index] {
+            let text = String(cString: entry)
+            if text.hasPrefix("PG"), let equals = text.firstIndex(of: "=") { names.append(String(text[..<equals])) }
+            index += 1
+        }
+        for name in names { unsetenv(name) }
+    }
+
+    // MARK: Connections
+
+    private func unavailable(_ what: String, _ error: PostgresError) -> AuthenticationError {
+        AuthenticationError(
+            error.databaseAway ? .serviceUnavailable : .storeFailure,
+            "Keyway store \(options.uri): \(what): "
+                + (error.databaseAway ? "the database is unavailable: " : "") + error.description)
+    }
+
+    /// A new connection, its schema version checked and the database's clock read.
+    private func connect(deadline: Int64) throws(PostgresError) -> PostgresConnection {
+        let connection = try PostgresConnection.connect(parameters, deadline: deadline)
+        let sent = PostgresConnection.monotonicMilliseconds()
+        let rows: [[String?]]
+        do {
+            rows = try connection.query(
+                "SELECT version, (extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM keyway_schema",
+                deadline: deadline)
+        } catch  where error.state == "42P01" {
+            throw PostgresError(
+                state: error.state,
+                "the database has no Keyway schema; run keyway store migrate as the database's owner "
+                    + "(keyway(8), STORE)")
+        }
+        clock.measured(rows.first?[1].flatMap { Int64($0) }, sent: sent)
+        let version = rows.first?[0].flatMap { Int($0) } ?? 0
+        guard version == PostgresSchema.currentVersion else {
+            throw PostgresError(
+                state: "KW001",
+                version > PostgresSchema.currentVersion
+                    ? "it was written by a newer Keyway (schema version \(version); this version knows up to "
+                        + "\(PostgresSchema.currentVersion)); upgrade Keyway. Nothing was changed."
+                    : "its schema is version \(version) and this Keyway needs \(PostgresSchema.currentVersion); run "
+                        + "keyway store migrate as the database's owner")
+        }
+        return connection
+    }
+
+    /// Lends a connection to `body`, within the request timeout. A connection that died while idle (the database
+    /// restarted) fails at the first statement, which is always a read or BEGIN, so that one is retried once on a
+    /// fresh connection: nothing was done. A connection lost later is closed and the call fails as unavailable.
+    private func run<T>(_ what: String, _ body: (PostgresConnection, Int64) throws(PostgresError) -> T)
+        throws(AuthenticationError) -> T
+    {
+        let deadline = PostgresConnection.monotonicMilliseconds() + Self.milliseconds(options.timeout)
+        guard slots.acquire(until: deadline) else {
+            throw AuthenticationError(
+                .serviceUnavailable,
+                "Keyway store \(options.uri): \(what): all \(options.connections) connections stayed busy")
+        }
+        defer { slots.release() }
+        var reused = idle.withLock { $0.popLast() }
+        while true {
+            let connection: PostgresConnection
+            do throws(PostgresError) {
+                if let reused { connection = reused } else { connection = try connect(deadline: deadline) }
+            } catch {
+                throw unavailable(what, error)
+            }
+            connection.statements = 0
+            do throws(PostgresError) {
+                let value = try body(connection, deadline)
+                if !connection.inTransaction { idle.withLock { $0.append(connection) } }
+                return value
+            } catch {
+                if error.connectionLost, reused != nil, connection.statements <= 1 {
+                    reused = nil
+                    continue
+                }
+                if !error.connectionLost && !connection.inTransaction { idle.withLock { $0.append(connection) } }
+                throw unavailable(what, error)
+            }
+        }
+    }
+
+    /// Runs `body` in a transaction: committed on return, rolled back on a throw. `begin` may add statements run with
+    /// BEGIN in the same round trip.
+    private func transaction<T>(
+        _ db: PostgresConnection, _ deadline: Int64, begin: String = "BEGIN",
+        _ body: () throws(PostgresError) -> T
+    ) throws(PostgresError) -> T {
+        try db.query(begin, deadline: deadline)
+        do {
+            let value = try body()
+            try db.query("COMMIT", deadline: deadline)
+            return value
+        } catch {
+            if !error.connectionLost { _ = try? db.query("ROLLBACK", deadline: deadline) }
+            throw error
+        }
+    }
+
+    /// Takes the account's lock until the transaction ends and reads the database's clock.
+    private func lockAccount(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError) {
+        let sent = PostgresConnection.monotonicMilliseconds()
+        let rows = try db.query(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint "
+                + "FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS locked", [user], deadline: deadline)
+        clock.measured(rows.first?[0].flatMap { Int64($0) }, sent: sent)
+    }
+
+    // MARK: Enrollments
+
+    private static let enrollmentColumns = "SELECT account, factor, payload, changed_at, changed_by FROM enrollments"
+
+    private static func enrollment(from row: [String?]) -> Enrollment? {
+        guard row.count == 5, let user = row[0], let factor = row[1],
+            let payload = row[2].flatMap(PostgresConnection.bytes(fromBytea:)),
+            let changedAt = row[3].flatMap({ Int64($0) }), let changedBy = row[4]
+        else { return nil }
+        return Enrollment(
+            user: user, factor: FactorKind(rawValue: factor), payload: payload,
+            changedAt: Timestamp(milliseconds: changedAt), changedBy: changedBy)
+    }
+
+    public func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment? {
+        try run("cannot read an enrollment") { db, deadline throws(PostgresError) in
+            try db.query(
+                Self.enrollmentColumns + " WHERE account = $1 AND factor = $2", [user, factor.rawValue],
+                deadline: deadline
+            ).first.flatMap(Self.enrollment(from:))
+        }
+    }
+
+    public func enrollments(user: String) throws(AuthenticationError) -> [Enrollment] {
+        try run("cannot read enrollments") { db, deadline throws(PostgresError) in
+            try db.query(Self.enrollmentColumns + " WHERE account = $1 ORDER BY factor", [user], deadline: deadline)
+                .compactMap(Self.enrollment(from:))
+        }
+    }
+
+    public func enrollments(of factor: FactorKind) throws(AuthenticationError) -> [Enrollment] {
+        try run("cannot read enrollments") { db, deadline throws(PostgresError) in
+            try db.query(
+                Self.enrollmentColumns + " WHERE factor = $1 ORDER BY account", [factor.rawValue], deadline: deadline
+            ).compactMap(Self.enrollment(from:))
+        }
+    }
+
+    private func audit(_ db: PostgresConnection, _ entry: AuditEntry, _ deadline: Int64) throws(PostgresError) {
+        try db.query(
+            "INSERT INTO audit (at, host, actor, account, action, factor, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            [
+                String(entry.at.milliseconds), entry.host ?? options.host, entry.actor, entry.user,
+                entry.action.rawValue, entry.factor?.rawValue, entry.detail,
+            ], deadline: deadline)
+    }
+
+    public func save(_ enrollment: Enrollment) throws(AuthenticationError) {
+        try run("cannot save the enrollment") { db, deadline throws(PostgresError) in
+            try transaction(db, deadline) { () throws(PostgresError) in
+                try db.query(
+                    "INSERT INTO enrollments (account, factor, payload, changed_at, changed_by) "
+                        + "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (account, factor) DO UPDATE SET "
+                        + "payload = excluded.payload, changed_at = excluded.changed_at, "
+                        + "changed_by = excluded.changed_by",
+                    [
+                        enrollment.user, enrollment.factor.rawValue, PostgresConnection.bytea(enrollment.payload),
+                        String(enrollment.changedAt.milliseconds), enrollment.changedBy,
+                    ], deadline: deadline)
+                try audit(
+                    db,
+                    AuditEntry(
+                        at: enrollment.changedAt, actor: enrollment.changedBy, user: enrollment.user, action: .enroll,
+                        factor: enrollment.factor), deadline)
+            }
+        }
+    }
+
+    public func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool {
+        guard new.user == current.user, new.factor == current.factor else { return false }
+        return try run("cannot save the enrollment") { db, deadline throws(PostgresError) in
+            try transaction(db, deadline) { () throws(PostgresError) in
+                let stored = try db.query(
+                    "SELECT payload FROM enrollments WHERE account = $1 AND factor = $2 FOR UPDATE",
+                    [current.user, current.factor.rawValue], deadline: deadline
+                ).first?[0].flatMap(PostgresConnection.bytes(fromBytea:))
+                guard stored == current.payload else { return false }
+                try db.query(
+                    "UPDATE enrollments SET payload = $1, changed_at = $2, changed_by = $3 "
+                        + "WHERE account = $4 AND factor = $5",
+                    [
+                        PostgresConnection.bytea(new.payload), String(new.changedAt.milliseconds), new.changedBy,
+                        new.user, new.factor.rawValue,
+                    ], deadline: deadline)
+                try audit(
+                    db,
+                    AuditEntry(
+                        at: new.changedAt, actor: new.changedBy, user: new.user, action: .enroll, factor: new.factor),
+                    deadline)
+                return true
+            }
+        }
+    }
+
+    @discardableResult
+    public func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError)
+        -> Bool
+    {
+        try run("cannot remove the enrollment") { db, deadline throws(PostgresError) in
+            try transaction(db, deadline) { () throws(PostgresError) in
+                let removed = try db.query(
+                    "DELETE FROM enrollments WHERE account = $1 AND factor = $2 RETURNING 1", [user, factor.rawValue],
+                    deadline: deadline)
+                guard !removed.isEmpty else { return false }
+                try audit(
+                    db, AuditEntry(at: change.at, actor: change.actor, user: user, action: .remove, factor: factor),
+                    deadline)
+                return true
+            }
+        }
+    }
+
+    // MARK: Attempts
+
+    private func book(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError)
+        -> AttemptBook
+    {
+        var book = AttemptBook()
+        let rows = try db.query(
+            "SELECT factor, failures, last_failure, recent_mismatches, last_success FROM attempts WHERE account = $1",
+            [user], deadline: deadline)
+        for row in rows {
+            guard let factor = row[0], let failures = row[1].flatMap({ Int($0) }) else { continue }
+            book[FactorKind(rawValue: factor)] = AttemptState(
+                consecutiveFailures: failures,
+                lastFailure: row[2].flatMap { Int64($0) }.map { Timestamp(milliseconds: $0) },
+                recentMismatches: SQLiteStore.decode(row[3].flatMap(PostgresConnection.bytes(fromBytea:)) ?? []),
+                lastSuccess: row[4].flatMap { Int64($0) }.map { Timestamp(milliseconds: $0) })
+        }
+        return book
+    }
+
+    public func attempts(user: String) throws(AuthenticationError) -> AttemptBook {
+        try run("cannot read attempt counters") { db, deadline throws(PostgresError) in
+            try book(db, user, deadline)
+        }
+    }
+
+    /// Under the account's advisory lock: every host's reservations for one account are serialized, each committed
+    /// (with `durable`, flushed by the server: synchronous_commit) before its host verifies anything.
+    public func updateAttempts(user: String, durable: Bool, _ body: (inout AttemptBook) -> Void)
+        throws(AuthenticationError)
+    {
+        try run("cannot update attempt counters") { db, deadline throws(PostgresError) in
+            try transaction(db, deadline, begin: durable ? "BEGIN" : "BEGIN; SET LOCAL synchronous_commit = off") {
+                () throws(PostgresError) in
+                try lockAccount(db, user, deadline)
+                let before = try book(db, user, deadline)
+                var after = before
+                body(&after)
+                for factor in Set(before.states.keys).union(after.states.keys) where before[factor] != after[factor] {
+                    let state = after[factor]
+                    if state == AttemptState() {
+                        try db.query(
+                            "DELETE FROM attempts WHERE account = $1 AND factor = $2", [user, factor.rawValue],
+                            deadline: deadline)
+                    } else {
+                        try db.query(
+                            "INSERT INTO attempts "
+                                + "(account, factor, failures, last_failure, recent_mismatches, last_success) "
+                                + "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account, factor) DO UPDATE SET "
+                                + "failures = excluded.failures, last_failure = excluded.last_failure, "
+                                + "recent_mismatches = excluded.recent_mismatches, last_success = excluded.last_success",
+                            [
+                                user, factor.rawValue, String(state.consecutiveFailures),
+                                state.lastFailure.map { String($0.milliseconds) },
+                                PostgresConnection.bytea(SQLiteStore.encode(state.recentMismatches)),
+                                state.lastSuccess.map { String($0.milliseconds) },
+                            ], deadline: deadline)
+                    }
+                }
+            }
+        }
+    }
+
+    public func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError) {
+        try run("cannot reset attempt counters") { db, deadline throws(PostgresError) in
+            try transaction(db, deadline) { () throws(PostgresError) in
+                try lockAccount(db, user, deadline)
+                // Counters are cleared; when each factor last succeeded is kept (as the SQLite store does).
+                let which = factor == nil ? "" : " AND factor = $2"
+                let arguments: [String?] = [user] + (factor.map { [$0.rawValue] } ?? [])
+                try db.query(
+                    "DELETE FROM attempts WHERE account = $1\(which) AND last_success IS NULL", arguments,
+                    deadline: deadline)
+                try db.query(
+                    "UPDATE attempts SET failures = 0, last_failure = NULL, recent_mismatches = '\\x' "
+                        + "WHERE account = $1\(which)", arguments, deadline: deadline)
+                try audit(
+                    db, AuditEntry(at: change.at, actor: change.actor, user: user, action: .reset, factor: factor),
+                    deadline)
+            }
+        }
+    }
+
+    // MARK: Administration
+
+    @discardableResult
+    public func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int {
+        try run("cannot prune attempt counters") { db, deadline throws(PostgresError) in
+            try transaction(db, deadline) { () throws(PostgresError) in
+                let rows = try db.query(
+                    "WITH doomed AS (SELECT account FROM attempts a WHERE NOT EXISTS "
+                        + "(SELECT 1 FROM enrollments e WHERE e.account = a.account) GROUP BY account "
+                        + "HAVING max(failures) < $1 ORDER BY max(coalesce(last_failure, 0)) DESC, account OFFSET $2), "
+                        + "gone AS (DELETE FROM attempts WHERE account IN (SELECT account FROM doomed) "
+                        + "RETURNING account) SELECT count(DISTINCT account) FROM gone",
+                    [String(AttemptState.deciding), String(max(limit, 0))], deadline: deadline)
+                return rows.first?[0].flatMap { Int($0) } ?? 0
+            }
+        }
+    }
+
+    @discardableResult
+    public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
+        try run("cannot prune the audit trail") { db, deadline throws(PostgresError) in
+            try transaction(db, deadline) { () throws(PostgresError) in
+                let rows = try db.query(
+                    "WITH gone AS (DELETE FROM audit WHERE id <= "
+                        + "(SELECT id FROM audit ORDER BY id DESC OFFSET $1 LIMIT 1) RETURNING 1) "
+                        + "SELECT count(*) FROM gone", [String(max(limit, 0))], deadline: deadline)
+                return rows.first?[0].flatMap { Int($0) } ?? 0
+            }
+        }
+    }
+
+    public func users() throws(AuthenticationError) -> [String] {
+        try run("cannot list users") { db, deadline throws(PostgresError) in
+            try db.query(
+                "SELECT account FROM enrollments UNION SELECT account FROM attempts "
+                    + "UNION SELECT account FROM preferences ORDER BY 1", deadline: deadline
+            ).compactMap { $0.first ?? nil }
+        }
+    }
+
+    public func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry] {
+        try run("cannot read the audit trail") { db, deadline throws(PostgresError) in
+            let columns = "SELECT at, actor, account, action, factor, detail, host FROM audit"
+            let rows: [[String?]]
+            if let user {
+                rows = try db.query(columns + " WHERE account = $1 ORDER BY id", [user], deadline: deadline)
+            } else {
+                rows = try db.query(columns + " ORDER BY id", deadline: deadline)
+            }
+            return rows.compactMap { row in
+                guard let at = row[0].flatMap({ Int64($0) }), let actor = row[1], let user = row[2],
+                    let action = row[3].flatMap(AuditEntry.Action.init(rawValue:))
+                else { return nil }
+                return AuditEntry(
+                    at: Timestamp(milliseconds: at), actor: actor, user: user, action: action,
+                    factor: row[4].map(FactorKind.init(rawValue:)), detail: row[5], host: row[6])
+            }
+        }
+    }
+
+    // MARK: Preferences
+
+    public func preferences(user: String) throws(AuthenticationError) -> [String: String] {
+        try run("cannot read preferences") { db, deadline throws(PostgresError) in
+            var result: [String: String] = [:]
+            for row in try db.query("SELECT key, value FROM preferences WHERE account = $1", [user], deadline: deadline)
+            {
+                if let key = row[0], let value = row[1] { result[key] = value }
+            }
+            return result
+        }
+    }
+
+    public func setPreference(user: String, key: String, value: String?, by change: Attribution)
+        throws(AuthenticationError)
+    {
+        try run("cannot store the preference") { db, deadline throws(PostgresError) in
+            try transaction(db, deadline) { () throws(PostgresError) in
+                try lockAccount(db, user, deadline)
+                let stored =
+                    try db.query(
+                        "SELECT value FROM preferences WHERE account = $1 AND key = $2", [user, key], deadline: deadline
+                    ).first?[0] ?? nil
+                if stored == value { return }  // nothing changes: nothing is written
+                if let value {
+                    try db.query(
+                        "INSERT INTO preferences (account, key, value) VALUES ($1, $2, $3) "
+                            + "ON CONFLICT (account, key) DO UPDATE SET value = excluded.value", [user, key, value],
+                        deadline: deadline)
+                } else {
+                    try db.query(
+                        "DELETE FROM preferences WHERE account = $1 AND key = $2", [user, key], deadline: deadline)
+                }
+                try audit(
+                    db,
+                    AuditEntry(
+                        at: change.at, actor: change.actor, user: user, action: .set,
+                        factor: UserSetting.factor(of: key), detail: "\(key)=\(value ?? "default")"), deadline)
+            }
+        }
+    }
+
+    // MARK: Migration and copying
+
+    /// Creates or upgrades the schema (as the database's owner), then grants `roles` the rows and nothing else.
+    /// Refuses a schema newer than this build's. Returns the version found before.
+    public func migrate(granting roles: [String]) throws(AuthenticationError) -> Int {
+        for role in roles {
+            guard let first = role.utf8.first, first >= UInt8(ascii: "a") && first <= UInt8(ascii: "z") || first == 95,
+                role.utf8.allSatisfy({ ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 95 }),
+                role.utf8.count <= 63
+            else {
+                throw Self.refuse(options.uri, "the role name '\(role)' must be lower-case letters, digits and _")
+            }
+        }
+        let deadline = PostgresConnection.monotonicMilliseconds() + max(Self.milliseconds(options.timeout), 30_000)
+        let db: PostgresConnection
+        do throws(PostgresError) {
+            db = try PostgresConnection.connect(parameters, deadline: deadline)
+        } catch {
+            throw unavailable("cannot connect", error)
+        }
+        do throws(PostgresError) {
+            return try transaction(db, deadline) { () throws(PostgresError) in
+                try db.query(PostgresSchema.migrationLock, deadline: deadline)
+                try db.query(
+                    "CREATE TABLE IF NOT EXISTS keyway_schema (version integer NOT NULL, "
+                        + "one boolean PRIMARY KEY DEFAULT true CHECK (one))", deadline: deadline)
+                try db.query(
+                    "INSERT INTO keyway_schema (version) VALUES (0) ON CONFLICT DO NOTHING", deadline: deadline)
+                let found =
+                    try db.query("SELECT version FROM keyway_schema", deadline: deadline)
+                    .first?[0].flatMap { Int($0) } ?? 0
+                guard found <= PostgresSchema.currentVersion else {
+                    throw PostgresError(
+                        state: "KW001",
+                        "it was written by a newer Keyway (schema version \(found); this version knows up to "
+                            + "\(PostgresSchema.currentVersion)); upgrade Keyway. Nothing was changed.")
+                }
+                for index in found..<PostgresSchema.currentVersion {
+                    try db.query(PostgresSchema.migrations[index], deadline: deadline)
+                }
+                try db.query(
+                    "UPDATE keyway_schema SET version = \(PostgresSchema.currentVersion)", deadline: deadline)
+                for role in roles { try db.query(PostgresSchema.grants(to: "\"\(role)\""), deadline: deadline) }
+                return found
+            }
+        } catch {
+            throw unavailable("cannot migrate", error)
+        }
+    }
+
+    /// Copies everything `source` holds into this store, which must be empty, in one transaction: enrollments,
+    /// counters, preferences and the audit trail as they are (no new audit rows). All or nothing.
+    public func load(_ contents: StoreContents) throws(AuthenticationError) {
+        try run("cannot copy into the store") { db, deadline throws(PostgresError) in
+            try transaction(db, deadline) { () throws(PostgresError) in
+                let present =
+                    try db.query(
+                        "SELECT (SELECT count(*) FROM enrollments) + (SELECT count(*) FROM attempts) "
+                            + "+ (SELECT count(*) FROM preferences)", deadline: deadline
+                    ).first?[0].flatMap { Int($0) } ?? 0
+                guard present == 0 else {
+                    throw PostgresError(state: "KW002", "the target store is not empty; nothing was copied")
+                }
+                try PostgresStore.insert(contents, into: db, host: options.host, deadline: deadline)
+            }
+        }
+    }
+
+    private static func insert(_ contents: StoreContents, into db: PostgresConnection, host: String, deadline: Int64)
+        throws(PostgresError)
+    {
+        for enrollment in contents.enrollments {
+            try db.query(
+                "INSERT INTO enrollments (account, factor, payload, changed_at, changed_by) VALUES ($1, $2, $3, $4, $5)",
+                [
+                    enrollment.user, enrollment.factor.rawValue, PostgresConnection.bytea(enrollment.payload),
+                    String(enrollment.changedAt.milliseconds), enrollment.changedBy,
+                ], deadline: deadline)
+        }
+        for (user, book) in contents.attempts {
+            for (factor, state) in book.states {
+                try db.query(
+                    "INSERT INTO attempts (account, factor, failures, last_failure, recent_mismatches, last_success) "
+                        + "VALUES ($1, $2, $3, $4, $5, $6)",
+                    [
+                        user, factor.rawValue, String(state.consecutiveFailures),
+                        state.lastFailure.map { String($0.milliseconds) },
+                        PostgresConnection.bytea(SQLiteStore.encode(state.recentMismatches)),
+                        state.lastSuccess.map { String($0.milliseconds) },
+                    ], deadline: deadline)
+            }
+        }
+        for (user, preferences) in contents.preferences {
+            for (key, value) in preferences {
+                try db.query(
+                    "INSERT INTO preferences (account, key, value) VALUES ($1, $2, $3)", [user, key, value],
+                    deadline: deadline)
+            }
+        }
+        for entry in contents.audit {
+            try db.query(
+                "INSERT INTO audit (at, host, actor, account, action, factor, detail) "
+                    + "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                [
+                    String(entry.at.milliseconds), entry.host ?? host, entry.actor, entry.user, entry.action.rawValue,
+                    entry.factor?.rawValue, entry.detail,
+                ], deadline: deadline)
+        }
+    }
+
+    /// Connects once and says why the database cannot be used now, or nil when it can (keywayd logs it at start).
+    public func probe() -> String? {
+        do {
+            _ = try users()
+            return nil
+        } catch {
+            return error.reason
+        }
+    }
+}
+
+/// The database's clock as one host sees it: the host's monotonic clock plus the offset measured at the database's
+/// last answer (the middle of the round trip), so every host dates lockouts by one clock whatever its own says.
+/// Before the first answer it is the host's wall clock; a call that needs the database fails then anyway.
+public final class DatabaseClock: Clock {
+    private let offset = Atomic<Int64>(Int64.min)
+
+    init() {}
+
+    func measured(_ databaseMilliseconds: Int64?, sent: Int64) {
+        guard let databaseMilliseconds else { return }
+        let received = PostgresConnection.monotonicMilliseconds()
+        offset.store(databaseMilliseconds - (sent + received) / 2, ordering: .relaxed)
+    }
+
+    public func now() -> Timestamp {
+        let known = offset.load(ordering: .relaxed)
+        guard known != Int64.min else {
+            var spec = timespec()
+            clock_gettime(CLOCK_REALTIME, &spec)
+            return Timestamp(milliseconds: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
+        }
+        return Timestamp(milliseconds: PostgresConnection.monotonicMilliseconds() + known)
+    }
+}
+
+/// A counting semaphore with a deadline (sem_timedwait): the store's connections in use.
+private final class Slots: @unchecked Sendable {
+    private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
+
+    init(_ count: Int) { sem_init(semaphore, 0, UInt32(count)) }
+
+    deinit {
+        sem_destroy(semaphore)
+        semaphore.deallocate()
+    }
+
+    /// Takes a slot, waiting at most until `deadline` (monotonic milliseconds).
+    func acquire(until deadline: Int64) -> Bool {
+        var wall = timespec()
+        clock_gettime(CLOCK_REALTIME, &wall)
+        let left = max(0, deadline - PostgresConnection.monotonicMilliseconds())
+        var until = timespec(
+            tv_sec: wall.tv_sec + Int(left / 1000), tv_nsec: wall.tv_nsec + Int(left % 1000) * 1_000_000)
+        if until.tv_nsec >= 1_000_000_000 {
+            until.tv_sec += 1
+            until.tv_nsec -= 1_000_000_000
+        }
+        while sem_timedwait(semaphore, &until) != 0 {
+            guard errno == EINTR else { return false }
+        }
+        return true
+    }
+
+    func release() { sem_post(semaphore) }
+}

@@ -1,0 +1,98 @@
+import Glibc
+
+/// A throwaway PostgreSQL cluster of the test's own (scripts/pg-cluster.sh): initdb in a temporary directory, a
+/// Unix socket there (and TCP loopback when a port is given), stopped and removed by `stop()`, or by its watchdog
+/// when the test process dies first. Root only (the server runs as the system's postgres user).
+public final class PostgresCluster: @unchecked Sendable {
+    /// The cluster's directory: the data, the socket, the log, `pgpass`.
+    public let directory: String
+    /// The URI keywayd uses (role keyway_host, no password: it is in `passfile`).
+    public let uri: String
+    /// The TCP port, when the cluster listens on 127.0.0.1 too.
+    public let port: Int?
+
+    /// The password file holding every login role's password (root's, 0600).
+    public var passfile: String { directory + "/pgpass" }
+    /// The owner's URI (trust on the socket): what `keyway store migrate` connects as.
+    public var ownerURI: String { "postgresql://keyway_owner@/keyway?host=\(directory)&port=\(port ?? 5432)" }
+
+    /// The repository's scripts directory, found from this file's path.
+    static let script: String = {
+        var path = #filePath
+        for _ in 0..<3 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
+        return path + "/scripts/pg-cluster.sh"
+    }()
+
+    /// Starts a cluster (about a second).
+    public init(port: Int? = nil) throws(ClusterError) {
+        var template = Array("/tmp/keyway-pg-test.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw ClusterError("mkdtemp failed: errno \(errno)") }
+        directory = String(cString: made)
+        self.port = port
+        let (status, output) = Self.run("\(Self.script) start \(directory)\(port.map { " \($0)" } ?? "")")
+        guard status == 0, let line = output.split(separator: "\n").last, line.hasPrefix("postgresql://") else {
+            throw ClusterError("pg-cluster.sh start failed (\(status)): \(output)")
+        }
+        uri = String(line)
+    }
+
+    /// Runs SQL as the owner; the output, one row per line, columns separated by |.
+    @discardableResult
+    public func sql(_ statement: String) throws(ClusterError) -> String {
+        let quoted = "'" + statement.replacingAll("'", with: "'\\''") + "'"
+        let (status, output) = Self.run("\(Self.script) sql \(directory) \(quoted)")
+        guard status == 0 else { throw ClusterError("SQL failed (\(status)): \(statement): \(output)") }
+        return output
+    }
+
+    /// Creates a login role with its own password (in `passfile`) and returns the URI it connects with.
+    public func role(_ name: String) throws(ClusterError) -> String {
+        let (status, output) = Self.run("\(Self.script) role \(directory) \(name)")
+        guard status == 0 else { throw ClusterError("creating role \(name) failed: \(output)") }
+        return "postgresql://\(name)@/keyway?host=\(directory)&port=\(port ?? 5432)"
+    }
+
+    /// Stops the server at once, as a crash would, keeping its data; `resume()` starts it again.
+    public func halt() throws(ClusterError) {
+        let (status, output) = Self.run("\(Self.script) halt \(directory)")
+        guard status == 0 else { throw ClusterError("halt failed: \(output)") }
+    }
+
+    /// Starts a halted server.
+    public func resume() throws(ClusterError) {
+        let (status, output) = Self.run("\(Self.script) resume \(directory)")
+        guard status == 0 else { throw ClusterError("resume failed: \(output)") }
+    }
+
+    /// Stops the server and removes the directory.
+    public func stop() { _ = Self.run("\(Self.script) stop \(directory)") }
+
+    /// Runs a shell command, returning its status and its output (standard error included).
+    static func run(_ command: String) -> (Int32, String) {
+        guard let pipe = popen("WATCH_PID=\(getpid()) " + command + " 2>&1", "r") else { return (-1, "popen failed") }
+        var output: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&buffer, 1, buffer.count, pipe)
+            if count <= 0 { break }
+            output += buffer[0..<count]
+        }
+        let status = pclose(pipe)
+        let text = String(decoding: output, as: UTF8.self)
+        return ((status >> 8) & 0xFF, text.hasSuffix("\n") ? String(text.dropLast()) : text)
+    }
+
+    /// A cluster that could not be started or used.
+    public struct ClusterError: Error, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+}
+
+extension String {
+    fileprivate func replacingAll(_ target: Character, with replacement: String) -> String {
+        var result = ""
+        for character in self { if character == target { result += replacement } else { result.append(character) } }
+        return result
+    }
+}

@@ -1,0 +1,268 @@
+import Foundation
+import KeywayCore
+import KeywayTestSupport
+import Testing
+
+@testable import KeywayStore
+
+/// A cluster of the test's own with Keyway's schema, and a store on it as keywayd's role (keyway_host) sees it.
+struct Fleet {
+    let cluster: PostgresCluster
+    let store: PostgresStore
+
+    init(port: Int? = nil, host: String = "host-a") throws {
+        cluster = try PostgresCluster(port: port)
+        do {
+            let owner = try PostgresStore(.init(uri: cluster.ownerURI, passfile: cluster.passfile))
+            #expect(try owner.migrate(granting: ["keyway_host"]) == 0)
+            store = try Self.open(cluster.uri, cluster, host: host)
+        } catch {
+            cluster.stop()
+            throw error
+        }
+    }
+
+    static func open(_ uri: String, _ cluster: PostgresCluster, host: String) throws(AuthenticationError)
+        -> PostgresStore
+    {
+        try PostgresStore(.init(uri: uri, host: host, passfile: cluster.passfile))
+    }
+
+    /// psql as `role` (its password from the cluster's pgpass), returning the status and what psql said.
+    func psql(as role: String, _ statement: String) -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = [
+            "-c", "PGPASSFILE=\(cluster.passfile) psql -X -At -v ON_ERROR_STOP=1 \"$0\" -c \"$1\" 2>&1",
+            "postgresql://\(role)@/keyway?host=\(cluster.directory)", statement,
+        ]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try? process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}
+
+@Suite("PostgreSQL store: a fleet's shared state", .serialized)
+struct PostgresStoreTests {
+    @Test("passes the store conformance checks, as keywayd's role")
+    func conformance() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        #expect(StoreConformance.check(fleet.store) == [])
+        let trail = try fleet.store.auditTrail(user: "store-conformance-alice")
+        #expect(trail.allSatisfy { $0.host == "host-a" }, "every change names its host: \(trail)")
+    }
+
+    @Test("48 processes guessing at once on one database: at most 5 slow-hash checks, the count exact")
+    func parallelGuesses() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        let environment = "KEYWAY_PROBE_PASSFILE=\(fleet.cluster.passfile)"
+        #expect(
+            try Probe.run(["enroll", fleet.cluster.uri, "alice", "739155"], shell: environment) == ["committed alice"])
+        let attack = try GuessAttack(
+            store: fleet.cluster.uri, processes: 48, in: scratch.directory, environment: environment)
+        #expect(attack.kdfRuns == attack.verified)
+        #expect(attack.verified == 5, "\(attack.outcomes)")
+        #expect(attack.refused == 43, "\(attack.outcomes)")
+        #expect(try fleet.store.attempts(user: "alice")[.passcode].consecutiveFailures == 5)
+    }
+
+    @Test("writers SIGKILLed at random and the server crashed once: every reported commit present, no count lower")
+    func killedWritersAndACrash() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        let environment = "KEYWAY_PROBE_PASSFILE=\(fleet.cluster.passfile)"
+        var committed: Set<String> = []
+        var lastCount: [String: Int] = [:]
+        var operations = 0
+        var generator = SystemRandomNumberGenerator()
+        var round = 0
+        var crashed = false
+        while (operations < 200 || round < 20) && round < 300 {
+            defer { round += 1 }
+            let writers = try (0..<3).map { writer in
+                try Probe(["churn", fleet.cluster.uri, "r\(round)w\(writer)", "400"], shell: environment)
+            }
+            usleep(UInt32.random(in: 20_000...120_000, using: &generator))
+            if round == 10 {  // the server itself goes down mid-write, as a crash would, and comes back
+                try fleet.cluster.halt()
+                try fleet.cluster.resume()
+                crashed = true
+            }
+            for writer in writers where writer.process.isRunning { kill(writer.process.processIdentifier, SIGKILL) }
+            for (writer, probe) in writers.enumerated() {
+                for line in probe.finish() {
+                    let words = line.split(separator: " ")
+                    if words.first == "committed", words.count == 2 {
+                        committed.insert(String(words[1]))
+                        operations += 1
+                    }
+                    if words.first == "counted", words.count == 3, let count = Int(words[2]) {
+                        lastCount["r\(round)w\(writer)"] = count
+                        operations += 1
+                    }
+                }
+            }
+        }
+        #expect(crashed)
+        #expect(operations >= 200, "only \(operations) operations were reported")
+        for user in committed {
+            #expect(
+                try fleet.store.enrollment(user: user, factor: .passcode)?.payload == Array("payload of \(user)".utf8))
+        }
+        for (user, count) in lastCount {
+            let stored = try fleet.store.attempts(user: user)[.gesture].consecutiveFailures
+            #expect(stored == count || stored == count + 1, "\(user): reported \(count), stored \(stored)")
+        }
+    }
+
+    @Test("the database away: unavailable within the timeout, then the same store recovers by itself")
+    func databaseAway() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        let at = Attribution("root", at: Timestamp(seconds: 1_767_225_600))
+        try fleet.store.save(
+            Enrollment(user: "alice", factor: .passcode, payload: [7], changedAt: at.at, changedBy: "root"))
+        try fleet.cluster.halt()
+        let started = Date()
+        var code: AuthenticationError.Code? = nil
+        do { _ = try fleet.store.attempts(user: "alice") } catch { code = error.code }
+        #expect(code == .serviceUnavailable)
+        #expect(Date().timeIntervalSince(started) < 2, "failing took \(Date().timeIntervalSince(started)) s")
+        try fleet.cluster.resume()
+        #expect(try fleet.store.enrollment(user: "alice", factor: .passcode)?.payload == [7])
+        try fleet.store.updateAttempts(user: "alice") { $0[.passcode].consecutiveFailures = 2 }
+        #expect(try fleet.store.attempts(user: "alice")[.passcode].consecutiveFailures == 2)
+    }
+
+    @Test("migrations: versioned, repeatable, a newer schema refused by keywayd and by migrate, nothing changed")
+    func migrations() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        let owner = try PostgresStore(.init(uri: fleet.cluster.ownerURI, passfile: fleet.cluster.passfile))
+        #expect(try owner.migrate(granting: ["keyway_host"]) == PostgresSchema.currentVersion)
+        try fleet.cluster.sql("UPDATE keyway_schema SET version = 99")
+        let newer = try Fleet.open(fleet.cluster.uri, fleet.cluster, host: "host-b")
+        #expect(throws: AuthenticationError.self) { try newer.users() }
+        do { _ = try newer.users() } catch {
+            #expect(error.code == .storeFailure)
+            #expect(error.reason.contains("schema version 99"), "\(error.reason)")
+        }
+        do {
+            _ = try owner.migrate(granting: [])
+            Issue.record("migrate accepted a newer schema")
+        } catch {
+            #expect(error.reason.contains("newer Keyway"), "\(error.reason)")
+        }
+        #expect(try fleet.cluster.sql("SELECT version FROM keyway_schema") == "99")
+        try fleet.cluster.sql("DROP TABLE keyway_schema")
+        do {
+            _ = try Fleet.open(fleet.cluster.uri, fleet.cluster, host: "host-c").users()
+            Issue.record("a database without the schema was used")
+        } catch {
+            #expect(error.reason.contains("run keyway store migrate"), "\(error.reason)")
+        }
+    }
+
+    @Test("keywayd's role has the rows and nothing else: no DDL, no dropping, no schema change")
+    func leastPrivilege() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        #expect(fleet.psql(as: "keyway_host", "SELECT count(*) FROM enrollments").0 == 0)
+        for statement in [
+            "CREATE TABLE intruder (x int)", "DROP TABLE attempts", "ALTER TABLE audit DROP COLUMN host",
+            "UPDATE keyway_schema SET version = 0", "TRUNCATE audit",
+        ] {
+            let (status, output) = fleet.psql(as: "keyway_host", statement)
+            #expect(status != 0, "\(statement) was allowed: \(output)")
+            #expect(output.contains("permission denied") || output.contains("must be owner"), "\(output)")
+        }
+    }
+
+    @Test("a host is cut off by its role alone; the others go on")
+    func hostCutOff() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        let bURI = try fleet.cluster.role("host_b")
+        _ = try PostgresStore(.init(uri: fleet.cluster.ownerURI, passfile: fleet.cluster.passfile))
+            .migrate(granting: ["host_b"])
+        let b = try Fleet.open(bURI, fleet.cluster, host: "host-b")
+        #expect(try b.users() == [])
+        try fleet.cluster.sql(
+            "ALTER ROLE host_b NOLOGIN; SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'host_b'"
+        )
+        do {
+            _ = try b.users()
+            Issue.record("a cut-off host was served")
+        } catch {
+            #expect(error.code == .serviceUnavailable, "\(error.reason)")
+            #expect(error.reason.contains("not permitted to log in"), "\(error.reason)")
+        }
+        #expect(try fleet.store.users() == [])
+    }
+
+    @Test("no password on the command line, no loose password file, no PG* environment")
+    func secretsStayInRootsFile() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        do {
+            _ = try PostgresStore(.init(uri: "postgresql://keyway_host:hunter2@/keyway?host=/tmp"))
+            Issue.record("a password in the URI was accepted")
+        } catch {
+            #expect(error.reason.contains("holds a password"), "\(error.reason)")
+            #expect(!error.reason.contains("hunter2"), "the refusal repeats the password: \(error.reason)")
+        }
+        chmod(cluster.passfile, 0o644)
+        do {
+            _ = try PostgresStore(.init(uri: cluster.uri, passfile: cluster.passfile))
+            Issue.record("a readable password file was accepted")
+        } catch {
+            #expect(error.reason.contains("mode 0600"), "\(error.reason)")
+        }
+        chmod(cluster.passfile, 0o600)
+        setenv("PGPASSWORD", "from-the-environment", 1)
+        _ = try? PostgresStore(.init(uri: cluster.uri, passfile: cluster.passfile))
+        #expect(getenv("PGPASSWORD") == nil, "libpq would read PGPASSWORD")
+    }
+
+    @Test("copying an SQLite store into PostgreSQL keeps every enrollment, counter, switch and audit row")
+    func copyFromSQLite() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        let sqlite = try scratch.open()
+        let at = Timestamp(seconds: 1_767_225_600)
+        for index in 0..<20 {
+            let user = "user-\(index)"
+            try sqlite.save(
+                Enrollment(
+                    user: user, factor: index % 2 == 0 ? .passcode : .gesture, payload: Array("hash \(index)".utf8),
+                    changedAt: at, changedBy: "root"))
+            try sqlite.updateAttempts(user: user) { book in
+                book[.passcode] = AttemptState(
+                    consecutiveFailures: index % 6, lastFailure: at, recentMismatches: [[UInt8(index)]],
+                    lastSuccess: at.adding(.seconds(-60)))
+            }
+        }
+        try sqlite.setPreference(user: "user-3", key: "gesture.enabled", value: "no", by: Attribution("root", at: at))
+        let before = try StoreContents.read(from: sqlite)
+        try fleet.store.load(before)
+        var after = try StoreContents.read(from: fleet.store)
+        #expect(after.audit.allSatisfy { $0.host == "host-a" })
+        for index in after.audit.indices { after.audit[index].host = nil }
+        #expect(after == before)
+        do {
+            try fleet.store.load(before)
+            Issue.record("a second copy into a store that is not empty was accepted")
+        } catch {
+            #expect(error.reason.contains("not empty"), "\(error.reason)")
+        }
+    }
+}

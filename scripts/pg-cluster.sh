@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL cluster for the tests and the benchmark: nothing of the system's is used or changed.
+#
+#   scripts/pg-cluster.sh start DIR [PORT]   initdb in DIR (an empty directory), start it on a Unix socket in DIR
+#                                            (and on 127.0.0.1:PORT when a port is given), create the database
+#                                            `keyway` (no schema: keyway store migrate makes it) and the login
+#                                            role keyway_host; prints the URI keywayd uses
+#   scripts/pg-cluster.sh stop DIR           stop it at once (SIGQUIT: as a crash would) and remove DIR
+#   scripts/pg-cluster.sh halt DIR           stop it (immediate) and keep DIR; `resume` starts it again
+#   scripts/pg-cluster.sh resume DIR
+#   scripts/pg-cluster.sh sql DIR SQL        run SQL as the owner (keyway_owner) in the database keyway
+#   scripts/pg-cluster.sh role DIR NAME      create a login role NAME with a random password (no grants:
+#                                            keyway store migrate --grant NAME), its password added to DIR/pgpass
+#
+# The server runs as the system's `postgres` user (PostgreSQL refuses root) with its data, socket and log in DIR.
+# A watchdog stops it and removes DIR when the process that started it (WATCH_PID, default the caller) is gone, so
+# a test killed with SIGKILL leaves no server behind. Roles: keyway_owner (trust, on the socket only) owns the
+# schema; keyway_host and the roles made by `role` log in with scram-sha-256 passwords kept in DIR/pgpass (root's,
+# 0600), the way keywayd is meant to (keywayd(8), FLEETS).
+set -euo pipefail
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+[ -x "$bin/initdb" ] || { echo "pg-cluster: PostgreSQL is not installed (apt-get install postgresql-15)" >&2; exit 1; }
+as_postgres() { runuser -u postgres -- "$@"; }
+psql_owner() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$1" -U keyway_owner -d keyway "${@:2}"; }
+
+command=${1:-}
+dir=${2:-}
+[ -n "$dir" ] || { echo "usage: scripts/pg-cluster.sh start|stop|halt|resume|sql|role DIR ..." >&2; exit 64; }
+case $command in
+    start)
+        port=${3:-}
+        [ -d "$dir" ] && [ -z "$(ls -A "$dir")" ] || { echo "pg-cluster: $dir must be an empty directory" >&2; exit 1; }
+        chown postgres: "$dir"
+        chmod 0755 "$dir"
+        as_postgres "$bin/initdb" -D "$dir/data" -U keyway_owner -A trust -E UTF8 --locale=C.UTF-8 -N >"$dir/initdb.log"
+        listen="''"
+        [ -n "$port" ] && listen="'127.0.0.1'"
+        cat >>"$dir/data/postgresql.conf" <<EOF
+listen_addresses = $listen
+port = ${port:-5432}
+unix_socket_directories = '$dir'
+max_connections = 120
+shared_buffers = 32MB
+EOF
+        cat >"$dir/data/pg_hba.conf" <<EOF
+local all keyway_owner trust
+local all all scram-sha-256
+host all all 127.0.0.1/32 scram-sha-256
+EOF
+        as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+        # The watchdog: started in its own session, so it outlives a caller killed with its process group.
+        watch=${WATCH_PID:-$PPID}
+        setsid bash -c '
+            while kill -0 "$1" 2>/dev/null && [ -d "$2/data" ]; do sleep 1; done
+            if [ -d "$2/data" ]; then
+                runuser -u postgres -- "$3/pg_ctl" -D "$2/data" -m immediate stop >/dev/null 2>&1 || true
+                rm -rf "$2"
+            fi' pg-cluster-watchdog "$watch" "$dir" "$bin" </dev/null >/dev/null 2>&1 &
+        "$bin/psql" -X -q -h "$dir" -U keyway_owner -d postgres -c "CREATE DATABASE keyway" >/dev/null
+        install -m 600 /dev/null "$dir/pgpass"
+        "$0" role "$dir" keyway_host >/dev/null
+        echo "postgresql://keyway_host@/keyway?host=$dir&port=${port:-5432}"
+        ;;
+    role)
+        name=${3:?role NAME}
+        password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+        psql_owner "$dir" -c "CREATE ROLE $name LOGIN PASSWORD '$password'" >/dev/null
+        echo "*:*:*:$name:$password" >>"$dir/pgpass"
+        echo "$name"
+        ;;
+    sql)
+        psql_owner "$dir" -At -c "$3"
+        ;;
+    halt)
+        as_postgres "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null
+        ;;
+    resume)
+        as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+        ;;
+    stop)
+        [ -d "$dir/data" ] || exit 0
+        as_postgres "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+        rm -rf "$dir"
+        ;;
+    *) echo "pg-cluster: unknown command '$command'" >&2; exit 64 ;;
+esac
