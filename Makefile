@@ -1,7 +1,7 @@
 # Keyway — build, test and install. `make help` lists the targets.
 SWIFT ?= swift
 SHELL := /bin/bash
-APT_PACKAGES := libsodium-dev libsqlite3-dev libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file \
+APT_PACKAGES := libsodium-dev libsqlite3-dev libpq-dev postgresql-15 libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file \
 	binutils \
 	valgrind bsdextrautils procps util-linux systemd tmux
 
@@ -60,10 +60,11 @@ daemon: deps
 	cp .build/release/keywayd build/keywayd.new && mv -f build/keywayd.new build/keywayd
 
 # A C host over the real libpam, for the PAM tests and the benchmark.
-harness: pam/tests/harness.c pam/tests/count-getenv.c
+harness: pam/tests/harness.c pam/tests/count-getenv.c Benchmarks/count-hash.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o build/pam-harness pam/tests/harness.c -lpam -ldl
 	$(CC) -O2 -Wall -Wextra -shared -fPIC -o build/count-getenv.so pam/tests/count-getenv.c -ldl
+	$(CC) -O2 -Wall -Wextra -shared -fPIC -o build/count-hash.so Benchmarks/count-hash.c -ldl
 
 # Layout is checked, not argued about: .swift-format holds the settings (4 spaces, 120 columns). The import graph is
 # checked against Package.swift, and the check is shown to fail on a wrong import (scripts/package-graph.py).

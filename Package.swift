@@ -52,7 +52,7 @@ let package = Package(
         library("KeywayCrypto", ["KeywayCore", "CSodium"]),
 
         // The stores: durable enrollments, counters and lockouts in one host's SQLite file, or a fleet's PostgreSQL
-        // database through libpq (docs/ARCHITECTURE.md §12).
+        // database through libpq (docs/ARCHITECTURE.md §17).
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         library("KeywayStore", ["KeywayCore", "CSQLite", "CPostgres"]),
@@ -104,7 +104,7 @@ let package = Package(
             name: "keywayd",
             dependencies: [
                 "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayRuntime", "KeywayVault",
-                "KeywayWire", "KeywayPlatform", "KeywayDaemon", "CKeywayLibc",
+                "KeywayWire", "KeywayPlatform", "KeywayDaemon", "CKeywayLibc", "KeywayStore",
             ],
             swiftSettings: strictSettings),
 
@@ -146,7 +146,7 @@ let package = Package(
             dependencies: [
                 "KeywayCore", "KeywayTools", "KeywayConfig", "KeywayFactors", "KeywayRuntime",
                 "KeywayVault", "KeywayPlatform", "KeywayCrypto", "KeywayBiometricSimulator",
-                "KeywayGesture", "KeywayPasscode",
+                "KeywayGesture", "KeywayPasscode", "KeywayStore",
             ],
             swiftSettings: strictSettings),
 
@@ -194,7 +194,7 @@ let package = Package(
             [
                 "KeywayRuntime", "KeywayConfig", "KeywayFactors", "KeywayVault", "KeywayWire", "KeywayCrypto",
                 "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode",
-                "KeywayBiometricSimulator", "keyway-hostile",
+                "KeywayBiometricSimulator", "KeywayTestSupport", "keyway-hostile",
             ]),
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
         .executableTarget(

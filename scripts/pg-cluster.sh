@@ -18,6 +18,13 @@
 # schema; keyway_host and the roles made by `role` log in with scram-sha-256 passwords kept in DIR/pgpass (root's,
 # 0600), the way keywayd is meant to (keywayd(8), FLEETS).
 set -euo pipefail
+# Descriptors the caller leaked (a test process's pipes: Foundation makes them without close-on-exec) must not
+# reach the server or the watchdog, which outlive the call and would hold another program's pipe open. 255 is the
+# script itself.
+for fd in /proc/$$/fd/*; do
+    fd=${fd##*/}
+    if [ "$fd" -gt 2 ] && [ "$fd" != 255 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+done
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 [ -x "$bin/initdb" ] || { echo "pg-cluster: PostgreSQL is not installed (apt-get install postgresql-15)" >&2; exit 1; }
 as_postgres() { runuser -u postgres -- "$@"; }

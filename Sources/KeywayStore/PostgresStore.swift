@@ -2,7 +2,7 @@ public import Glibc
 public import KeywayCore
 import Synchronization
 
-/// The fleet's `Store`: one PostgreSQL database shared by the keywayd of every host (docs/ARCHITECTURE.md §12,
+/// The fleet's `Store`: one PostgreSQL database shared by the keywayd of every host (docs/ARCHITECTURE.md §17,
 /// keywayd(8) FLEETS).
 ///
 /// Exact across hosts: `updateAttempts` holds a per-account advisory lock (`pg_advisory_xact_lock`) from the read to
@@ -54,7 +54,28 @@ public final class PostgresStore: LoadableStore {
     public let clock: DatabaseClock
     private let parameters: [(String, String)]
     private let idle = Mutex<[PostgresConnection]>([])
+    /// Whether the last call found the database away, and who is told when that changes.
+    private let away = Mutex<(isAway: Bool, tell: (@Sendable (String) -> Void)?)>((false, nil))
+
+    /// Calls `tell` with one line when the database goes away and when it answers again (keywayd logs them), so an
+    /// outage is one pair of log lines, not one per request.
+    public func onAvailabilityChange(_ tell: @escaping @Sendable (String) -> Void) {
+        away.withLock { $0.tell = tell }
+    }
+
+    private func noteAvailability(_ problem: AuthenticationError?) {
+        let isAway = problem?.code == .serviceUnavailable
+        let (changed, tell) = away.withLock { state in
+            defer { state.isAway = isAway }
+            return (state.isAway != isAway, state.tell)
+        }
+        guard changed, let tell else { return }
+        tell(problem.map { $0.reason } ?? "Keyway store \(options.uri): the database answers again")
+    }
     private let slots: Slots
+
+    /// The schema version this build reads and writes.
+    public static var schemaVersion: Int { PostgresSchema.currentVersion }
 
     /// Whether `location` names a PostgreSQL database (a libpq URI) rather than an SQLite file.
     public static func isDatabaseURI(_ location: String) -> Bool {
@@ -176,6 +197,19 @@ public final class PostgresStore: LoadableStore {
     /// restarted) fails at the first statement, which is always a read or BEGIN, so that one is retried once on a
     /// fresh connection: nothing was done. A connection lost later is closed and the call fails as unavailable.
     private func run<T>(_ what: String, _ body: (PostgresConnection, Int64) throws(PostgresError) -> T)
+        throws(AuthenticationError) -> T
+    {
+        do {
+            let value = try attempt(what, body)
+            noteAvailability(nil)
+            return value
+        } catch {
+            if error.code == .serviceUnavailable { noteAvailability(error) }
+            throw error
+        }
+    }
+
+    private func attempt<T>(_ what: String, _ body: (PostgresConnection, Int64) throws(PostgresError) -> T)
         throws(AuthenticationError) -> T
     {
         let deadline = PostgresConnection.monotonicMilliseconds() + Self.milliseconds(options.timeout)

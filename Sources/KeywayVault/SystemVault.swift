@@ -5,13 +5,17 @@ import KeywayFactors
 import KeywayPlatform
 public import KeywayStore
 
-/// The vault keywayd serves: the SQLite store, Argon2id, and every factor's keeper built from its settings.
-/// `keyway --store` and the tests open one directly.
+/// The vault keywayd serves: the store (this host's SQLite file, or a fleet's PostgreSQL database), Argon2id, and every
+/// factor's keeper built from its settings. `keyway --store` and the tests open one directly.
 public enum SystemVault {
     /// Where the store is and how new secrets are hashed.
     public struct Options: Sendable, Equatable {
-        /// The SQLite store.
+        /// The store: an SQLite file's path, or a `postgresql://` URI (Stores.open).
         public var storePath = SQLiteStore.Options.defaultPath
+        /// This host's name in a shared store's audit trail (nil: the machine's).
+        public var host: String? = nil
+        /// A PostgreSQL store's password file (root's, 0600).
+        public var passfile = PostgresStore.Options.defaultPassfile
         /// Accept a store owned by the current user instead of root: tests and the demo only.
         public var storeOwnedByCurrentUser = false
         /// Create the store if it is missing.
@@ -29,12 +33,14 @@ public enum SystemVault {
 
     /// Opens the store and builds the keepers.
     public static func open(_ options: Options) throws(AuthenticationError) -> LocalVault {
-        var storeOptions = SQLiteStore.Options(path: options.storePath, create: options.createStore)
-        if options.storeOwnedByCurrentUser {
-            storeOptions = .ownedByCurrentUser(path: options.storePath, create: options.createStore)
-        }
-        let store = try SQLiteStore(storeOptions)
-        let clock = SystemClock()
+        var storeOptions = Stores.Options(location: options.storePath)
+        storeOptions.create = options.createStore
+        storeOptions.ownedByCurrentUser = options.storeOwnedByCurrentUser
+        storeOptions.host = options.host
+        storeOptions.passfile = options.passfile
+        let (store, storeClock) = try Stores.open(storeOptions)
+        // A shared store dates lockouts by the database's clock, so every host agrees on when a wait ends.
+        let clock = storeClock ?? SystemClock()
         var keepers: [any FactorKeeper] = []
         for plugin in Factors.all {
             let hasher = try Argon2idHasher(cost: hashCost(of: plugin, options))

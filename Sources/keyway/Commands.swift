@@ -169,6 +169,33 @@ extension Subcommand {
                 """,
             run: { $0.doctor() }),
         Subcommand(
+            path: ["store", "migrate"],
+            summary: "create or upgrade a PostgreSQL store's schema, as the database's owner (root)",
+            operands: [Operand(placeholder: "URI", kind: .word)],
+            options: [
+                .init(
+                    name: "--grant", placeholder: "ROLE",
+                    help: "let keywayd's role use the rows (and nothing else: no schema changes)")
+            ],
+            details: """
+                URI is a libpq URI naming the database as a role that may change its schema (its owner), e.g. \
+                postgresql://keyway_owner@db.example/keyway. Applies the missing versions in one transaction; \
+                refuses a schema newer than this Keyway's, changing nothing. keywayd refuses to use a database \
+                whose schema is not its own version, and its role should have only what --grant gives.
+                """,
+            run: { $0.storeMigrate() }),
+        Subcommand(
+            path: ["store", "copy"],
+            summary: "copy every enrollment, counter, switch and audit row from one store into an empty one (root)",
+            operands: [Operand(placeholder: "FROM", kind: .word), Operand(placeholder: "TO", kind: .word)],
+            details: """
+                FROM and TO are each an SQLite file's path or a postgresql:// URI: moving a host's store into \
+                the fleet's database is `keyway store copy /var/lib/keyway/keyway.db postgresql://…`. TO must \
+                be empty (a database migrated first); the copy is one transaction, then read back and compared \
+                with FROM. Stop keywayd first, or FROM may change meanwhile.
+                """,
+            run: { $0.storeCopy() }),
+        Subcommand(
             path: ["completion"], summary: "print the bash completion script",
             operands: [Operand(placeholder: "SHELL", kind: .choice(["bash"]))], run: { $0.completion() }),
         Subcommand(

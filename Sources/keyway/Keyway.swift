@@ -47,7 +47,10 @@ struct Keyway {
 
     /// `keyway --help`: every command's synopsis and summary, from the subcommand types.
     static var usage: String {
-        var lines = ["usage: keyway [--socket PATH | --store PATH] [--sensor DIR] [--config FILE] COMMAND ...", ""]
+        var lines = [
+            "usage: keyway [--socket PATH | --store PATH|URI [--passfile FILE]] [--sensor DIR] [--config FILE] "
+                + "COMMAND ...", "",
+        ]
         for command in Subcommand.all {
             lines.append("  \(command.synopsis.dropFirst("keyway ".count))")
             lines.append("      \(command.summary)")
@@ -55,8 +58,8 @@ struct Keyway {
         lines += [
             "",
             """
-            keyway asks keywayd (--socket, default /run/keyway/keywayd.sock); --store PATH works on a store file
-            directly instead (root, e.g. while keywayd is stopped). --config names the configuration (default
+            keyway asks keywayd (--socket, default /run/keyway/keywayd.sock); --store PATH|URI works on a store
+            directly instead (root, e.g. while keywayd is stopped): an SQLite file, or a fleet's PostgreSQL URI. --config names the configuration (default
             /etc/keyway/keyway.conf and its keyway.conf.d/*.conf; see keyway.conf(5)). Users other than root may
             verify themselves (unlock), change their own pattern or passcode, and see their own status.
             'keyway COMMAND --help' shows a command's options.
@@ -128,6 +131,7 @@ struct Command {
         var vaultOptions = SystemVault.Options()
         vaultOptions.storePath = store
         vaultOptions.createStore = creating
+        if let passfile = parsed.value("--passfile") { vaultOptions.passfile = passfile }
         vaultOptions.settings = configuration.settings
         do { return Runtime(vault: try SystemVault.open(vaultOptions), options: options, settings: settings) } catch {
             Keyway.report(error)

@@ -85,8 +85,12 @@ struct Subcommand: Sendable {
             name: "--socket", placeholder: "PATH", help: "keywayd's socket (default /run/keyway/keywayd.sock)",
             completion: .files),
         .init(
-            name: "--store", placeholder: "PATH", help: "work on this store file directly, not through keywayd (root)",
+            name: "--store", placeholder: "PATH|URI",
+            help: "work on this store (a file, or a postgresql:// URI) directly, not through keywayd (root)",
             completion: .files),
+        .init(
+            name: "--passfile", placeholder: "FILE",
+            help: "a PostgreSQL store's password file (default /etc/keyway/pgpass)", completion: .files),
         .init(
             name: "--sensor", placeholder: "DIR", help: "the simulated sensor's directory (default /run/keyway/sensor)",
             completion: .files),

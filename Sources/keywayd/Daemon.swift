@@ -7,6 +7,7 @@ import KeywayDaemon
 import KeywayFactors
 import KeywayPlatform
 import KeywayRuntime
+import KeywayStore
 import KeywayVault
 import KeywayWire
 import Synchronization
@@ -19,13 +20,19 @@ import Synchronization
 @main
 struct Keywayd {
     static let usage = """
-        usage: keywayd [--foreground] [--socket PATH] [--store PATH] [--config FILE] [--workers N] [--queue N]
-                       [--request-timeout MS] [--idle-exit SECONDS] [--sensor DIR]
+        usage: keywayd [--foreground] [--socket PATH] [--store PATH|URI] [--host NAME] [--passfile FILE]
+                       [--config FILE] [--workers N] [--queue N] [--request-timeout MS] [--idle-exit SECONDS]
+                       [--sensor DIR]
 
           --foreground          stay in the foreground (keywayd never forks; accepted for init scripts)
           --socket PATH         where to listen (default /run/keyway/keywayd.sock); ignored when systemd passes
                                 the socket (keywayd.socket)
-          --store PATH          the store (default /var/lib/keyway/keyway.db), created if missing
+          --store PATH|URI      the store: this host's SQLite file (default /var/lib/keyway/keyway.db, created
+                                if missing), or a fleet's PostgreSQL database as a libpq URI
+                                (postgresql://keyway@db.example/keyway?sslmode=verify-full), shared by every
+                                host's keywayd; its schema is made by keyway store migrate
+          --host NAME           this host's name in a shared store's audit trail (default: the host name)
+          --passfile FILE       the database's password file (default /etc/keyway/pgpass; root's, mode 0600)
           --config FILE         the configuration (default /etc/keyway/keyway.conf and its .conf.d): the
                                 factors' rules, lockouts, passcode-max-age and the hashing cost are enforced
                                 here; read at start
@@ -78,6 +85,8 @@ struct Keywayd {
                 }
             case "--socket": socketPath = value(word)
             case "--store": vaultOptions.storePath = value(word)
+            case "--host": vaultOptions.host = value(word)
+            case "--passfile": vaultOptions.passfile = value(word)
             case "--config": configPath = value(word)
             case "--workers": options.workers = number(word, 1...256)
             case "--queue": options.queueLimit = number(word, 0...4096)
@@ -116,6 +125,13 @@ struct Keywayd {
             "\(plugin.kind) \(SystemVault.hashCost(of: plugin, vaultOptions))"
         }
         if !costs.isEmpty { Server.log("new hashes: \(costs.joined(separator: ", "))") }
+        // A shared database may be away at start: keywayd serves "unavailable" meanwhile and reconnects by itself.
+        if let database = vault.store as? PostgresStore {
+            database.onAvailabilityChange { line in Server.log(line) }
+            if let problem = database.probe() {
+                Server.log("the database cannot be used yet (authentications fail closed until it can): \(problem)")
+            }
+        }
         let listener: Int32
         var ownSocket: String? = nil
         if let inherited = inheritedSocket() {

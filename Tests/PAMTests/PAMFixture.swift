@@ -190,7 +190,10 @@ final class DaemonBox: @unchecked Sendable {  // used from one test at a time
         let log = (socket as NSString).deletingLastPathComponent + "/keywayd.log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         daemon.standardError = FileHandle(forWritingAtPath: log) ?? FileHandle.nullDevice
-        guard (try? daemon.run()) != nil else {
+        spawning.lock()
+        let started = (try? daemon.run()) != nil
+        spawning.unlock()
+        guard started else {
             Issue.record("keywayd could not be started: \(command)")
             return
         }
@@ -239,9 +242,14 @@ struct Run {
 }
 
 /// Starts a program; `finish()` collects it.
+/// Held from making a child's pipes until the child runs, and while keywayd is started: Foundation makes pipes
+/// without close-on-exec, so a keywayd started meanwhile on another thread would inherit the write end of a client's
+/// output pipe and keep it open for its whole life, and that client's reader would never see the end of file.
+let spawning = NSLock()
+
 final class Started: @unchecked Sendable {
     let process = Process()
-    private let pipe = Pipe()
+    private let pipe: Pipe
     private let errors: Pipe?
     /// Signalled when the input has been written (or refused because the program closed its input).
     private let inputDone = DispatchSemaphore(value: 0)
@@ -253,6 +261,9 @@ final class Started: @unchecked Sendable {
         // A program that exits before reading its input (a usage error) closes the pipe under our write: that
         // must be an EPIPE we ignore, never a SIGPIPE that kills the whole test process.
         BrokenPipe.ignoreSignal()
+        spawning.lock()
+        defer { spawning.unlock() }
+        pipe = Pipe()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment {
@@ -270,9 +281,15 @@ final class Started: @unchecked Sendable {
         let stdin = Pipe()
         process.standardInput = stdin
         try process.run()
+        let writer = stdin.fileHandleForWriting
+        if input.utf8.count <= 4096 {  // fits in the pipe: written and closed before another child can inherit it
+            try? writer.write(contentsOf: Data(input.utf8))
+            try? writer.close()
+            inputDone.signal()
+            return
+        }
         // Written from another thread, so input larger than the pipe never blocks the test while the program
         // waits for us to read its output.
-        let writer = stdin.fileHandleForWriting
         let done = inputDone
         Thread {
             try? writer.write(contentsOf: Data(input.utf8))
