@@ -8,6 +8,8 @@
 #   scripts/pg-cluster.sh stop DIR           stop it at once (SIGQUIT: as a crash would) and remove DIR
 #   scripts/pg-cluster.sh halt DIR           stop it (immediate) and keep DIR; `resume` starts it again
 #   scripts/pg-cluster.sh resume DIR
+#   scripts/pg-cluster.sh freeze DIR         SIGSTOP the server and its backends (a hung database, a partition);
+#   scripts/pg-cluster.sh thaw DIR           `thaw` sends SIGCONT
 #   scripts/pg-cluster.sh sql DIR SQL        run SQL as the owner (keyway_owner) in the database keyway
 #   scripts/pg-cluster.sh role DIR NAME      create a login role NAME with a random password (no grants:
 #                                            keyway store migrate --grant NAME), its password added to DIR/pgpass
@@ -28,7 +30,9 @@ done
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 [ -x "$bin/initdb" ] || { echo "pg-cluster: PostgreSQL is not installed (apt-get install postgresql-15)" >&2; exit 1; }
 as_postgres() { runuser -u postgres -- "$@"; }
-psql_owner() { "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$1" -U keyway_owner -d keyway "${@:2}"; }
+psql_owner() {
+    "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U keyway_owner -d keyway "${@:2}"
+}
 
 command=${1:-}
 dir=${2:-}
@@ -63,7 +67,8 @@ EOF
                 runuser -u postgres -- "$3/pg_ctl" -D "$2/data" -m immediate stop >/dev/null 2>&1 || true
                 rm -rf "$2"
             fi' pg-cluster-watchdog "$watch" "$dir" "$bin" </dev/null >/dev/null 2>&1 &
-        "$bin/psql" -X -q -h "$dir" -U keyway_owner -d postgres -c "CREATE DATABASE keyway" >/dev/null
+        echo "${port:-5432}" >"$dir/port"
+        "$bin/psql" -X -q -h "$dir" -p "${port:-5432}" -U keyway_owner -d postgres -c "CREATE DATABASE keyway" >/dev/null
         install -m 600 /dev/null "$dir/pgpass"
         "$0" role "$dir" keyway_host >/dev/null
         echo "postgresql://keyway_host@/keyway?host=$dir&port=${port:-5432}"
@@ -83,6 +88,11 @@ EOF
         ;;
     resume)
         as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+        ;;
+    freeze | thaw)
+        signal=STOP; [ "$command" = thaw ] && signal=CONT
+        postmaster=$(head -n 1 "$dir/data/postmaster.pid")
+        kill -"$signal" "$postmaster" $(pgrep -P "$postmaster")
         ;;
     stop)
         [ -d "$dir/data" ] || exit 0

@@ -64,6 +64,18 @@ public final class PostgresCluster: @unchecked Sendable {
         guard status == 0 else { throw ClusterError("resume failed: \(output)") }
     }
 
+    /// Stops (SIGSTOP) the server and every backend: a database that hangs, or a network partition, mid-request.
+    public func freeze() throws(ClusterError) {
+        let (status, output) = Self.run("\(Self.script) freeze \(directory)")
+        guard status == 0 else { throw ClusterError("freeze failed: \(output)") }
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    public func thaw() throws(ClusterError) {
+        let (status, output) = Self.run("\(Self.script) thaw \(directory)")
+        guard status == 0 else { throw ClusterError("thaw failed: \(output)") }
+    }
+
     /// Stops the server and removes the directory.
     public func stop() { _ = Self.run("\(Self.script) stop \(directory)") }
 

@@ -141,6 +141,35 @@ struct PostgresStoreTests {
         #expect(try fleet.store.attempts(user: "alice")[.passcode].consecutiveFailures == 2)
     }
 
+    @Test("a database that hangs mid-request (SIGSTOP): unavailable within the timeout, nothing counted, then back")
+    func databaseHangs() throws {
+        let fleet = try Fleet()
+        defer {
+            try? fleet.cluster.thaw()
+            fleet.cluster.stop()
+        }
+        try fleet.store.updateAttempts(user: "alice") { $0[.passcode].consecutiveFailures = 1 }
+        try fleet.cluster.freeze()
+        for what in ["a pooled connection", "a new connection"] {
+            let started = Date()
+            var code: AuthenticationError.Code? = nil
+            do { try fleet.store.updateAttempts(user: "alice") { $0[.passcode].consecutiveFailures += 1 } } catch {
+                code = error.code
+            }
+            let took = Date().timeIntervalSince(started)
+            #expect(code == .serviceUnavailable, "\(what)")
+            #expect(took < 2.5, "\(what): failing took \(took) s (the timeout is 1.5 s)")
+        }
+        try fleet.cluster.thaw()
+        var failures = -1
+        for _ in 0..<50 {  // the server finishes what it was sent, then the lost transactions roll back
+            if let book = try? fleet.store.attempts(user: "alice") { failures = book[.passcode].consecutiveFailures }
+            if failures == 1 { break }
+            usleep(100_000)
+        }
+        #expect(failures == 1, "a reservation that was answered unavailable was kept")
+    }
+
     @Test("migrations: versioned, repeatable, a newer schema refused by keywayd and by migrate, nothing changed")
     func migrations() throws {
         let fleet = try Fleet()
