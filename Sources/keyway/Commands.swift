@@ -187,12 +187,12 @@ extension Subcommand {
         Subcommand(
             path: ["store", "copy"],
             summary: "copy every enrollment, counter, switch and audit row from one store into an empty one (root)",
-            operands: [Operand(placeholder: "FROM", kind: .word), Operand(placeholder: "TO", kind: .word)],
+            operands: [Operand(placeholder: "SOURCE", kind: .word), Operand(placeholder: "TARGET", kind: .word)],
             details: """
-                FROM and TO are each an SQLite file's path or a postgresql:// URI: moving a host's store into \
-                the fleet's database is `keyway store copy /var/lib/keyway/keyway.db postgresql://…`. TO must \
-                be empty (a database migrated first); the copy is one transaction, then read back and compared \
-                with FROM. Stop keywayd first, or FROM may change meanwhile.
+                SOURCE and TARGET are each an SQLite file's path or a postgresql:// URI: moving a host's store \
+                into the fleet's database is `keyway store copy /var/lib/keyway/keyway.db postgresql://…`. TARGET \
+                must be empty (a database migrated first); the copy is one transaction, then read back and \
+                compared with SOURCE. Stop keywayd first, or SOURCE may change meanwhile.
                 """,
             run: { $0.storeCopy() }),
         Subcommand(

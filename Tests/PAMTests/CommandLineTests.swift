@@ -85,6 +85,16 @@ struct CommandLineTests {
         (["completion", "zsh"], "Error: Unknown shell 'zsh'; use bash."),
         (["help", "enrol"], "Error: Unknown command 'enrol'. Did you mean 'enroll'?"),
         (["--socket", "/x", "--store", "/y", "status"], "Error: Give --socket or --store, not both."),
+        (["store", "migrate"], "Error: Missing the uri: keyway store migrate URI [--grant ROLE]."),
+        (
+            ["store", "migrate", "/var/lib/keyway/keyway.db"],
+            "Error: '/var/lib/keyway/keyway.db' is not a postgresql:// URI"
+        ),
+        (
+            ["store", "copy", "/var/lib/keyway/keyway.db"],
+            "Error: Missing the target: keyway store copy SOURCE TARGET."
+        ),
+        (["store", "move"], "Error: Unknown store command 'move'."),
     ]
 
     @Test("usage errors say what is wrong, suggest the near miss, and exit 64", arguments: usageCases)
@@ -245,7 +255,7 @@ struct CompletionTests {
             ("keyway enroll gesture --user ro", ["root"]),
             ("keyway --store /tmp/k.db enroll g", ["gesture"]),
             ("keyway policy s", ["show"]),
-            ("keyway policies --", ["--config", "--help", "--sensor", "--socket", "--store"]),
+            ("keyway policies --", ["--config", "--help", "--passfile", "--sensor", "--socket", "--store"]),
             ("keyway sensor p", ["plug", "present"]),
             ("keyway bench --r", ["--rounds"]),
             ("keyway reset --user root --factor pa", ["passcode"]),
