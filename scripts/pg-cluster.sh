@@ -14,7 +14,7 @@
 #   scripts/pg-cluster.sh role DIR NAME      create a login role NAME with a random password (no grants:
 #                                            keyway store migrate --grant NAME), its password added to DIR/pgpass
 #
-# The server runs as the system's `postgres` user (PostgreSQL refuses root) with its data, socket and log in DIR.
+# The server runs as the system's `postgres` user (PostgreSQL refuses root; setpriv, no PAM session) with its data, socket and log in DIR.
 # A watchdog stops it and removes DIR when the process that started it (WATCH_PID, default the caller) is gone, so
 # a test killed with SIGKILL leaves no server behind. Roles: keyway_owner (trust, on the socket only) owns the
 # schema; keyway_host and the roles made by `role` log in with scram-sha-256 passwords kept in DIR/pgpass (root's,
@@ -29,7 +29,9 @@ for fd in /proc/$$/fd/*; do
 done
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 [ -x "$bin/initdb" ] || { echo "pg-cluster: PostgreSQL is not installed (apt-get install postgresql-15)" >&2; exit 1; }
-as_postgres() { runuser -u postgres -- "$@"; }
+# setpriv, not runuser: runuser opens a PAM session, which logs to /dev/log, and a test that holds /dev/log to
+# capture syslog would then stall the server's start. From /, which postgres may enter.
+as_postgres() { (cd / && setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"); }
 psql_owner() {
     "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U keyway_owner -d keyway "${@:2}"
 }
@@ -64,7 +66,8 @@ EOF
         setsid bash -c '
             while kill -0 "$1" 2>/dev/null && [ -d "$2/data" ]; do sleep 1; done
             if [ -d "$2/data" ]; then
-                runuser -u postgres -- "$3/pg_ctl" -D "$2/data" -m immediate stop >/dev/null 2>&1 || true
+                (cd / && setpriv --reuid=postgres --regid=postgres --init-groups -- \
+                    "$3/pg_ctl" -D "$2/data" -m immediate stop) >/dev/null 2>&1 || true
                 rm -rf "$2"
             fi' pg-cluster-watchdog "$watch" "$dir" "$bin" </dev/null >/dev/null 2>&1 &
         echo "${port:-5432}" >"$dir/port"
