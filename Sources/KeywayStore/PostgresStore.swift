@@ -426,22 +426,28 @@ public final class PostgresStore: LoadableStore {
                             "DELETE FROM attempts WHERE account = $1 AND factor = $2", [user, factor.rawValue],
                             deadline: deadline)
                     } else {
-                        try db.query(
-                            "INSERT INTO attempts "
-                                + "(account, factor, failures, last_failure, recent_mismatches, last_success) "
-                                + "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account, factor) DO UPDATE SET "
-                                + "failures = excluded.failures, last_failure = excluded.last_failure, "
-                                + "recent_mismatches = excluded.recent_mismatches, last_success = excluded.last_success",
-                            [
-                                user, factor.rawValue, String(state.consecutiveFailures),
-                                state.lastFailure.map { String($0.milliseconds) },
-                                PostgresConnection.bytea(SQLiteStore.encode(state.recentMismatches)),
-                                state.lastSuccess.map { String($0.milliseconds) },
-                            ], deadline: deadline)
+                        try write(state, of: factor, for: user, db, deadline)
                     }
                 }
             }
         }
+    }
+
+    /// Stores one factor's counters for `user`, replacing what was there.
+    private func write(
+        _ state: AttemptState, of factor: FactorKind, for user: String, _ db: PostgresConnection, _ deadline: Int64
+    ) throws(PostgresError) {
+        try db.query(
+            "INSERT INTO attempts (account, factor, failures, last_failure, recent_mismatches, last_success) "
+                + "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account, factor) DO UPDATE SET "
+                + "failures = excluded.failures, last_failure = excluded.last_failure, "
+                + "recent_mismatches = excluded.recent_mismatches, last_success = excluded.last_success",
+            [
+                user, factor.rawValue, String(state.consecutiveFailures),
+                state.lastFailure.map { String($0.milliseconds) },
+                PostgresConnection.bytea(SQLiteStore.encode(state.recentMismatches)),
+                state.lastSuccess.map { String($0.milliseconds) },
+            ], deadline: deadline)
     }
 
     public func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError) {
@@ -629,14 +635,12 @@ public final class PostgresStore: LoadableStore {
                 guard present == 0 else {
                     throw PostgresError(state: "KW002", "the target store is not empty; nothing was copied")
                 }
-                try PostgresStore.insert(contents, into: db, host: options.host, deadline: deadline)
+                try insert(contents, into: db, deadline: deadline)
             }
         }
     }
 
-    private static func insert(_ contents: StoreContents, into db: PostgresConnection, host: String, deadline: Int64)
-        throws(PostgresError)
-    {
+    private func insert(_ contents: StoreContents, into db: PostgresConnection, deadline: Int64) throws(PostgresError) {
         for enrollment in contents.enrollments {
             try db.query(
                 "INSERT INTO enrollments (account, factor, payload, changed_at, changed_by) VALUES ($1, $2, $3, $4, $5)",
@@ -646,17 +650,7 @@ public final class PostgresStore: LoadableStore {
                 ], deadline: deadline)
         }
         for (user, book) in contents.attempts {
-            for (factor, state) in book.states {
-                try db.query(
-                    "INSERT INTO attempts (account, factor, failures, last_failure, recent_mismatches, last_success) "
-                        + "VALUES ($1, $2, $3, $4, $5, $6)",
-                    [
-                        user, factor.rawValue, String(state.consecutiveFailures),
-                        state.lastFailure.map { String($0.milliseconds) },
-                        PostgresConnection.bytea(SQLiteStore.encode(state.recentMismatches)),
-                        state.lastSuccess.map { String($0.milliseconds) },
-                    ], deadline: deadline)
-            }
+            for (factor, state) in book.states { try write(state, of: factor, for: user, db, deadline) }
         }
         for (user, preferences) in contents.preferences {
             for (key, value) in preferences {
@@ -665,15 +659,7 @@ public final class PostgresStore: LoadableStore {
                     deadline: deadline)
             }
         }
-        for entry in contents.audit {
-            try db.query(
-                "INSERT INTO audit (at, host, actor, account, action, factor, detail) "
-                    + "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                [
-                    String(entry.at.milliseconds), entry.host ?? host, entry.actor, entry.user, entry.action.rawValue,
-                    entry.factor?.rawValue, entry.detail,
-                ], deadline: deadline)
-        }
+        for entry in contents.audit { try audit(db, entry, deadline) }
     }
 
     /// Connects once and says why the database cannot be used now, or nil when it can (keywayd logs it at start).
