@@ -37,6 +37,10 @@ final class SensorLine: Sendable {
     }
     private let state = Mutex(State())
 
+    /// How much longer than the timeout a waiter stays in line: a holder that overstays is cut when its lease next
+    /// checks (every 100 ms, later on a loaded machine), so the waiter must outlast that check, not race it.
+    static let handover: Int64 = 1000
+
     /// A ticket for the sensor: at once when it is free and nobody waits; otherwise, with `waits`, in turn within
     /// `limit` milliseconds while `gone()` stays false; nil when not given.
     func take(waits: Bool, within limit: Int64, gone: () -> Bool) -> UInt64? {
@@ -106,7 +110,9 @@ extension Server {
             return
         }
         let timeout = arming.timeout
-        guard let ticket = sensorLine.take(waits: waits, within: timeout, gone: { UnixSocket.peerHasClosed(fd) })
+        guard
+            let ticket = sensorLine.take(
+                waits: waits, within: timeout + SensorLine.handover, gone: { UnixSocket.peerHasClosed(fd) })
         else {
             reply(.failure(service.deviceBusy(factor)), to: fd)
             return
