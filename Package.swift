@@ -63,6 +63,10 @@ let package = Package(
         library("KeywayBiometricSimulator", ["KeywayCore", "CKeywayLibc"], path: "Plugins/BiometricSimulator"),
         library("KeywayPasscode", ["KeywayCore"], path: "Plugins/Passcode"),
         library("KeywayTOTP", ["KeywayCore", "CKeywayLibc"], path: "Plugins/TOTP"),
+        // The biometric factor's second backend: fprintd's readers over the system bus (libdbus-1). Only keywayd
+        // links it: the module and the CLI never talk to D-Bus (docs/ARCHITECTURE.md §18).
+        .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        library("KeywayFprintd", ["KeywayCore", "KeywayBiometricSimulator", "CDBus", "CKeywayLibc"], path: "Plugins/Fprintd"),
 
         // The one list of factors, below both sides: the module, the CLI and keywayd all read it (Factors.all).
         library(
@@ -104,7 +108,8 @@ let package = Package(
             name: "keywayd",
             dependencies: [
                 "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayRuntime", "KeywayVault",
-                "KeywayWire", "KeywayPlatform", "KeywayDaemon", "CKeywayLibc", "KeywayStore",
+                "KeywayWire", "KeywayPlatform", "KeywayDaemon", "CKeywayLibc", "KeywayStore", "KeywayFprintd",
+                "KeywayBiometricSimulator",
             ],
             swiftSettings: strictSettings),
 

@@ -15,12 +15,15 @@ public final class BiometricAuthenticator: Authenticator {
     public let vault: any Vault
     /// Whether a remote session may use this machine's sensor (`[biometric] remote = allow`).
     public let servesRemoteSessions: Bool
+    /// True with `[biometric] backend = fprintd`: keywayd waits at fprintd's reader, and `sensor` only names it.
+    public let atReader: Bool
 
     /// Creates the person's side of the factor over a vault (keywayd's, or a local one).
-    public init(vault: any Vault, sensor: SimulatedSensor, servesRemoteSessions: Bool = false) {
+    public init(vault: any Vault, sensor: SimulatedSensor, servesRemoteSessions: Bool = false, atReader: Bool = false) {
         self.vault = vault
         self.sensor = sensor
         self.servesRemoteSessions = servesRemoteSessions
+        self.atReader = atReader
     }
 
     /// Creates the factor over a local vault of its own (with the sensor's model): for tests and tools that own the
@@ -131,10 +134,12 @@ public final class BiometricAuthenticator: Authenticator {
         return try vault.arm(.biometric, for: request.user, attempts: request.attemptsAllowed, waits: false)
     }
 
-    /// Why the sensor cannot serve this user at all, or nil.
+    /// Why the sensor cannot serve this user at all, or nil. fprintd's reader is keywayd's to judge (only keywayd
+    /// talks to fprintd), and it waits nowhere else.
     private func unusableReason(for user: UserContext) -> String? {
         if sensor.configuration.biometry == .none { return "no biometric sensor is fitted" }
-        if !sensor.isPluggedIn { return "the sensor is unplugged" }
+        if atReader && !vault.waitsAtDevices { return "fprintd's reader is used through keywayd only" }
+        if !atReader && !sensor.isPluggedIn { return "the sensor is unplugged" }
         if user.isRemote && !servesRemoteSessions { return "the sensor is local and this session is remote" }
         return nil
     }

@@ -18,13 +18,17 @@ public final class BiometricKeeper: FactorKeeper {
     public let passcodeMaxAge: Duration?
     /// Makes a new domain-state value on each enrollment change.
     private let newDomainState: @Sendable () -> [UInt8]
+    /// The reader that keeps and matches the prints itself (`[biometric] backend = fprintd`), or nil for the
+    /// simulator, whose templates are in the store.
+    public let reader: (any EnrollingDevice)?
 
     /// Creates the keeper; domain states come from the system's random generator unless given.
     public init(
         store: any Store, clock: any Clock, biometry: BiometryType = .fingerprint, model: NoiseModel = .default,
         schedule: ThrottleSchedule = .biometric, passcodeMaxAge: Duration? = nil,
-        newDomainState: (@Sendable () -> [UInt8])? = nil
+        newDomainState: (@Sendable () -> [UInt8])? = nil, reader: (any EnrollingDevice)? = nil
     ) {
+        self.reader = reader
         self.biometry = biometry
         self.passcodeMaxAge = passcodeMaxAge
         self.model = model
@@ -51,10 +55,16 @@ public final class BiometricKeeper: FactorKeeper {
     public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
         do {
             guard let record = records.first(where: { $0.factor == .biometric }),
-                try !BiometricEnrollment(decoding: record.payload).templates.isEmpty
+                try !details(of: record).labels.isEmpty
             else { return .notEnrolled }
         } catch {
             return .failed(error)
+        }
+        if let reader {
+            // The record says what the reader had; whether it can answer now is the reader's to say.
+            do throws(AuthenticationError) { _ = try reader.labels(of: user.name) } catch {
+                return .notAvailable(error.reason)
+            }
         }
         guard let passcode = records.first(where: { $0.factor == .passcode }) else {
             return .failed(passcodeMissing(user.name))
@@ -63,8 +73,13 @@ public final class BiometricKeeper: FactorKeeper {
         return gate.availability(of: book, whenAllowed: .available(biometry))
     }
 
-    /// Reserves an attempt, then scores the one sample against every enrolled template.
+    /// Reserves an attempt, then scores the one sample against every enrolled template; or, with a reader that
+    /// matches itself, counts the verdict it gave (reserved and settled at once: the match has happened, and its
+    /// result reaches no one before the count is on disk).
     public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        if reader != nil || { if case .readerVerdict = evidence { true } else { false } }() {
+            return try countReaderVerdict(evidence, for: user)
+        }
         guard case .samples(let samples) = evidence, samples.count == 1 else {
             throw AuthenticationError(.invalidPolicy, "a biometric match takes exactly one sensor sample")
         }
@@ -84,10 +99,59 @@ public final class BiometricKeeper: FactorKeeper {
         return .failure(try gate.settleFailure(reservation, fingerprint: nil))
     }
 
+    private func countReaderVerdict(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict
+    {
+        guard reader != nil, case .readerVerdict(let matched) = evidence else {
+            throw AuthenticationError(
+                .invalidPolicy,
+                reader == nil
+                    ? "the simulated sensor matches samples, not a reader's verdict"
+                    : "the reader matches prints itself ([biometric] backend = fprintd); it takes no samples")
+        }
+        guard try gate.store.enrollment(user: user.name, factor: .biometric) != nil else {
+            throw AuthenticationError(.biometryNotEnrolled, "no finger is enrolled at the reader for \(user.name)")
+        }
+        guard let passcode = try gate.store.enrollment(user: user.name, factor: .passcode) else {
+            throw passcodeMissing(user.name)
+        }
+        if let stale = passcodeTooOld(passcode, try gate.store.attempts(user: user.name)) { throw stale }
+        let reservation = try gate.reserve(for: user.name)
+        if matched {
+            try gate.settleSuccess(reservation)
+            return .success
+        }
+        return .failure(try gate.settleFailure(reservation, fingerprint: nil))
+    }
+
+    /// With a reader: the store's record of its fingers brought up to date, with a new domain state whenever the
+    /// list changed (a finger enrolled or deleted with fprintd-enroll or fprintd-delete as well as through Keyway).
+    /// A reader that cannot answer leaves the record as it was.
+    public func refresh(_ user: String) throws(AuthenticationError) {
+        guard let reader else { return }
+        let fingers: [String]
+        do throws(AuthenticationError) { fingers = try reader.labels(of: user) } catch { return }
+        let record = try gate.store.enrollment(user: user, factor: .biometric)
+        let known = try record.map { record throws(AuthenticationError) in try details(of: record).labels }
+        guard known != fingers else { return }
+        let by = Attribution("\(reader.name) (fprintd)", at: gate.clock.now())
+        if fingers.isEmpty {
+            if record != nil { _ = try gate.store.removeEnrollment(user: user, factor: .biometric, by: by) }
+            return
+        }
+        let mirror = ReaderEnrollment(fingers: fingers, domainState: newDomainState())
+        try gate.store.save(
+            Enrollment(
+                user: user, factor: .biometric, payload: mirror.encoded(), changedAt: by.at, changedBy: by.actor))
+    }
+
     /// Adds (or replaces) the finger `label` with a template built from the samples.
     public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
         throws(AuthenticationError) -> Enrollment
     {
+        if reader != nil {
+            throw AuthenticationError(
+                .invalidPolicy, "the reader keeps its own prints ([biometric] backend = fprintd): enroll at the reader")
+        }
         guard case .samples(let samples) = evidence, (1...64).contains(samples.count) else {
             throw AuthenticationError(.invalidPolicy, "a biometric is enrolled from 1 to 64 sensor samples")
         }
@@ -113,6 +177,11 @@ public final class BiometricKeeper: FactorKeeper {
     public func enrollment(removing label: String, from record: Enrollment, by actor: String)
         throws(AuthenticationError) -> Enrollment?
     {
+        if reader != nil {
+            throw AuthenticationError(
+                .invalidPolicy,
+                "the reader keeps its own prints ([biometric] backend = fprintd): fprintd-delete removes them")
+        }
         var current = try BiometricEnrollment(decoding: record.payload)
         current.templates.removeAll { $0.finger == label }
         guard !current.templates.isEmpty else { return nil }
@@ -121,6 +190,10 @@ public final class BiometricKeeper: FactorKeeper {
     }
 
     public func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8]) {
+        if ReaderEnrollment.isReaderRecord(record.payload) {
+            let mirror = try ReaderEnrollment(decoding: record.payload)
+            return (mirror.fingers, mirror.domainState)
+        }
         let enrollment = try BiometricEnrollment(decoding: record.payload)
         return (enrollment.templates.map { $0.finger }, enrollment.domainState)
     }
@@ -128,7 +201,11 @@ public final class BiometricKeeper: FactorKeeper {
     /// The user's enrollment, or nil.
     public func load(_ user: String) throws(AuthenticationError) -> BiometricEnrollment? {
         try gate.store.enrollment(user: user, factor: .biometric).map { record throws(AuthenticationError) in
-            try BiometricEnrollment(decoding: record.payload)
+            // A reader's record (the backend was fprintd) holds no templates the simulator could match.
+            ReaderEnrollment.isReaderRecord(record.payload)
+                ? BiometricEnrollment(
+                    templates: [], domainState: try ReaderEnrollment(decoding: record.payload).domainState)
+                : try BiometricEnrollment(decoding: record.payload)
         }
     }
 

@@ -8,6 +8,17 @@ extension BiometricAuthenticator {
             help: "what the sensor reads; the prompt and `keyway status` say so")
     }
 
+    /// `[biometric] backend`.
+    public static var backendSetting: Setting {
+        Setting(
+            "backend", .choice(["simulator", "fprintd"]), default: .choice("simulator"), enforcedBy: .daemon,
+            help: "simulator: the simulated sensor (no hardware); fprintd: the reader fprintd drives, with keywayd "
+                + "its only client (keywayd(8), READERS)")
+    }
+
+    /// True when the settings choose fprintd's reader.
+    public static func usesReader(_ settings: FactorSettings) -> Bool { settings.choice(backendSetting) == "fprintd" }
+
     /// `[biometric] timeout`.
     public static var timeoutSetting: Setting {
         Setting(
@@ -52,10 +63,12 @@ extension BiometricAuthenticator {
     /// The simulated sensor as a plugin.
     public static var plugin: FactorPlugin {
         FactorPlugin(
-            .biometric, aliases: ["fingerprint", "face"], summary: "a fingerprint or face sensor (simulated)",
+            .biometric, aliases: ["fingerprint", "face"],
+            summary: "a fingerprint or face sensor (simulated, or fprintd's reader)",
             input: .presented, enrollment: .samples, codes: codes, device: "sensor",
             settings: [
-                Setting.attempts(), typeSetting, timeoutSetting, remoteSetting, lockoutSetting, falseMatchSetting,
+                Setting.attempts(), backendSetting, typeSetting, timeoutSetting, remoteSetting, lockoutSetting,
+                falseMatchSetting,
                 passcodeMaxAgeSetting,
             ],
             servesRemoteSessions: { settings in settings.choice(remoteSetting) == "allow" },
@@ -68,14 +81,16 @@ extension BiometricAuthenticator {
                     events: events)
                 return BiometricAuthenticator(
                     vault: side.vault, sensor: sensor,
-                    servesRemoteSessions: side.settings.choice(remoteSetting) == "allow")
+                    servesRemoteSessions: side.settings.choice(remoteSetting) == "allow",
+                    atReader: usesReader(side.settings))
             },
             vaultSide: { side in
                 BiometricKeeper(
                     store: side.store, clock: side.clock, biometry: biometry(side.settings),
                     model: model(side.settings) ?? .default,
                     schedule: ThrottleSchedule(lockAfter: side.settings.integer(lockoutSetting)),
-                    passcodeMaxAge: side.settings.duration(passcodeMaxAgeSetting))
+                    passcodeMaxAge: side.settings.duration(passcodeMaxAgeSetting),
+                    reader: usesReader(side.settings) ? side.devices["fprintd"] : nil)
             })
     }
 

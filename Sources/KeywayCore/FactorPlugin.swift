@@ -31,13 +31,20 @@ public struct FactorPlugin: Sendable {
         public var hasher: any SecretHasher
         /// The factor's global settings.
         public var settings: FactorSettings
+        /// Devices the composition offers by backend name (keywayd's fprintd client as "fprintd"): a plugin whose
+        /// settings choose a backend takes it from here. Empty in every process but keywayd.
+        public var devices: [String: any EnrollingDevice]
 
         /// Creates the inputs.
-        public init(store: any Store, clock: any Clock, hasher: any SecretHasher, settings: FactorSettings) {
+        public init(
+            store: any Store, clock: any Clock, hasher: any SecretHasher, settings: FactorSettings,
+            devices: [String: any EnrollingDevice] = [:]
+        ) {
             self.store = store
             self.clock = clock
             self.hasher = hasher
             self.settings = settings
+            self.devices = devices
         }
     }
 
@@ -146,4 +153,13 @@ extension Array where Element == FactorPlugin {
     public func plugin(named word: String) -> FactorPlugin? {
         first { $0.kind.rawValue == word || $0.aliases.contains(word) }
     }
+}
+
+/// A device that keeps and matches its own enrollments (fprintd's reader keeps the prints): what the vault asks it.
+/// Class-bound, so the module's Embedded Swift build can hold one too, though only keywayd ever has one.
+public protocol EnrollingDevice: AnyObject, Sendable {
+    /// What the audit trail calls it ("fprintd").
+    var name: String { get }
+    /// The labels (fingers) enrolled at the device for `user` ([] when none), or why the device cannot tell.
+    func labels(of user: String) throws(AuthenticationError) -> [String]
 }

@@ -136,6 +136,7 @@ public final class LocalVault: Vault {
         if let user { users = [user] } else { users = try store.users() }
         var result: [UserStatus] = []
         for name in users {
+            for keeper in keepers { try keeper.refresh(name) }
             let records = try store.enrollments(user: name)
             let book = try store.attempts(user: name)
             let preferences = try store.preferences(user: name)

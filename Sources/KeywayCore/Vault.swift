@@ -65,6 +65,9 @@ public enum Evidence: Sendable, Equatable {
     case secret(Secret)
     /// Sensor samples: one to match, several to enroll. Each is a point in the sensor's feature space.
     case samples([[Double]])
+    /// A reader that matches prints itself (fprintd) said whether the presented finger matched an enrolled one.
+    /// Made only inside keywayd, by its own conversation with the reader: the wire has no way to carry it in.
+    case readerVerdict(matched: Bool)
 }
 
 /// One user's enrollments, counters and availability, as `keyway status` shows them.
@@ -160,6 +163,9 @@ public protocol FactorKeeper: AnyObject, Sendable {
     /// gets (counted, the same slow work, "not recognized"), so that "turned off" tells no one but the owner that
     /// something is enrolled. Called only when `concealsEnrollment`.
     func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict
+    /// Brings the store's record of `user`'s enrollment up to date with a device that keeps the enrollment itself
+    /// (fprintd's prints), before the vault reads it; most keepers have nothing to do.
+    func refresh(_ user: String) throws(AuthenticationError)
 }
 
 extension FactorKeeper {
@@ -177,12 +183,15 @@ extension FactorKeeper {
     public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
         throw AuthenticationError(.factorNotAvailable, "the \(factor) conceals nothing")
     }
+
+    public func refresh(_ user: String) throws(AuthenticationError) {}
 }
 
 extension FactorKeeper {
     /// Enrolled and not locked, read from the store.
     public func availability(for user: UserContext) -> Availability {
         do {
+            try refresh(user.name)
             return availability(
                 for: user, records: try store.enrollments(user: user.name), book: try store.attempts(user: user.name))
         } catch {

@@ -1,6 +1,6 @@
 import CKeywayLibc
 import Glibc
-import KeywayBiometricSimulator
+public import KeywayBiometricSimulator
 public import KeywayCore
 import KeywayPlatform
 import KeywayWire
@@ -15,6 +15,16 @@ public struct ArmingOptions: Sendable {
     public var sensorDirectory = SensorControl.defaultDirectory
     /// The biometric settings of keyway.conf: the sensor's kind and its false-match rate.
     public var settings = FactorSettings()
+    /// The device keywayd waits at for `user`, for at most the given time: nil for the simulated sensor at
+    /// `sensorDirectory`; keywayd sets fprintd's reader here with `[biometric] backend = fprintd`.
+    public var device: (@Sendable (_ user: UserContext, _ limit: Duration) -> any DeviceListener)? = nil
+
+    /// The listener for one lease.
+    func listener(for user: UserContext) -> any DeviceListener {
+        let limit = Duration.milliseconds(Leases.maximumDuration)
+        if let device { return device(user, limit) }
+        return SimulatorListener(directory: sensorDirectory, settings: settings, limit: limit)
+    }
 }
 
 extension ArmingOptions {
@@ -117,15 +127,15 @@ extension Server {
             reply(.failure(service.deviceBusy(factor)), to: fd)
             return
         }
-        let events = SocketSensorEvents(directory: arming.sensorDirectory, owner: 0, acknowledgesAfterHandling: true)
-        if case .failure(let error) = events.hold() {
+        let device = arming.listener(for: user)
+        do throws(DeviceHoldFailure) { try device.hold() } catch {
             sensorLine.release(ticket)
-            reply(
-                .failure(
-                    error.isBusy
-                        ? service.deviceBusy(factor)
-                        : AuthenticationError(.biometryNotAvailable, "keywayd cannot listen at the sensor: \(error)")),
-                to: fd)
+            switch error {
+            case .busy: reply(.failure(service.deviceBusy(factor)), to: fd)
+            case .unavailable(let why):
+                Server.logLimited("\(caller.label): the sensor is unavailable: \(why.reason)")
+                reply(.failure(why), to: fd)
+            }
             return
         }
         let heldSince = UnixSocket.monotonicMilliseconds()
@@ -135,7 +145,7 @@ extension Server {
         func giveBack() {
             guard holding else { return }
             holding = false
-            events.release()
+            device.release()
             if let nonce { leases.release(nonce) }
             sensorLine.release(ticket)
         }
@@ -149,12 +159,6 @@ extension Server {
         nonce = armed
         defer { leases.close(armed) }
         let deadline = heldSince + Leases.maximumDuration  // the lease's whole life
-        let sensor = SimulatedSensor(
-            .init(
-                biometry: BiometricAuthenticator.biometry(arming.settings),
-                model: BiometricAuthenticator.model(arming.settings),
-                timeout: .milliseconds(Leases.maximumDuration)),
-            events: events)
         // A terminal the module reads itself (read-tty) is deposited here with its settings, and put back if the
         // client goes without withdrawing it: a host killed in the middle of the read.
         func clientGone() -> Bool { custody.take(from: fd) }
@@ -175,30 +179,23 @@ extension Server {
             var byte: UInt8 = 1
             _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
         }
-        while let event = sensor.next(cancellation: stop) {
+        while let event = device.next(cancellation: stop) {
             switch event {
-            case .plug:
-                continue
-            case .present, .presentStranger:
-                guard let sample = sensor.sample(of: event) else { continue }
+            case .evidence(let evidence):
                 do {
-                    leases.record(
-                        try service.vault.verify(.samples([sample.components]), of: .biometric, for: user), for: armed)
+                    leases.record(try service.vault.verify(evidence, of: .biometric, for: user), for: armed)
                 } catch {
                     leases.end(armed, with: error)
                 }
-            case .retry(let reason):
+            case .unusable(let reason):
                 leases.record(.failure(.noSample(reason)), for: armed)
-            case .cancel:
-                leases.end(armed, with: AuthenticationError(.userCancel, "cancelled at the sensor"))
-            case .fallback:
-                leases.end(armed, with: AuthenticationError(.userFallback, "the fallback was chosen at the sensor"))
-            case .unplug:
-                leases.end(armed, with: AuthenticationError(.biometryNotAvailable, "the sensor was unplugged"))
-            case .failure(let reason):
-                leases.end(armed, with: AuthenticationError(.biometryNotAvailable, "the sensor failed: \(reason)"))
+            case .ended(let outcome):
+                if outcome.code == .biometryNotAvailable || outcome.code == .systemCancel {
+                    Server.logLimited("\(caller.label): the wait at the sensor ended: \(outcome.reason)")
+                }
+                leases.end(armed, with: outcome)
             }
-            events.acknowledge()  // the sender hears "ok" once a claim would see the touch
+            device.handled()
             wake()
         }
         if leases.wantsMore(armed) && overstaying() {

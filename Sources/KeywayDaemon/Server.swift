@@ -114,7 +114,7 @@ public final class Server: Sendable {
     /// At most 10 lines a second of what a client can provoke; then one line saying how many were left out.
     private static let logWindow = Mutex<(start: Int64, lines: Int, suppressed: Int)>((0, 0, 0))
 
-    static func logLimited(_ message: String) {
+    public static func logLimited(_ message: String) {
         let now = UnixSocket.monotonicMilliseconds()
         let (write, dropped) = logWindow.withLock { window -> (Bool, Int) in
             var dropped = 0

@@ -31,8 +31,12 @@ public enum SystemVault {
         public init() {}
     }
 
-    /// Opens the store and builds the keepers.
-    public static func open(_ options: Options) throws(AuthenticationError) -> LocalVault {
+    /// Opens the store and builds the keepers; `devices` are the backends keywayd offers the plugins by name
+    /// (`FactorPlugin.VaultSide.devices`: fprintd's reader).
+    public static func open(_ options: Options, devices: [String: any EnrollingDevice] = [:])
+        throws(AuthenticationError)
+        -> LocalVault
+    {
         var storeOptions = Stores.Options(location: options.storePath)
         storeOptions.create = options.createStore
         storeOptions.ownedByCurrentUser = options.storeOwnedByCurrentUser
@@ -47,7 +51,8 @@ public enum SystemVault {
             keepers.append(
                 plugin.vaultSide(
                     FactorPlugin.VaultSide(
-                        store: store, clock: clock, hasher: hasher, settings: options.settings[plugin.kind])))
+                        store: store, clock: clock, hasher: hasher, settings: options.settings[plugin.kind],
+                        devices: devices)))
         }
         return LocalVault(store: store, clock: clock, keepers: keepers, userSettings: Factors.all.userSettings)
     }

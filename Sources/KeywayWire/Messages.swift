@@ -166,7 +166,7 @@ public enum Request: Sendable, Equatable {
         switch evidence {
         case .secret(let secret)?: total += secret.count + 4
         case .samples(let samples)?: total += samples.reduce(4) { $0 + 4 + 8 * $1.count }
-        case nil: break
+        case .readerVerdict?, nil: break
         }
         return total
     }
@@ -436,6 +436,8 @@ extension WireWriter {
                 u32(sample.count)
                 for value in sample { double(value) }
             }
+        case .readerVerdict:
+            u8(3)  // never sent by keywayd's clients; the decoder refuses it (below)
         }
     }
 
@@ -510,6 +512,8 @@ extension WireReader {
                 samples.append(sample)
             }
             return .samples(samples)
+        case 3:
+            throw WireError("a reader's verdict is keywayd's own; no client may send one")
         case let other:
             throw WireError("evidence kind \(other) is unknown")
         }

@@ -1,10 +1,12 @@
 import CKeywayLibc
 import Dispatch
 import Glibc
+import KeywayBiometricSimulator
 import KeywayConfig
 import KeywayCore
 import KeywayDaemon
 import KeywayFactors
+import KeywayFprintd
 import KeywayPlatform
 import KeywayRuntime
 import KeywayStore
@@ -22,7 +24,7 @@ struct Keywayd {
     static let usage = """
         usage: keywayd [--foreground] [--socket PATH] [--store PATH|URI] [--host NAME] [--passfile FILE]
                        [--config FILE] [--workers N] [--queue N] [--request-timeout MS] [--idle-exit SECONDS]
-                       [--sensor DIR]
+                       [--sensor DIR] [--system-bus ADDRESS]
 
           --foreground          stay in the foreground (keywayd never forks; accepted for init scripts)
           --socket PATH         where to listen (default /run/keyway/keywayd.sock); ignored when systemd passes
@@ -42,6 +44,8 @@ struct Keywayd {
           --idle-exit SECONDS   exit after this long without a connection (default 0: never)
           --sensor DIR          the simulated sensor's control directory, where keywayd listens while an
                                 authentication has armed the sensor (default /run/keyway/sensor)
+          --system-bus ADDRESS  the D-Bus address fprintd is on, with [biometric] backend = fprintd (default
+                                $DBUS_SYSTEM_BUS_ADDRESS, else unix:path=/run/dbus/system_bus_socket)
           --audit-rows N        rows of the audit trail kept (default 100000, the latest; checked every minute)
           --passed-descriptors refuse|receive
                                 refuse (the default): the kernel refuses descriptors a client passes where none
@@ -62,6 +66,7 @@ struct Keywayd {
         var configPath: String? = nil
         var arming = ArmingOptions()
         var kernelRefusal = true
+        var systemBus = DBusConnection.systemBusAddress
         var words = Array(CommandLine.arguments.dropFirst())[...]
         func value(_ flag: String) -> String {
             guard let next = words.popFirst() else { fail("\(flag) needs a value") }
@@ -99,6 +104,7 @@ struct Keywayd {
                 guard arming.sensorDirectory.hasPrefix("/") else {
                     fail("--sensor \(arming.sensorDirectory): give an absolute path")
                 }
+            case "--system-bus": systemBus = value(word)
             case "--help":
                 print(usage)
                 exit(0)
@@ -115,8 +121,22 @@ struct Keywayd {
             _ = text.withCString { write(2, $0, strlen($0)) }
             exit(78)
         }
+        // With `[biometric] backend = fprintd` keywayd is fprintd's one client: the keeper asks the reader which
+        // fingers are enrolled, and each armed wait claims it (docs/ARCHITECTURE.md §18).
+        var devices: [String: any EnrollingDevice] = [:]
+        if BiometricAuthenticator.usesReader(arming.settings) {
+            let reader = FprintdReader(busAddress: systemBus, log: { Server.logLimited($0) })
+            devices["fprintd"] = reader
+            arming.device = { user, _ in FprintdListener(reader: reader, user: user.name) }
+            do throws(AuthenticationError) {
+                _ = try reader.labels(of: "root")
+                Server.log("biometric: fprintd's reader on \(systemBus)")
+            } catch {
+                Server.log("biometric: fprintd's reader cannot be used yet (the policies fall back): \(error.reason)")
+            }
+        }
         let vault: LocalVault
-        do { vault = try SystemVault.open(vaultOptions) } catch {
+        do { vault = try SystemVault.open(vaultOptions, devices: devices) } catch {
             Server.log("cannot open the store: \(error.reason)")
             exit(74)
         }
