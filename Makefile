@@ -4,7 +4,7 @@ SHELL := /bin/bash
 APT_PACKAGES := libsodium-dev libsqlite3-dev libpq-dev postgresql-15 libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file \
 	binutils \
 	valgrind bsdextrautils procps util-linux systemd tmux \
-	libdbus-1-dev dbus-daemon dbus-bin fprintd libfprint-2-2 python3-dbus python3-dbusmock
+	libdbus-1-dev dbus-daemon dbus-bin fprintd libfprint-2-2 libpam-fprintd python3-dbus python3-dbusmock
 
 PREFIX ?= /usr/local
 # Where Debian keeps PAM modules (/lib/x86_64-linux-gnu/security on amd64); gcc knows the multiarch name.

@@ -6,6 +6,9 @@
 #                                              fprintd with libfprint's virtual reader (DIR/reader.sock) and its
 #                                              prints in DIR/prints; prints the bus address (unix:path=DIR/bus.sock)
 #                                              as the last line. DIR is an empty directory.
+#   scripts/fprintd-bus.sh start DIR system    the same, and the bus listens at /run/dbus/system_bus_socket too, for
+#                                              a setuid program's module (pam_fprintd in sudo reads no environment);
+#                                              only inside scripts/test-isolated.sh, whose /run is a private copy
 #   scripts/fprintd-bus.sh stop DIR            stop all three and remove DIR
 #   scripts/fprintd-bus.sh kill-fprintd DIR    SIGKILL fprintd only (a crash mid-verify), bus and mock stay up
 #   scripts/fprintd-bus.sh restart-fprintd DIR start fprintd again (SIGKILL first if it still runs), same prints
@@ -156,6 +159,14 @@ case $command in
             { echo "fprintd-bus: $python has no dbusmock (apt-get install python3-dbusmock)" >&2; exit 1; }
         chmod 0755 "$dir"
         install -d -m 0700 "$dir/prints"
+        system_listen=""
+        if [ "${3:-}" = system ]; then
+            [ -n "${KEYWAY_TEST_ROOT:-}" ] || { echo "fprintd-bus: 'system' only inside scripts/test-isolated.sh" >&2; exit 1; }
+            [ ! -e /run/dbus/system_bus_socket ] || { echo "fprintd-bus: /run/dbus/system_bus_socket exists" >&2; exit 1; }
+            install -d -m 0755 /run/dbus
+            system_listen="<listen>unix:path=/run/dbus/system_bus_socket</listen>"
+            echo /run/dbus/system_bus_socket >"$dir/system-socket"
+        fi
         # A system bus of its own: fprintd and the mock must be allowed to own their names (no policy allows
         # nothing: not even owning a name, nor receiving a reply) and any uid may connect and call anything.
         cat >"$dir/bus.conf" <<EOF
@@ -164,6 +175,7 @@ case $command in
 <busconfig>
   <type>system</type>
   <listen>unix:path=$dir/bus.sock</listen>
+  $system_listen
   <auth>EXTERNAL</auth>
   <policy context="default">
     <allow user="*"/>
@@ -215,6 +227,7 @@ EOF
         halt "$dir/fprintd.pid" TERM
         halt "$dir/polkit.pid" TERM
         halt "$dir/dbus.pid" TERM
+        [ ! -f "$dir/system-socket" ] || rm -f "$(cat "$dir/system-socket")"
         rm -rf "$dir"
         ;;
     kill-fprintd)

@@ -196,7 +196,9 @@ public final class FprintdListener: DeviceListener {
     }
 
     public func next(cancellation: CancellationFlag) -> DeviceEvent? {
-        guard let bus else { return nil }
+        // A lease that wants no more must not start another verification: fprintd would verify a finger nobody
+        // counts.
+        guard let bus, !cancellation.isCancelled else { return nil }
         if restart {
             if let gone = stopVerify() { return gone }
             do throws(AuthenticationError) { try startVerify() } catch { return .ended(error) }

@@ -15,14 +15,16 @@ public final class FprintdBus: @unchecked Sendable {
         return path + "/scripts/fprintd-bus.sh"
     }()
 
-    /// Starts the bus, the mock and fprintd (a second or two).
-    public init() throws(BusError) {
+    /// Starts the bus, the mock and fprintd (a second or two). With `systemSocket` the bus also listens at
+    /// /run/dbus/system_bus_socket, where a module in a setuid program looks (only under scripts/test-isolated.sh).
+    public init(systemSocket: Bool = false) throws(BusError) {
         var template = Array("/tmp/keyway-fprintd-test.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
             throw BusError("mkdtemp failed: errno \(errno)")
         }
         directory = String(cString: made)
-        let (status, output) = PostgresCluster.run("\(Self.script) start \(directory)")
+        let (status, output) = PostgresCluster.run(
+            "\(Self.script) start \(directory)" + (systemSocket ? " system" : ""))
         guard status == 0, let line = output.split(separator: "\n").last, line.hasPrefix("unix:") else {
             throw BusError("fprintd-bus.sh start failed (\(status)): \(output)")
         }

@@ -32,18 +32,19 @@ struct FprintdTests {
         try fixture.vault().status(of: Self.user).first?[.biometric]?.failures ?? -1
     }
 
-    func setUp() throws -> FprintdBus {
+    func setUp(_ policies: String = "", systemSocket: Bool = false) throws -> FprintdBus {
         try requireIsolation()
         #expect(try TestAccounts.add(Self.user))
-        let bus = try FprintdBus()
+        let bus = try FprintdBus(systemSocket: systemSocket)
         let enrolled = bus.enrollWithFprintd(Self.user, print: "print-a")
         #expect(enrolled.contains("enroll-completed"), "\(enrolled)")
         try fixture.enrollPasscode(Self.user, "739155")
         chmod(fixture.directory, 0o755)
-        let config = fixture.writeConfig("[biometric]\nbackend = fprintd\ntimeout = 10s\n")
+        let config = fixture.writeConfig("[biometric]\nbackend = fprintd\ntimeout = 10s\n" + policies)
         fixture.startDaemon(["--config", fixture.configPath, "--system-bus", bus.address])
         fixture.service("bio", "policy=biometrics-only \(config)")
         fixture.service("either", "policy=biometrics-or-passcode \(config)")
+        fixture.service("brief", "policy=biometrics-or-passcode timeout=2 \(config)")
         return bus
     }
 
@@ -96,6 +97,212 @@ struct FprintdTests {
         let again = try authenticate("bio")
         scan(reader, "print-a", after: &seen)
         #expect(again.finish().result == "PAM_SUCCESS")
+        // A second finger enrolled with fprintd: keyway status (through keywayd) lists both, the domain state
+        // changes, and `keyway enroll biometric` is refused with the reason.
+        let stateBefore = try fixture.vault().status(of: Self.user).first?[.biometric]?.domainState ?? []
+        let thumbEnrolled = reader.enrollWithFprintd(Self.user, finger: "left-thumb", print: "print-c")
+        #expect(thumbEnrolled.contains("enroll-completed"), "\(thumbEnrolled)")
+        let cli = ["--socket", fixture.socket, "--config", fixture.configPath]
+        let shown = try run(cliPath, cli + ["status", "--user", Self.user])
+        #expect(shown.text.contains("left-thumb") && shown.text.contains("right-index-finger"), "\(shown.text)")
+        let stateAfter = try fixture.vault().status(of: Self.user).first?[.biometric]?.domainState ?? []
+        #expect(
+            !stateBefore.isEmpty && !stateAfter.isEmpty && stateBefore != stateAfter,
+            "domain state \(stateBefore) then \(stateAfter)")
+        let thumb = try authenticate("bio")
+        scan(reader, "print-c", after: &seen)
+        #expect(thumb.finish().result == "PAM_SUCCESS")
+        let enroll = try run(cliPath, cli + ["enroll", "biometric", "--user", Self.user, "--simulate-touches"])
+        #expect(enroll.status != 0 && enroll.text.contains("fprintd"), "\(enroll.text)")
+    }
+
+    /// `sudo` for the account in a real terminal, with `stack` as its PAM service (the module at build/, the
+    /// fixture's keywayd and configuration) and pam_unix's password after it.
+    func sudo(_ stack: String, _ config: String, keyway: Bool = true) throws -> Terminal {
+        let service = "kwfprint-sudo"
+        let lines = stack.components(separatedBy: "\n").map { line in
+            guard !line.hasPrefix("#"), line.contains(" pam_keyway.so ") else { return line }
+            return line.replacingOccurrences(
+                of: " pam_keyway.so ", with: " \(modulePath) \(fixture.moduleArguments) \(config) ")
+        }
+        #expect(!keyway || lines.contains { $0.contains(modulePath) }, "no Keyway line in \(stack)")
+        _ = FileManager.default.createFile(
+            atPath: "/etc/pam.d/\(service)", contents: Data(lines.joined(separator: "\n").utf8))
+        let sudoers = "/etc/sudoers.d/\(service)"
+        if access(sudoers, F_OK) != 0 {
+            let rules =
+                "Defaults:\(Self.user) pam_service=\(service), !pam_session, !lecture, passwd_tries=1\n"
+                + "\(Self.user) ALL=(ALL) ALL\n"
+            try fixture.installSudoers(rules, at: sudoers)
+        }
+        return try Terminal("setpriv --reuid \(Self.user) --regid \(Self.user) --init-groups sudo -k id -u")
+    }
+
+    func removeSudo() {
+        unlink("/etc/pam.d/kwfprint-sudo")
+        unlink("/etc/sudoers.d/kwfprint-sudo")
+    }
+
+    @Test("pam/examples/sudo-fingerprint on real sudo: the finger; 5 wrong prints over two runs lock; the passcode")
+    func sudoFingerprint() throws {
+        var bus: FprintdBus? = nil
+        defer {
+            removeSudo()
+            tearDown(bus)
+        }
+        let reader = try setUp()
+        bus = reader
+        #expect(try run("/bin/sh", ["-c", "echo '\(Self.user):Correct-horse-739' | chpasswd"]).status == 0)
+        let example = try String(contentsOfFile: packageRoot + "/pam/examples/sudo-fingerprint", encoding: .utf8)
+        let config = "config=\(fixture.configPath)"
+        var seen = reader.verificationsStarted
+        // The enrolled finger: root, no password asked.
+        do {
+            let terminal = try sudo(example, config)
+            defer { terminal.close() }
+            try terminal.waitFor("Place your finger on the sensor.")
+            scan(reader, "print-a", after: &seen)
+            let screen = try terminal.waitFor("[exit ")
+            #expect(screen.contains("\n0\n[exit 0]"), "\(screen)")
+            #expect(!screen.contains("password for"), "\(screen)")
+        }
+        // Three wrong prints: the passcode is asked; Enter there goes on to the password, which is wrong here.
+        do {
+            let terminal = try sudo(example, config)
+            defer { terminal.close() }
+            for _ in 0..<3 { scan(reader, "print-b", after: &seen) }
+            try terminal.waitFor("Passcode (Enter: use password):")
+            try terminal.type("")
+            try terminal.waitFor("password for \(Self.user):")
+            try terminal.type("not-the-password")
+            let screen = try terminal.waitFor("[exit ")
+            #expect(!screen.contains("[exit 0]"), "\(screen)")
+        }
+        #expect(try failures() == 3)
+        // Two more lock the reader (5 in a row across runs); the passcode, asked at once, clears the lock.
+        do {
+            let terminal = try sudo(example, config)
+            defer { terminal.close() }
+            for _ in 0..<2 { scan(reader, "print-b", after: &seen) }
+            try terminal.waitFor("Passcode (Enter: use password):")
+            #expect(try failures() == 5)
+            let availability = try fixture.vault().status(of: Self.user).first?[.biometric]?.availability
+            if case .lockedOut? = availability {
+            } else {
+                Issue.record("not locked after 5 wrong prints: \(String(describing: availability))")
+            }
+            try terminal.type("739155")
+            let screen = try terminal.waitFor("[exit ")
+            #expect(screen.contains("\n0\n[exit 0]"), "\(screen)")
+        }
+        #expect(try failures() == 0)
+    }
+
+    @Test("first of (biometric, gesture) on real sudo: a print then Enter; the pattern typed while fprintd waits")
+    func sudoFirstOf() throws {
+        var bus: FprintdBus? = nil
+        defer {
+            removeSudo()
+            tearDown(bus)
+        }
+        let reader = try setUp("[policy laptop]\nrequire = first of (biometric, gesture)\n")
+        bus = reader
+        try fixture.enrollPattern(Self.user, "2-4-9-3")
+        let stack = """
+            auth     [success=done default=ignore] pam_keyway.so policy=laptop next=password
+            auth     required pam_unix.so
+            account  required pam_permit.so
+
+            """
+        let prompt = "Touch the sensor and press Enter, or type your pattern (dots 1-9; Enter: use password):"
+        var seen = reader.verificationsStarted
+        do {
+            let terminal = try sudo(stack, "config=\(fixture.configPath)")
+            defer { terminal.close() }
+            try terminal.waitFor(prompt)
+            scan(reader, "print-a", after: &seen)
+            usleep(300_000)  // the match reaches keywayd's lease before Enter asks for it
+            try terminal.type("")
+            let screen = try terminal.waitFor("[exit ")
+            #expect(screen.contains("\n0\n[exit 0]"), "\(screen)\n\(fixture.daemonLog)")
+        }
+        do {
+            let terminal = try sudo(stack, "config=\(fixture.configPath)")
+            defer { terminal.close() }
+            try terminal.waitFor(prompt)
+            #expect(reader.awaitVerification(after: seen), "\(fixture.daemonLog)")
+            seen = reader.verificationsStarted
+            try terminal.type("2-4-9-3")
+            let screen = try terminal.waitFor("[exit ")
+            #expect(screen.contains("\n0\n[exit 0]"), "\(screen)\n\(fixture.daemonLog)")
+        }
+        #expect(try failures() == 0)
+        // The pattern ended that lease: keywayd released the reader, and the next authentication claims it.
+        let next = try authenticate("bio")
+        scan(reader, "print-a", after: &seen)
+        #expect(next.finish().result == "PAM_SUCCESS", "\(fixture.daemonLog)")
+    }
+
+    /// Runs sudo with `stack` and offers a wrong print at every verification fprintd starts, until the run asks
+    /// for a passcode or a password instead (Enter at the passcode, then the password, which pam_unix accepts at
+    /// once, without its delay after a failure); the number of wrong prints it verified.
+    func wrongPrintsVerified(_ reader: FprintdBus, _ stack: String, _ config: String = "") throws -> Int {
+        var seen = reader.verificationsStarted
+        let terminal = try sudo(stack, config, keyway: !config.isEmpty)
+        defer { terminal.close() }
+        var verified = 0
+        while true {
+            var started = false
+            var screen = ""
+            for _ in 0..<300 {
+                if reader.verificationsStarted > seen {
+                    started = true
+                    break
+                }
+                screen = try terminal.screen()
+                if screen.contains("Passcode (Enter: use password):") || screen.contains("password for") { break }
+                usleep(20_000)
+            }
+            if !started { break }
+            seen = reader.verificationsStarted
+            reader.scan("print-b")
+            verified += 1
+        }
+        if try terminal.screen().contains("Passcode (Enter: use password):") { try terminal.type("") }
+        try terminal.waitFor("password for \(Self.user):")
+        try terminal.type("Correct-horse-739")
+        let screen = try terminal.waitFor("[exit ")
+        #expect(screen.contains("\n0\n[exit 0]"), "\(screen)")
+        return verified
+    }
+
+    @Test("10 sudo runs of wrong prints: Keyway verifies 5 in all (its lockout), pam_fprintd max-tries=3 verifies 30")
+    func againstPamFprintd() throws {
+        var bus: FprintdBus? = nil
+        defer {
+            removeSudo()
+            tearDown(bus)
+        }
+        // pam_fprintd in setuid sudo ignores DBUS_SYSTEM_BUS_ADDRESS: the private bus listens at the system's path
+        // too (in the isolated /run).
+        let reader = try setUp(systemSocket: true)
+        bus = reader
+        #expect(try run("/bin/sh", ["-c", "echo '\(Self.user):Correct-horse-739' | chpasswd"]).status == 0)
+        let keyway = try String(contentsOfFile: packageRoot + "/pam/examples/sudo-fingerprint", encoding: .utf8)
+        let fprintd = """
+            auth     [success=done default=ignore] pam_fprintd.so max-tries=3 timeout=10
+            auth     required pam_unix.so
+            account  required pam_permit.so
+
+            """
+        var keywayRuns: [Int] = []
+        for _ in 0..<10 { keywayRuns.append(try wrongPrintsVerified(reader, keyway, "config=\(fixture.configPath)")) }
+        var fprintdRuns: [Int] = []
+        for _ in 0..<10 { fprintdRuns.append(try wrongPrintsVerified(reader, fprintd)) }
+        print("wrong prints verified per sudo run: Keyway \(keywayRuns), pam_fprintd max-tries=3 \(fprintdRuns)")
+        #expect(keywayRuns == [3, 2, 0, 0, 0, 0, 0, 0, 0, 0], "\(keywayRuns)\n\(fixture.daemonLog)")
+        #expect(try failures() == 5)
+        #expect(fprintdRuns == Array(repeating: 3, count: 10), "\(fprintdRuns)\n\(reader.fprintdLog.suffix(3000))")
     }
 
     @Test("a peer on the bus forging fprintd's VerifyStatus, as nobody and as root, decides nothing and counts nothing")
@@ -135,12 +342,17 @@ struct FprintdTests {
         #expect(try failures() == 0)
     }
 
-    @Test("fprintd killed mid-verify, and fprintd absent: the passcode follows, the log names why, nothing counted")
+    @Test("a verify unanswered, fprintd killed mid-verify, fprintd absent: the passcode follows, nothing counted")
     func fprintdGone() throws {
         var bus: FprintdBus? = nil
         defer { tearDown(bus) }
         let reader = try setUp()
         bus = reader
+        // A verification nobody answers ends at the policy's timeout: the passcode follows, nothing counted.
+        let unanswered = try authenticate("brief", ["739155"]).finish()
+        #expect(unanswered.result == "PAM_SUCCESS", "\(unanswered.text)")
+        #expect(unanswered.text.contains("Timed out"), "\(unanswered.text)")
+        #expect(try failures() == 0)
         let seen = reader.verificationsStarted
         let waiting = try authenticate("either", ["739155"])
         #expect(reader.awaitVerification(after: seen), "\(fixture.daemonLog)")
