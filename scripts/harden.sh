@@ -60,12 +60,14 @@ say "AddressSanitizer: $(grep -oE 'Test run with [0-9]+ tests in [0-9]+ suites p
 # malloc and free of the module (uninstrumented) under ASan's allocator: a double or invalid free would abort.
 # The one test left out here is the RSS-growth check over 1,000 cycles: ASan's quarantine keeps freed memory on
 # purpose, so RSS grows by design in this host; that test runs in the plain suite, and valgrind checks leaks below.
+# The suites run side by side, as in `make test` (they are written to: each has its own users, services and
+# daemons), which keeps this pass to about half its serial time.
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer: the C host over the real module"
 ${CC:-gcc} -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wextra \
     -o "$out/pam-harness-sanitized" pam/tests/harness.c -lpam -ldl
 if ! KEYWAY_HARNESS=$PWD/$out/pam-harness-sanitized ASAN_OPTIONS=$asan_options \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$PWD/$out/asan/ubsan \
-    $SWIFT test --skip-build --filter 'PAMTests' --skip 'thousandCycles' >"$out/sanitized-host.txt" 2>&1; then
+    $SWIFT test --skip-build --parallel --filter 'PAMTests' --skip 'thousandCycles' >"$out/sanitized-host.txt" 2>&1; then
     grep -E "✘|ERROR|runtime error" "$out/sanitized-host.txt" | head -40
     echo "harden: the PAM suites failed with the sanitized C host ($out/sanitized-host.txt)" >&2
     exit 1

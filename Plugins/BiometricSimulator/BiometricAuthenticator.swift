@@ -204,6 +204,7 @@ public final class BiometricAuthenticator: Authenticator {
     public func enroll(_ request: EnrollmentRequest, conversation: any Conversation) throws(AuthenticationError)
         -> [String]
     {
+        if atReader { return try enrollAtReader(request, conversation: conversation) }
         let finger = request.label ?? "right-index"
         var enroller = self
         if request.scripted {
@@ -215,11 +216,31 @@ public final class BiometricAuthenticator: Authenticator {
                     .init(biometry: sensor.configuration.biometry, model: sensor.configuration.model), events: touches))
         }
         try enroller.enroll(user: request.user, finger: finger, by: request.actor, conversation: conversation)
-        var lines = ["Enrolled \(finger) for \(request.user)."]
-        if try vault.status(of: request.user).first?[.passcode]?.enrolled == nil {
+        return try enrolled(finger, for: request.user)
+    }
+
+    /// With `backend = fprintd`: keywayd enrolls the finger at fprintd's reader and sends each step, shown here as
+    /// it comes ("Place your finger on the reader (2 of 5)").
+    private func enrollAtReader(_ request: EnrollmentRequest, conversation: any Conversation)
+        throws(AuthenticationError) -> [String]
+    {
+        if request.scripted {
+            throw AuthenticationError(
+                .invalidPolicy, "fprintd's reader enrolls real fingers only; --simulate-touches is for the simulator")
+        }
+        let finger = try BiometricKeeper.readerFinger(request.label)
+        try vault.enrollAtDevice(
+            .biometric, for: request.user, label: finger, by: request.actor,
+            progress: { step in conversation.tell(.instruction(step)) }, cancelled: { false })
+        return try enrolled(finger, for: request.user)
+    }
+
+    private func enrolled(_ finger: String, for user: String) throws(AuthenticationError) -> [String] {
+        var lines = ["Enrolled \(finger) for \(user)."]
+        if try vault.status(of: user).first?[.passcode]?.enrolled == nil {
             lines.append(
                 "Note: biometrics need a passcode to fall back on; set one with "
-                    + "`keyway enroll passcode --user \(request.user)`.")
+                    + "`keyway enroll passcode --user \(user)`.")
         }
         return lines
     }

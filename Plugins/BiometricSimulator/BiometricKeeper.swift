@@ -128,12 +128,21 @@ public final class BiometricKeeper: FactorKeeper {
     /// A reader that cannot answer leaves the record as it was.
     public func refresh(_ user: String) throws(AuthenticationError) {
         guard let reader else { return }
+        try refresh(user, by: Attribution("\(reader.name)'s own list", at: gate.clock.now()), enrolled: false)
+    }
+
+    /// The record brought up to date, attributed to `by`; with `enrolled` (a finger enrolled through Keyway, perhaps
+    /// the same one again) the domain state changes even when the list of names does not.
+    private func refresh(_ user: String, by: Attribution, enrolled: Bool) throws(AuthenticationError) {
+        guard let reader else { return }
         let fingers: [String]
-        do throws(AuthenticationError) { fingers = try reader.labels(of: user) } catch { return }
+        do throws(AuthenticationError) { fingers = try reader.labels(of: user) } catch {
+            if enrolled { throw error }
+            return
+        }
         let record = try gate.store.enrollment(user: user, factor: .biometric)
         let known = try record.map { record throws(AuthenticationError) in try details(of: record).labels }
-        guard known != fingers else { return }
-        let by = Attribution("\(reader.name) (fprintd)", at: gate.clock.now())
+        guard enrolled || known != fingers else { return }
         if fingers.isEmpty {
             if record != nil { _ = try gate.store.removeEnrollment(user: user, factor: .biometric, by: by) }
             return
@@ -142,6 +151,37 @@ public final class BiometricKeeper: FactorKeeper {
         try gate.store.save(
             Enrollment(
                 user: user, factor: .biometric, payload: mirror.encoded(), changedAt: by.at, changedBy: by.actor))
+    }
+
+    /// The fingers as fprintd names them.
+    public static let readerFingers = [
+        "left-thumb", "left-index-finger", "left-middle-finger", "left-ring-finger", "left-little-finger",
+        "right-thumb", "right-index-finger", "right-middle-finger", "right-ring-finger", "right-little-finger",
+    ]
+
+    /// fprintd's name for `label` (Keyway's short "right-index" is fprintd's "right-index-finger"); the default is
+    /// the right index finger.
+    public static func readerFinger(_ label: String?) throws(AuthenticationError) -> String {
+        let name = label ?? "right-index-finger"
+        if readerFingers.contains(name) { return name }
+        if readerFingers.contains(name + "-finger") { return name + "-finger" }
+        throw AuthenticationError(
+            .invalidPolicy,
+            "fprintd's reader knows the fingers as \(readerFingers.joined(separator: ", ")); "
+                + "'\(name.escapingControlCharacters)' is none of them")
+    }
+
+    /// With a reader: enrolls `label` there, then records the new list (and a new domain state) as `actor`'s.
+    public func enrollAtDevice(
+        for user: String, label: String?, by actor: String, progress: (String) -> Void, cancelled: () -> Bool
+    ) throws(AuthenticationError) {
+        guard let reader else {
+            throw AuthenticationError(
+                .invalidPolicy, "the simulated sensor is enrolled from touches that keyway enroll biometric collects")
+        }
+        let finger = try Self.readerFinger(label)
+        try reader.enroll(user, finger: finger, progress: progress, cancelled: cancelled)
+        try refresh(user, by: Attribution(actor, at: gate.clock.now()), enrolled: true)
     }
 
     /// Adds (or replaces) the finger `label` with a template built from the samples.

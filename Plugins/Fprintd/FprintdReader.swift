@@ -98,10 +98,7 @@ public final class FprintdReader: EnrollingDevice {
 public final class FprintdListener: DeviceListener {
     private let reader: FprintdReader
     private let user: String
-    private var bus: DBusConnection?
-    private var device = ""
-    private var fprintdOwner = ""
-    private var claimed = false
+    private var session: FprintdSession?
     /// A verification is running: its statuses are the person's.
     private var verifying = false
     /// VerifyStart was called and VerifyStop not yet.
@@ -116,67 +113,17 @@ public final class FprintdListener: DeviceListener {
     }
 
     public func hold() throws(DeviceHoldFailure) {
-        let bus: DBusConnection
-        do throws(AuthenticationError) {
-            (bus, device) = try reader.connect()
-            // fprintd leaving the bus (killed, restarted) ends the wait: its unique name is the one to watch.
-            let owner = try call(
-                bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
-                [.string(FprintdReader.service)], doing: "finding fprintd on the bus")
-            fprintdOwner = owner.first?.text ?? ""
-            guard !fprintdOwner.isEmpty else {
-                throw reader.failed(AuthenticationError(.biometryNotAvailable, "fprintd has no name on the bus"))
-            }
-            try match(
-                bus,
-                "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
-                    + "member='NameOwnerChanged',arg0='\(FprintdReader.service)'")
-            try match(
-                bus,
-                "type='signal',sender='\(fprintdOwner)',interface='\(FprintdReader.deviceInterface)',"
-                    + "path='\(device)'")
-        } catch {
-            throw .unavailable(error)
-        }
-        self.bus = bus
-        do {
-            try bus.call(
-                FprintdReader.service, device, FprintdReader.deviceInterface, "Claim", [.string(user)],
-                timeout: reader.callTimeout)
-        } catch {
-            release()
-            if error.name == "net.reactivated.Fprint.Error.AlreadyInUse" { throw .busy }
-            throw .unavailable(reader.failed(FprintdReader.outcome(error, doing: "claiming the reader")))
-        }
-        claimed = true
+        let session = try FprintdSession(reader, user: user)
+        self.session = session
         do throws(AuthenticationError) { try startVerify() } catch {
             release()
             throw .unavailable(error)
         }
     }
 
-    private func call(
-        _ bus: DBusConnection, _ destination: String, _ path: String, _ interface: String, _ method: String,
-        _ arguments: [DBusValue] = [], doing what: String
-    ) throws(AuthenticationError) -> [DBusValue] {
-        do {
-            return try bus.call(destination, path, interface, method, arguments, timeout: reader.callTimeout)
-        } catch {
-            throw reader.failed(FprintdReader.outcome(error, doing: what))
-        }
-    }
-
-    private func match(_ bus: DBusConnection, _ rule: String) throws(AuthenticationError) {
-        do { try bus.addMatch(rule) } catch {
-            throw reader.failed(FprintdReader.outcome(error, doing: "watching the reader"))
-        }
-    }
-
     private func startVerify() throws(AuthenticationError) {
-        guard let bus else { return }
-        _ = try call(
-            bus, FprintdReader.service, device, FprintdReader.deviceInterface, "VerifyStart", [.string("any")],
-            doing: "starting a verification")
+        guard let session else { return }
+        _ = try session.call("VerifyStart", [.string("any")], doing: "starting a verification")
         started = true
         verifying = true
         restart = false
@@ -184,78 +131,60 @@ public final class FprintdListener: DeviceListener {
 
     /// Stops the verification; the statuses it queued meanwhile are dropped, except fprintd leaving the bus.
     private func stopVerify() -> DeviceEvent? {
-        guard let bus, started else { return nil }
+        guard let session, started else { return nil }
         verifying = false
         started = false
-        _ = try? bus.call(
-            FprintdReader.service, device, FprintdReader.deviceInterface, "VerifyStop", timeout: reader.callTimeout)
-        while case .signal(let signal) = bus.nextSignal(within: 0) {
-            if let event = event(of: signal) { return event }
+        session.callIgnoringErrors("VerifyStop")
+        while true {
+            switch session.next(within: 0) {
+            case .status: continue
+            case .quiet: return nil
+            case .gone(let why): return .ended(why)
+            }
         }
-        return nil
     }
 
     public func next(cancellation: CancellationFlag) -> DeviceEvent? {
         // A lease that wants no more must not start another verification: fprintd would verify a finger nobody
         // counts.
-        guard let bus, !cancellation.isCancelled else { return nil }
+        guard let session, !cancellation.isCancelled else { return nil }
         if restart {
             if let gone = stopVerify() { return gone }
             do throws(AuthenticationError) { try startVerify() } catch { return .ended(error) }
         }
         while !cancellation.isCancelled {
-            switch bus.nextSignal(within: 100) {
-            case .timedOut:
+            switch session.next(within: 100) {
+            case .quiet:
                 continue
-            case .disconnected:
+            case .gone(let why):
                 verifying = false
                 started = false
-                return .ended(AuthenticationError(.systemCancel, "the system bus closed while fprintd verified"))
-            case .signal(let signal):
-                if let event = event(of: signal) { return event }
+                return .ended(why)
+            case .status(let member, let result, let done):
+                guard verifying, member == "VerifyStatus" else { continue }
+                if done {
+                    // This verification is over: nothing more of it is the person's until the next VerifyStart.
+                    restart = true
+                    verifying = false
+                }
+                return Self.event(of: result)
             }
         }
         return nil
     }
 
-    /// The event a signal means, or nil for one that changes nothing.
-    private func event(of signal: DBusSignal) -> DeviceEvent? {
-        if signal.member == "NameOwnerChanged", signal.sender == "org.freedesktop.DBus",
-            signal.arguments.first?.text == FprintdReader.service
-        {
-            let newOwner = signal.arguments.count > 2 ? signal.arguments[2].text ?? "" : ""
-            guard newOwner != fprintdOwner else { return nil }
-            verifying = false
-            started = false
-            claimed = false
-            return .ended(
-                AuthenticationError(.biometryNotAvailable, "fprintd stopped while it verified (it left the bus)"))
-        }
-        guard verifying, signal.sender == fprintdOwner, signal.interface == FprintdReader.deviceInterface,
-            signal.path == device, signal.member == "VerifyStatus", let result = signal.arguments.first?.text
-        else { return nil }
-        if case .boolean(true)? = signal.arguments.dropFirst().first {
-            // This verification is over: nothing more of it is the person's until the next VerifyStart.
-            restart = true
-            verifying = false
-        }
+    /// The event a VerifyStatus result means.
+    static func event(of result: String) -> DeviceEvent {
         switch result {
         case "verify-match":
             return .evidence(.readerVerdict(matched: true))
         case "verify-no-match":
             return .evidence(.readerVerdict(matched: false))
-        case "verify-retry-scan":
-            return .unusable("the reader could not read the finger; try again")
-        case "verify-swipe-too-short":
-            return .unusable("the swipe was too short; try again")
-        case "verify-finger-not-centered":
-            return .unusable("center your finger on the reader")
-        case "verify-remove-and-retry":
-            return .unusable("remove your finger and try again")
         case "verify-disconnected":
             return .ended(
                 AuthenticationError(.biometryNotAvailable, "the reader was disconnected (verify-disconnected)"))
         default:
+            if let retry = FprintdSession.retryReason(result) { return .unusable(retry) }
             return .ended(AuthenticationError(.biometryNotAvailable, "fprintd's verification failed (\(result))"))
         }
     }
@@ -264,11 +193,218 @@ public final class FprintdListener: DeviceListener {
 
     public func release() {
         _ = stopVerify()
-        if let bus, claimed {
-            _ = try? bus.call(
-                FprintdReader.service, device, FprintdReader.deviceInterface, "Release", timeout: reader.callTimeout)
+        session?.release()
+        session = nil
+    }
+}
+
+extension FprintdReader {
+    /// Enrolls `finger` for `user` at the reader (`keyway enroll biometric` with `backend = fprintd`): Claim,
+    /// EnrollStart, each EnrollStatus told through `progress` ("Place your finger on the reader (2 of 5)", "center
+    /// your finger on the reader"), EnrollStop and Release. `cancelled` is asked every 100 ms: keywayd's client gone,
+    /// or the enrollment's time up. Only fprintd's own signals count, as for a verification.
+    public func enroll(
+        _ user: String, finger: String, progress: (String) -> Void, cancelled: () -> Bool
+    ) throws(AuthenticationError) {
+        let session: FprintdSession
+        do throws(DeviceHoldFailure) { session = try FprintdSession(self, user: user) } catch {
+            switch error {
+            case .busy: throw AuthenticationError(.factorNotAvailable, "the reader is in use by another authentication")
+            case .unavailable(let why): throw why
+            }
         }
+        defer { session.release() }
+        let stages = Int(session.integerProperty("num-enroll-stages") ?? 0)
+        let touch =
+            session.textProperty("scan-type") == "swipe"
+            ? "Swipe your finger across the reader" : "Place your finger on the reader"
+        func step(_ number: Int) -> String { stages > 0 ? "\(touch) (\(number) of \(stages))" : touch }
+        _ = try session.call("EnrollStart", [.string(finger)], doing: "starting an enrollment")
+        defer { session.callIgnoringErrors("EnrollStop") }
+        var passed = 0
+        progress(step(1))
+        while !cancelled() {
+            switch session.next(within: 100) {
+            case .quiet:
+                continue
+            case .gone(let why):
+                throw failed(why)
+            case .status(let member, let result, _):
+                guard member == "EnrollStatus" else { continue }
+                switch result {
+                case "enroll-completed":
+                    return
+                case "enroll-stage-passed":
+                    passed += 1
+                    progress(step(passed + 1))
+                case "enroll-duplicate":
+                    throw AuthenticationError(
+                        .invalidPolicy, "that finger is already enrolled at the reader (enroll-duplicate)")
+                case "enroll-data-full":
+                    throw AuthenticationError(
+                        .invalidPolicy, "the reader has no room for another finger (enroll-data-full)")
+                case "enroll-disconnected":
+                    throw failed(
+                        AuthenticationError(.biometryNotAvailable, "the reader was disconnected (enroll-disconnected)"))
+                default:
+                    if let retry = FprintdSession.retryReason(result) {
+                        progress(retry)
+                        continue
+                    }
+                    throw failed(
+                        AuthenticationError(.authenticationFailed, "fprintd could not enroll the finger (\(result))"))
+                }
+            }
+        }
+        throw AuthenticationError(
+            .appCancel, "the enrollment stopped: its client went away, or it took longer than keywayd allows")
+    }
+}
+
+/// One claim of fprintd's default reader for one user, on a private bus connection of its own: the device's path,
+/// and the unique name fprintd had when it was claimed, whose signals alone are believed (docs/ARCHITECTURE.md §18).
+/// The wait at the reader and an enrollment each hold one; closing the connection releases the claim in any case.
+final class FprintdSession {
+    private let reader: FprintdReader
+    private let bus: DBusConnection
+    private let device: String
+    private let owner: String
+    private var claimed = false
+
+    /// What waiting on the session found.
+    enum Next {
+        /// One of fprintd's device signals: its name, its result, and whether the operation is over.
+        case status(String, result: String, done: Bool)
+        /// fprintd left the bus, or the bus closed: nothing more will come.
+        case gone(AuthenticationError)
+        /// Nothing within the wait.
+        case quiet
+    }
+
+    /// Connects, finds the reader and claims it for `user`: busy when another client has it.
+    init(_ reader: FprintdReader, user: String) throws(DeviceHoldFailure) {
+        self.reader = reader
+        do throws(AuthenticationError) {
+            (bus, device) = try reader.connect()
+            // fprintd leaving the bus (killed, restarted) ends the wait: its unique name is the one to watch.
+            let reply = try Self.call(
+                reader, bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
+                [.string(FprintdReader.service)], doing: "finding fprintd on the bus")
+            owner = reply.first?.text ?? ""
+            guard !owner.isEmpty else {
+                throw reader.failed(AuthenticationError(.biometryNotAvailable, "fprintd has no name on the bus"))
+            }
+            for rule in [
+                "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
+                    + "member='NameOwnerChanged',arg0='\(FprintdReader.service)'",
+                "type='signal',sender='\(owner)',interface='\(FprintdReader.deviceInterface)',path='\(device)'",
+            ] {
+                do { try bus.addMatch(rule) } catch {
+                    throw reader.failed(FprintdReader.outcome(error, doing: "watching the reader"))
+                }
+            }
+        } catch {
+            throw .unavailable(error)
+        }
+        do {
+            try bus.call(
+                FprintdReader.service, device, FprintdReader.deviceInterface, "Claim", [.string(user)],
+                timeout: reader.callTimeout)
+        } catch {
+            if error.name == "net.reactivated.Fprint.Error.AlreadyInUse" { throw .busy }
+            throw .unavailable(reader.failed(FprintdReader.outcome(error, doing: "claiming the reader")))
+        }
+        claimed = true
+    }
+
+    private static func call(
+        _ reader: FprintdReader, _ bus: DBusConnection, _ destination: String, _ path: String, _ interface: String,
+        _ method: String, _ arguments: [DBusValue] = [], doing what: String
+    ) throws(AuthenticationError) -> [DBusValue] {
+        do {
+            return try bus.call(destination, path, interface, method, arguments, timeout: reader.callTimeout)
+        } catch {
+            throw reader.failed(FprintdReader.outcome(error, doing: what))
+        }
+    }
+
+    /// Calls one of the device's methods.
+    func call(_ method: String, _ arguments: [DBusValue] = [], doing what: String) throws(AuthenticationError)
+        -> [DBusValue]
+    {
+        try Self.call(
+            reader, bus, FprintdReader.service, device, FprintdReader.deviceInterface, method, arguments, doing: what)
+    }
+
+    /// Calls one of the device's methods whose failure changes nothing (VerifyStop, EnrollStop, Release).
+    func callIgnoringErrors(_ method: String) {
+        _ = try? bus.call(
+            FprintdReader.service, device, FprintdReader.deviceInterface, method, timeout: reader.callTimeout)
+    }
+
+    private func property(_ name: String) -> DBusValue? {
+        let reply = try? bus.call(
+            FprintdReader.service, device, "org.freedesktop.DBus.Properties", "Get",
+            [.string(FprintdReader.deviceInterface), .string(name)], timeout: reader.callTimeout)
+        return reply?.first
+    }
+
+    /// A whole-number property of the device (`num-enroll-stages`), or nil.
+    func integerProperty(_ name: String) -> Int32? {
+        switch property(name) {
+        case .int32(let value)?: value
+        case .uint32(let value)?: Int32(clamping: value)
+        default: nil
+        }
+    }
+
+    /// A text property of the device (`scan-type`: "press" or "swipe"), or nil.
+    func textProperty(_ name: String) -> String? { property(name)?.text }
+
+    /// Waits up to `milliseconds` for fprintd's next signal on the device, or its leaving.
+    func next(within milliseconds: Int32) -> Next {
+        while true {
+            let signal: DBusSignal
+            switch bus.nextSignal(within: milliseconds) {
+            case .timedOut: return .quiet
+            case .disconnected:
+                return .gone(AuthenticationError(.systemCancel, "the system bus closed while fprintd had the reader"))
+            case .signal(let received): signal = received
+            }
+            if signal.member == "NameOwnerChanged", signal.sender == "org.freedesktop.DBus",
+                signal.arguments.first?.text == FprintdReader.service
+            {
+                let newOwner = signal.arguments.count > 2 ? signal.arguments[2].text ?? "" : ""
+                guard newOwner != owner else { continue }
+                claimed = false
+                return .gone(
+                    AuthenticationError(
+                        .biometryNotAvailable, "fprintd stopped while it had the reader (it left the bus)"))
+            }
+            // Any peer may emit a signal on fprintd's path: only the claimed fprintd's own count.
+            guard signal.sender == owner, signal.interface == FprintdReader.deviceInterface, signal.path == device,
+                let result = signal.arguments.first?.text
+            else { continue }
+            var done = false
+            if case .boolean(true)? = signal.arguments.dropFirst().first { done = true }
+            return .status(signal.member, result: result, done: done)
+        }
+    }
+
+    /// What to tell the person for a scan the reader could not use (not counted), or nil for another result.
+    static func retryReason(_ result: String) -> String? {
+        switch result {
+        case "verify-retry-scan", "enroll-retry-scan": "the reader could not read the finger; try again"
+        case "verify-swipe-too-short", "enroll-swipe-too-short": "the swipe was too short; try again"
+        case "verify-finger-not-centered", "enroll-finger-not-centered": "center your finger on the reader"
+        case "verify-remove-and-retry", "enroll-remove-and-retry": "remove your finger and try again"
+        default: nil
+        }
+    }
+
+    /// Gives the reader back (Release); closing the connection would too.
+    func release() {
+        if claimed { callIgnoringErrors("Release") }
         claimed = false
-        bus = nil
     }
 }

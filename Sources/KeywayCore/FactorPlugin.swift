@@ -162,4 +162,8 @@ public protocol EnrollingDevice: AnyObject, Sendable {
     var name: String { get }
     /// The labels (fingers) enrolled at the device for `user` ([] when none), or why the device cannot tell.
     func labels(of user: String) throws(AuthenticationError) -> [String]
+    /// Enrolls `label` for `user` at the device, telling the person each step through `progress`; `cancelled` is
+    /// asked while the device waits, and true ends the enrollment (appCancel).
+    func enroll(_ user: String, finger label: String, progress: (String) -> Void, cancelled: () -> Bool)
+        throws(AuthenticationError)
 }

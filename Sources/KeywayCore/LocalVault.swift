@@ -90,6 +90,14 @@ public final class LocalVault: Vault {
         try store.save(try keeper(factor).enrollment(of: evidence, for: user, label: label, by: actor))
     }
 
+    public func enrollAtDevice(
+        _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
+        cancelled: () -> Bool
+    ) throws(AuthenticationError) {
+        try keeper(factor).enrollAtDevice(
+            for: user, label: label, by: actor, progress: progress, cancelled: cancelled)
+    }
+
     public func offer(_ factor: FactorKind, for user: String, by actor: String) throws(AuthenticationError) -> [UInt8] {
         try keeper(factor).offer(for: user)
     }

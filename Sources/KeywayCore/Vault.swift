@@ -46,6 +46,13 @@ public protocol Vault: AnyObject, Sendable {
         -> any ArmedFactor
     /// True for a vault that waits at the devices itself (keywayd's), so a factor's sequential wait is an arming.
     var waitsAtDevices: Bool { get }
+    /// Enrolls `label` of `factor` for `user` at a device the vault drives (fprintd's reader), telling the person
+    /// each step through `progress`; `cancelled` is asked while the device waits. Root only; only a vault beside
+    /// the device can.
+    func enrollAtDevice(
+        _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
+        cancelled: () -> Bool
+    ) throws(AuthenticationError)
 }
 
 extension Vault {
@@ -57,6 +64,13 @@ extension Vault {
 
     /// Most vaults hold no device.
     public var waitsAtDevices: Bool { false }
+
+    public func enrollAtDevice(
+        _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
+        cancelled: () -> Bool
+    ) throws(AuthenticationError) {
+        throw AuthenticationError(.factorNotAvailable, "this vault drives no device to enroll the \(factor) at")
+    }
 }
 
 /// What a factor hands over to be checked or enrolled.
@@ -166,6 +180,11 @@ public protocol FactorKeeper: AnyObject, Sendable {
     /// Brings the store's record of `user`'s enrollment up to date with a device that keeps the enrollment itself
     /// (fprintd's prints), before the vault reads it; most keepers have nothing to do.
     func refresh(_ user: String) throws(AuthenticationError)
+    /// Enrolls `label` at the device that keeps this factor's enrollments (`EnrollingDevice`), recording it as
+    /// `actor`'s; a factor without one refuses.
+    func enrollAtDevice(
+        for user: String, label: String?, by actor: String, progress: (String) -> Void, cancelled: () -> Bool
+    ) throws(AuthenticationError)
 }
 
 extension FactorKeeper {
@@ -185,6 +204,12 @@ extension FactorKeeper {
     }
 
     public func refresh(_ user: String) throws(AuthenticationError) {}
+
+    public func enrollAtDevice(
+        for user: String, label: String?, by actor: String, progress: (String) -> Void, cancelled: () -> Bool
+    ) throws(AuthenticationError) {
+        throw AuthenticationError(.invalidPolicy, "the \(factor) is not enrolled at a device")
+    }
 }
 
 extension FactorKeeper {

@@ -120,13 +120,7 @@ extension Server {
             return
         }
         let timeout = arming.timeout
-        guard
-            let ticket = sensorLine.take(
-                waits: waits, within: timeout + SensorLine.handover, gone: { UnixSocket.peerHasClosed(fd) })
-        else {
-            reply(.failure(service.deviceBusy(factor)), to: fd)
-            return
-        }
+        guard let ticket = placeInLine(waits: waits, for: factor, on: fd) else { return }
         let device = arming.listener(for: user)
         do throws(DeviceHoldFailure) { try device.hold() } catch {
             sensorLine.release(ticket)
@@ -214,6 +208,53 @@ extension Server {
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             _ = poll(&entry, 1, 1000)
         }
+    }
+}
+
+extension Server {
+    /// The device's turn for the client on `fd` (waiting in line with `waits`, for at most the biometric timeout
+    /// and the handover), or nil once the client has been answered that the device is busy.
+    func placeInLine(waits: Bool, for factor: FactorKind, on fd: Int32) -> UInt64? {
+        guard
+            let ticket = sensorLine.take(
+                waits: waits, within: arming.timeout + SensorLine.handover, gone: { UnixSocket.peerHasClosed(fd) })
+        else {
+            reply(.failure(service.deviceBusy(factor)), to: fd)
+            return nil
+        }
+        return ticket
+    }
+
+    /// How long an enrollment at the device may take, the touches of all its stages included.
+    static let enrollmentLimit: Int64 = 120_000
+
+    /// `enrollAtDevice`: root's request to enroll a finger at fprintd's reader. It waits in the sensor's line like
+    /// any wait at the device, sends each step as a `.progress` frame, and ends when the client goes (the kernel
+    /// closes its socket), after `enrollmentLimit`, or when it has held the device for the biometric timeout while
+    /// an authentication waits for it; the reader is released in every case.
+    func serveEnrollmentAtDevice(_ request: Request, factor: FactorKind, from caller: VaultService.Caller, on fd: Int32)
+    {
+        if let refusal = VaultService.refusal(of: request, by: caller) {
+            Server.logLimited("\(caller.label): \(request.name) refused: \(refusal)")
+            reply(.failure(AuthenticationError(.notPermitted, refusal)), to: fd)
+            return
+        }
+        let timeout = arming.timeout
+        guard let ticket = placeInLine(waits: true, for: factor, on: fd) else { return }
+        defer { sensorLine.release(ticket) }
+        let started = UnixSocket.monotonicMilliseconds()
+        let line = sensorLine
+        let answer = service.answer(
+            request, from: caller, progress: { step in reply(.progress(step), to: fd) },
+            cancelled: {
+                let held = UnixSocket.monotonicMilliseconds() - started
+                return UnixSocket.peerHasClosed(fd) || held >= Self.enrollmentLimit
+                    || (line.othersWaiting && held >= timeout)
+            })
+        if case .failure(let error) = answer {
+            Server.logLimited("\(caller.label): \(request.name) ended: \(error.reason)")
+        }
+        reply(answer, to: fd)
     }
 }
 

@@ -257,6 +257,9 @@ public final class Server: Sendable {
         if case .arm(let factor, let user, _, let waits) = request {
             return serveArm(request, factor: factor, user: user, waits: waits, from: caller, on: fd)
         }
+        if case .enrollAtDevice(let factor, _, _, _) = request {
+            return serveEnrollmentAtDevice(request, factor: factor, from: caller, on: fd)
+        }
         let answer: Response
         if VaultService.isSlow(request) && VaultService.refusal(of: request, by: caller) == nil {
             let startedBy = request.startedBy ?? (caller.isRoot ? nil : caller.uid)

@@ -57,18 +57,41 @@ public final class DaemonVault: Vault {
         body.withUnsafeMutableBytes { secureZero($0) }
         frame.withUnsafeMutableBytes { secureZero($0) }
         if case .failure(let failure) = sent { throw unavailable(failure) }
+        let response = try receive(from: fd, until: deadline)
+        keep = true
+        return (response, fd)
+    }
+
+    /// Reads the next answer on `fd`; a failure answer is thrown.
+    private func receive(from fd: Int32, until deadline: Int64) throws(AuthenticationError) -> Response {
         let answer: [UInt8]
         switch UnixSocket.receiveFrame(from: fd, limit: Wire.maximumResponse, until: deadline) {
         case .success(let bytes): answer = bytes
-        case .failure(let failure): throw unavailable(failure)
+        case .failure(let failure):
+            throw AuthenticationError(.serviceUnavailable, "keywayd at \(socketPath): \(failure)")
         }
         let response: Response
         do { response = try Response(decoding: answer) } catch {
             throw AuthenticationError(.serviceUnavailable, "keywayd at \(socketPath) answered badly: \(error)")
         }
         if case .failure(let error) = response { throw error }
-        keep = true
-        return (response, fd)
+        return response
+    }
+
+    /// keywayd enrolls at its device (fprintd's reader) and sends each step, then `.done`; this waits as long as
+    /// keywayd lets the enrollment take (it ends it after 2 minutes), telling each step through `progress`.
+    public func enrollAtDevice(
+        _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
+        cancelled: () -> Bool
+    ) throws(AuthenticationError) {
+        var (response, fd) = try exchange(.enrollAtDevice(factor, user: user, label: label, via: actor), patient: true)
+        defer { close(fd) }
+        let deadline = UnixSocket.monotonicMilliseconds() + timeoutMilliseconds + 600_000
+        while case .progress(let step) = response {
+            progress(step)
+            response = try receive(from: fd, until: deadline)
+        }
+        guard response == .done else { throw unexpected(response, "enroll at the device") }
     }
 
     private func unexpected(_ response: Response, _ request: String) -> AuthenticationError {

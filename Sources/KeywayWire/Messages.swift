@@ -23,10 +23,14 @@ public enum Request: Sendable, Equatable {
     case arm(FactorKind, UserContext, attempts: Int, waits: Bool = false)
     /// What was presented since the arming named by `nonce` (or since the last claim): `.verdicts`.
     case claim(FactorKind, UserContext, nonce: [UInt8])
+    /// Enrolls `label` at the device keywayd drives (fprintd's reader; `Vault.enrollAtDevice`): answered by a
+    /// `.progress` for each step, then `.done` or `.failure`. Root only.
+    case enrollAtDevice(FactorKind, user: String, label: String?, via: String)
 
     /// The kind byte of each request.
     enum Kind: UInt8 {
-        case availability = 1, verify, enroll, change, remove, status, reset, audit, set, arm, claim, offer
+        case availability = 1, verify, enroll, change, remove, status, reset, audit, set, arm, claim, offer,
+            enrollAtDevice
     }
 
     /// The request's name, for logs.
@@ -44,6 +48,7 @@ public enum Request: Sendable, Equatable {
         case .set: "set"
         case .arm: "arm"
         case .claim: "claim"
+        case .enrollAtDevice: "enroll at the device"
         }
     }
 
@@ -55,7 +60,7 @@ public enum Request: Sendable, Equatable {
         case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _, _),
             .claim(_, let context, _):
             context.startedBy
-        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set: nil
+        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set, .enrollAtDevice: nil
         }
     }
 
@@ -72,7 +77,7 @@ public enum Request: Sendable, Equatable {
         case .arm(let factor, let context, let attempts, let waits):
             return .arm(factor, with(context), attempts: attempts, waits: waits)
         case .claim(let factor, let context, let nonce): return .claim(factor, with(context), nonce: nonce)
-        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set: return self
+        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set, .enrollAtDevice: return self
         }
     }
 
@@ -82,7 +87,7 @@ public enum Request: Sendable, Equatable {
             .claim(_, let context, _):
             context.name
         case .enroll(_, let user, _, _, _), .change(_, let user, _, _, _), .remove(_, let user, _, _),
-            .reset(_, let user, _), .offer(_, let user, _):
+            .reset(_, let user, _), .offer(_, let user, _), .enrollAtDevice(_, let user, _, _):
             user
         case .status(let user), .audit(let user): user
         case .set(_, let user, _, _): user
@@ -156,6 +161,12 @@ public enum Request: Sendable, Equatable {
             out.string(factor.rawValue)
             out.context(user)
             out.data(nonce)
+        case .enrollAtDevice(let factor, let user, let label, let via):
+            out = WireWriter(kind: Kind.enrollAtDevice.rawValue)
+            out.string(factor.rawValue)
+            out.string(user)
+            out.optional(label) { $0.string($1) }
+            out.string(via)
         }
         return out.bytes
     }
@@ -225,6 +236,11 @@ public enum Request: Sendable, Equatable {
             self = .arm(factor, user, attempts: attempts, waits: try input.bool("waits"))
         case .claim:
             self = .claim(try input.factor(), try input.context(), nonce: Array(try input.data("the nonce", limit: 64)))
+        case .enrollAtDevice:
+            let factor = try input.factor()
+            let user = try input.string("the user", limit: UserContext.maximumNameLength)
+            let label = try input.optional("the label") { reader throws(WireError) in try reader.string("the label") }
+            self = .enrollAtDevice(factor, user: user, label: label, via: try input.string("the tool"))
         }
         try input.finish()
     }
@@ -246,10 +262,14 @@ public enum Response: Sendable, Equatable {
     case verdicts([Verdict])
     /// A new shared secret (`offer`), to be shown once.
     case offered([UInt8])
+    /// One step of an enrollment at the device ("Place your finger on the reader (2 of 5)"); more frames follow.
+    case progress(String)
     /// The request failed, was refused, or keywayd was busy: nothing was counted unless the error says so.
     case failure(AuthenticationError)
 
-    enum Kind: UInt8 { case done = 1, removed, availability, verdict, status, audit, failure, armed, verdicts, offered }
+    enum Kind: UInt8 {
+        case done = 1, removed, availability, verdict, status, audit, failure, armed, verdicts, offered, progress
+    }
 
     /// The body, unframed.
     public var encoded: [UInt8] {
@@ -269,6 +289,9 @@ public enum Response: Sendable, Equatable {
         case .offered(let secret):
             out = WireWriter(kind: Kind.offered.rawValue)
             out.data(secret)
+        case .progress(let text):
+            out = WireWriter(kind: Kind.progress.rawValue)
+            out.string(text)
         case .verdicts(let verdicts):
             out = WireWriter(kind: Kind.verdicts.rawValue)
             out.u32(verdicts.count)
@@ -336,6 +359,8 @@ public enum Response: Sendable, Equatable {
             self = .armed(nonce: Array(try input.data("the nonce", limit: 64)))
         case .offered:
             self = .offered(Array(try input.data("the secret", limit: 256)))
+        case .progress:
+            self = .progress(try input.string("the step", limit: 256))
         case .verdicts:
             var verdicts: [Verdict] = []
             for _ in 0..<(try input.count("verdicts", limit: 64)) { verdicts.append(try input.verdict()) }

@@ -143,7 +143,7 @@ public struct VaultService: Sendable {
             return own ? nil : "\(caller.label) may only change their own factors"
         case .status(nil):
             return "only root may list every user"
-        case .enroll, .offer, .remove, .reset, .audit:
+        case .enroll, .offer, .remove, .reset, .audit, .enrollAtDevice:
             return "only root may \(request.name)"
         case .set:
             return own ? nil : "\(caller.label) may only set their own switches"
@@ -190,7 +190,9 @@ public struct VaultService: Sendable {
     public static func writesAudit(_ request: Request) -> Bool {
         switch request {
         case .set, .change: true
-        case .availability, .verify, .enroll, .offer, .remove, .status, .reset, .audit, .arm, .claim: false
+        case .availability, .verify, .enroll, .offer, .remove, .status, .reset, .audit, .arm, .claim,
+            .enrollAtDevice:
+            false
         }
     }
 
@@ -198,7 +200,7 @@ public struct VaultService: Sendable {
     public static func isSlow(_ request: Request) -> Bool {
         switch request {
         case .verify, .enroll, .change: true
-        case .availability, .offer, .remove, .status, .reset, .audit, .set, .arm, .claim: false
+        case .availability, .offer, .remove, .status, .reset, .audit, .set, .arm, .claim, .enrollAtDevice: false
         }
     }
 
@@ -215,8 +217,12 @@ public struct VaultService: Sendable {
         caller.isRoot ? request : request.started(by: caller.uid)
     }
 
-    /// Answers one request from `caller`.
-    public func answer(_ request: Request, from caller: Caller) -> Response {
+    /// Answers one request from `caller`. An enrollment at the device tells each step through `progress` and stops
+    /// when `cancelled` says so (its client gone, its time up).
+    public func answer(
+        _ request: Request, from caller: Caller, progress: (String) -> Void = { _ in },
+        cancelled: () -> Bool = { false }
+    ) -> Response {
         let request = Self.vouched(request, by: caller)
         if let refusal = Self.refusal(of: request, by: caller) {
             return .failure(AuthenticationError(.notPermitted, refusal))
@@ -250,6 +256,10 @@ public struct VaultService: Sendable {
                 return .done
             case .offer(let factor, let user, let via):
                 return .offered(try vault.offer(factor, for: user, by: actor(via)))
+            case .enrollAtDevice(let factor, let user, let label, let via):
+                try vault.enrollAtDevice(
+                    factor, for: user, label: label, by: actor(via), progress: progress, cancelled: cancelled)
+                return .done
             case .change(let factor, let user, let current, let new, let via):
                 try vault.change(current, to: new, of: factor, for: user, by: actor(via))
                 return .done

@@ -47,6 +47,7 @@ struct VaultServiceTests {
             .set(key: "gesture.show-trail", user: user, value: false, via: "t"),
             .arm(.biometric, UserContext(name: user), attempts: 3),
             .claim(.biometric, UserContext(name: user), nonce: Array(repeating: 7, count: 16)),
+            .enrollAtDevice(.biometric, user: user, label: "left-index", via: "t"),
         ]
     }
 
@@ -283,17 +284,20 @@ struct LeaseTests {
         )
     }
 
-    @Test("arm and claim, and their answers, cross the wire unchanged")
+    @Test("arm, claim and an enrollment at the device, and their answers, cross the wire unchanged")
     func wire() throws {
         let user = UserContext(name: "alice", service: "sudo", isRemote: false, concealsEnrollment: true)
         for request in [
             Request.arm(.biometric, user, attempts: 3), .claim(.biometric, user, nonce: Array(0..<16)),
+            .enrollAtDevice(.biometric, user: "alice", label: nil, via: "keyway enroll"),
+            .enrollAtDevice(.biometric, user: "alice", label: "left-thumb", via: "keyway enroll"),
         ] {
             #expect(try Request(decoding: request.encoded) == request)
         }
         for response in [
             Response.armed(nonce: Array(0..<16)), .verdicts([]),
             .verdicts([.failure(.mismatch), .failure(.noSample("too fast")), .success]),
+            .progress("Swipe your finger across the reader (2 of 5)"),
         ] {
             #expect(try Response(decoding: response.encoded) == response)
         }
