@@ -19,8 +19,25 @@
 
 /// The built-in list of the most common pattern shapes, refused at enrollment.
 public struct PatternBlocklist: Sendable, Equatable {
-    /// The blocked patterns, normalized; a set because enrollment asks only "is this one in it?".
-    private let patterns: Set<Pattern>
+    /// The blocked patterns, normalized; a set because enrollment asks only "is this one in it?". The built-in
+    /// list is expanded on its first use, not when the rules are made: only enrollment reads it, and every
+    /// authentication builds the gesture's rules (the expansion was a quarter of the module's instructions).
+    private enum Contents: Sendable, Equatable {
+        case builtIn
+        case patterns(Set<Pattern>)
+    }
+
+    private let contents: Contents
+
+    private var patterns: Set<Pattern> {
+        switch contents {
+        case .builtIn: Self.builtInPatterns
+        case .patterns(let patterns): patterns
+        }
+    }
+
+    /// The built-in list's patterns, expanded once (a `static let` is initialised on first use).
+    private static let builtInPatterns = expanded(baseShapes)
 
     /// Common shapes, one orientation each, in the order of the grid 1 2 3 / 4 5 6 / 7 8 9.
     ///
@@ -55,14 +72,18 @@ public struct PatternBlocklist: Sendable, Equatable {
     ]
 
     /// The shipped list, built once from `baseShapes` so its origin stays reviewable.
-    public static let builtIn = PatternBlocklist(patterns: expanded(baseShapes))
+    public static let builtIn = PatternBlocklist(contents: .builtIn)
 
     /// No blocked patterns, for deployments that enforce their own list or none.
     public static let empty = PatternBlocklist(patterns: [])
 
     /// Wraps an already normalized set; internal so the shipped list cannot be altered from outside.
     init(patterns: Set<Pattern>) {
-        self.patterns = patterns
+        self.contents = .patterns(patterns)
+    }
+
+    private init(contents: Contents) {
+        self.contents = contents
     }
 
     /// Whether enrollment must refuse this pattern.

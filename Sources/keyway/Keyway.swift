@@ -375,7 +375,7 @@ struct Command {
                 _ = try hasher.verify(secret, against: encoded)
             }
             print("\(hasher.cost): one verification \(Self.summary(samples, in: 1000, "ms")) over \(rounds) rounds")
-            if let socket = parsed.value("--socket") { try roundTrips(socket, count: rounds * 10) }
+            if let socket = parsed.value("--socket") { try roundTrips(socket, count: max(rounds * 10, 1000)) }
             configurationReads(count: rounds * 10)
             SimulatorBench.run(rounds: rounds)
         }
@@ -392,8 +392,8 @@ extension Command {
             if case .failed(let error) = vault.availability(of: Factors.all[0].kind, for: user) { throw error }
         }
         print(
-            "keywayd round trip (one request, no slow hash): \(Self.summary(samples, in: 1, "µs")) "
-                + "over \(samples.count) requests")
+            "keywayd round trip (one request, no slow hash): \(Self.summary(samples, in: 1, "µs")), "
+                + "p99 \(Int(samples[(samples.count * 99) / 100].rounded())) µs over \(samples.count) requests")
     }
 
     /// What the module does first on every call: read keyway.conf and its drop-ins, check them and compile every

@@ -172,9 +172,28 @@ enum RemoteSession {
 
     private static func parent(of pid: Int32) -> Int32? {
         // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces and parentheses, so read after the last ')'.
-        guard let stat = read("/proc/\(pid)/stat"), let close = stat.lastIndex(of: ")") else { return nil }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        return fields.count > 1 ? Int32(fields[1]) : nil
+        // Bytes, not a String split into fields: this runs once per ancestor on every call (docs/ARCHITECTURE.md §4).
+        guard let stat = bytes("/proc/\(pid)/stat"), let close = stat.lastIndex(of: UInt8(ascii: ")")) else {
+            return nil
+        }
+        var field = 0  // 1: the state, 2: the parent's pid
+        var value: Int32 = 0
+        var digits = 0
+        var index = close + 1
+        while index < stat.count {
+            let byte = stat[index]
+            index += 1
+            if byte == UInt8(ascii: " ") {
+                if field == 2 { break }
+                field += 1
+                continue
+            }
+            guard field == 2 else { continue }
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 9 else { return nil }
+            value = value * 10 + Int32(byte - UInt8(ascii: "0"))
+            digits += 1
+        }
+        return digits > 0 ? value : nil
     }
 
     private static func owner(of pid: Int32) -> UInt32 {
@@ -192,6 +211,11 @@ enum RemoteSession {
 
     /// A small file of /proc or /run, or nil.
     private static func read(_ path: String) -> String? {
+        bytes(path).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The first 8 KiB of a small file of /proc or /run, or nil.
+    private static func bytes(_ path: String) -> [UInt8]? {
         let fd = keyway_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -202,7 +226,8 @@ enum RemoteSession {
             if got <= 0 { break }
             total += got
         }
-        return String(decoding: bytes[0..<total], as: UTF8.self)
+        bytes.removeLast(bytes.count - total)
+        return bytes
     }
 
     /// The host utmp records `line` as logged in from, when that is not a local X display; nil otherwise.
