@@ -109,6 +109,10 @@ public enum SensorControl {
         return .success(())
     }
 
+    /// The answer to a command that reached the socket as its wait ended: nothing was done with it, so it may be
+    /// sent again, like a command that found no socket.
+    static let notTaken = "not taken"
+
     /// Why an exchange failed, and whether the command may have been acted on.
     private struct ExchangeFailure: Error {
         let error: SensorControlError
@@ -144,6 +148,9 @@ public enum SensorControl {
         reply(descriptor, line)
         guard let reply = readLine(descriptor, until: monotonicMilliseconds() + 5000) else {
             return .failure(ExchangeFailure("no reply from the sensor", delivered: true))
+        }
+        if reply == notTaken {
+            return .failure(ExchangeFailure("no authentication is waiting at the sensor (\(path): its wait ended)"))
         }
         return .success(reply)
     }

@@ -89,6 +89,12 @@ public final class SocketSensorEvents: SensorEventSource {
             let client = accept(listening.socket, nil, nil)
             guard client >= 0 else { continue }
             _ = keyway_fcntl(client, F_SETFD, FD_CLOEXEC)
+            // The wait may have ended while the sender connected (its authentication gone, say): a touch made then
+            // belongs to nobody, and the sender is told so rather than counted against a finished authentication.
+            if cancellation.isCancelled {
+                Self.turnAway(client)
+                return nil
+            }
             if let event = serve(client, until: min(deadline, SensorControl.monotonicMilliseconds() + 2000)) {
                 if acknowledgesAfterHandling {
                     unanswered.withLock { $0 = client }  // the previous sender was answered when this wait began
@@ -124,6 +130,14 @@ public final class SocketSensorEvents: SensorEventSource {
             SensorControl.reply(client, "error \(error)")
             return nil
         }
+    }
+
+    /// Answers a sender whose command no wait will take (`SensorControl.notTaken`), after reading its line so the
+    /// answer is not lost to a reset, and closes the connection.
+    static func turnAway(_ client: Int32) {
+        _ = SensorControl.readLine(client, until: SensorControl.monotonicMilliseconds() + 200)
+        SensorControl.reply(client, SensorControl.notTaken)
+        CKeywayLibc.close(client)
     }
 
     /// A bound, listening socket and the lock that makes it ours.
@@ -168,10 +182,18 @@ public final class SocketSensorEvents: SensorEventSource {
             return .success(Listener(socket: descriptor, lock: lock, path: path))
         }
 
-        /// Removes the socket, then releases the lock (in that order, so nobody binds a path we then unlink).
+        /// Removes the path (so nobody new connects), turns away whoever connected already, closes the socket, then
+        /// releases the lock (in that order, so nobody binds a path we then unlink, and no sender is left with a
+        /// reset it would take for a delivered touch).
         func close() {
-            CKeywayLibc.close(socket)
             unlink(path)
+            _ = keyway_fcntl(socket, F_SETFL, O_NONBLOCK)
+            while true {
+                let client = accept(socket, nil, nil)
+                guard client >= 0 else { break }
+                SocketSensorEvents.turnAway(client)
+            }
+            CKeywayLibc.close(socket)
             CKeywayLibc.close(lock)
         }
     }
