@@ -176,24 +176,12 @@ enum RemoteSession {
         guard let stat = bytes("/proc/\(pid)/stat"), let close = stat.lastIndex(of: UInt8(ascii: ")")) else {
             return nil
         }
-        var field = 0  // 1: the state, 2: the parent's pid
-        var value: Int32 = 0
-        var digits = 0
-        var index = close + 1
-        while index < stat.count {
-            let byte = stat[index]
-            index += 1
-            if byte == UInt8(ascii: " ") {
-                if field == 2 { break }
-                field += 1
-                continue
-            }
-            guard field == 2 else { continue }
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 9 else { return nil }
-            value = value * 10 + Int32(byte - UInt8(ascii: "0"))
-            digits += 1
-        }
-        return digits > 0 ? value : nil
+        // After the ')': the state, then the parent's pid.
+        let fields = stat[(close + 1)...].split(separator: UInt8(ascii: " "), maxSplits: 3)
+        guard fields.count > 2, case let digits = fields[1], (1...9).contains(digits.count),
+            digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else { return nil }
+        return digits.reduce(Int32(0)) { $0 * 10 + Int32($1 - UInt8(ascii: "0")) }
     }
 
     private static func owner(of pid: Int32) -> UInt32 {
