@@ -167,7 +167,7 @@ done
 
 # 3. Every fuzz target, FUZZ_RUNS executions each (the configuration a quarter of it), libFuzzer + ASan, from a seed
 #    corpus of its own.
-echo "== libFuzzer: $FUZZ_RUNS executions per target"
+echo "== libFuzzer: $FUZZ_RUNS executions per target ($((FUZZ_RUNS / 4)) for config)"
 build fuzz --scratch-path .build/fuzz --product keyway-fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING
 targets=$(KEYWAY_FUZZ_TARGET=list .build/fuzz/debug/keyway-fuzz)
 [ "$(echo "$targets" | wc -w)" -ge 8 ] || { echo "harden: keyway-fuzz lists too few targets: $targets" >&2; exit 1; }
