@@ -30,12 +30,22 @@ struct SQLiteError: Error, Sendable, CustomStringConvertible {
 
 /// One SQLite connection: the only caller of `sqlite3_*` in Keyway. Opened with SQLITE_OPEN_NOMUTEX, so it is not
 /// thread-safe by itself: `SQLiteStore` serializes every use behind its lock, which is why it may be shared.
+///
+/// Statements are prepared once per connection and kept (`query`): parsing the SQL was half of keywayd's
+/// instructions per authentication outside the hash (docs/ARCHITECTURE.md §4, "Counted, not guessed").
 final class SQLiteConnection: @unchecked Sendable {
     private let handle: OpaquePointer
+    /// The prepared statements by their SQL, each reset after use so none holds a read transaction open.
+    private var statements: [String: OpaquePointer] = [:]
+    /// More distinct statements than Keyway's SQL has: past it the cache is emptied rather than grown.
+    private static let statementLimit = 64
 
     private init(handle: OpaquePointer) { self.handle = handle }
 
-    deinit { sqlite3_close_v2(handle) }
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(handle)
+    }
 
     /// `sqlite3_open_v2` read-write, never following a symlink, never creating (the store creates the file itself).
     static func open(path: String) -> Result<SQLiteConnection, SQLiteError> {
@@ -68,10 +78,12 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Runs one statement with bound values and returns every row.
     @discardableResult
     func query(_ sql: String, _ values: [Value] = []) throws(SQLiteError) -> [[Value]] {
-        var statement: OpaquePointer?
-        var status = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
-        guard status == SQLITE_OK, let statement else { throw error(status) }
-        defer { sqlite3_finalize(statement) }
+        let statement = try prepared(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        var status = SQLITE_OK
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
             switch value {
@@ -94,6 +106,20 @@ final class SQLiteConnection: @unchecked Sendable {
         }
     }
 
+    /// The kept statement for `sql`, prepared now if it is new (`SQLITE_PREPARE_PERSISTENT`: it will be reused).
+    private func prepared(_ sql: String) throws(SQLiteError) -> OpaquePointer {
+        if let kept = statements[sql] { return kept }
+        if statements.count >= Self.statementLimit {
+            for statement in statements.values { sqlite3_finalize(statement) }
+            statements.removeAll()
+        }
+        var statement: OpaquePointer?
+        let status = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard status == SQLITE_OK, let statement else { throw error(status) }
+        statements[sql] = statement
+        return statement
+    }
+
     private func column(_ statement: OpaquePointer, _ index: Int32) -> Value {
         switch sqlite3_column_type(statement, index) {
         case SQLITE_INTEGER: return .integer(sqlite3_column_int64(statement, index))
@@ -109,10 +135,10 @@ final class SQLiteConnection: @unchecked Sendable {
     /// Runs `body` in a transaction (`BEGIN IMMEDIATE` takes the write lock at once), committing on return and
     /// rolling back on a throw.
     func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
-        try execute("BEGIN IMMEDIATE")
+        try query("BEGIN IMMEDIATE")
         do {
             let result = try body()
-            try execute("COMMIT")
+            try query("COMMIT")
             return result
         } catch {
             try? execute("ROLLBACK")
