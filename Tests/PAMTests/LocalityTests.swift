@@ -74,4 +74,66 @@ struct LocalityTests {
         #expect(biometric.status == 0, "\(label): \(biometric.text)")
         #expect(biometric.text.contains("Place your finger") == local, "\(label): \(biometric.text)")
     }
+
+    /// The logind cases of the table, with logind's records made here: a private, empty /run/systemd/sessions (a
+    /// tmpfs in the run's mount namespace) and the holder moved into a cgroup named as systemd names them.
+    static let logindCases: [(String, cgroup: String, record: String, local: Bool)] = [
+        ("a user's holder in a local logind session", "session-kw1.scope", "UID=65534\nREMOTE=0\n", true),
+        ("a user's holder in a remote logind session", "session-kw1.scope", "UID=65534\nREMOTE=1\n", false),
+        (
+            "a user's holder under user@UID.service, the user active on a seat", "user@UID.service",
+            "UID=UID\nREMOTE=0\nACTIVE=1\nSEAT=seat0\n", true
+        ),
+        (
+            "a user's holder under user@UID.service, the user's session remote", "user@UID.service",
+            "UID=UID\nREMOTE=1\nACTIVE=1\nSEAT=seat0\n", false
+        ),
+    ]
+
+    @Test("logind's record of a user's holder decides", arguments: 0..<logindCases.count)
+    func logind(index: Int) throws {
+        try requireIsolation()
+        let (label, group, template, local) = Self.logindCases[index]
+        let uid = try #require(getpwnam("nobody")).pointee.pw_uid
+        let sessions = "/run/systemd/sessions"
+        let existed = FileManager.default.fileExists(atPath: sessions)
+        try FileManager.default.createDirectory(atPath: sessions, withIntermediateDirectories: true)
+        #expect(
+            try run("/bin/mount", ["-t", "tmpfs", "-o", "mode=755,size=1m", "keyway-test-sessions", sessions]).status
+                == 0)
+        defer {
+            _ = try? run("/bin/umount", [sessions])
+            if !existed { rmdir(sessions) }
+        }
+        let hierarchy = try #require(
+            ["/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"].first {
+                FileManager.default.fileExists(atPath: $0 + "/cgroup.procs")
+            }, "no writable cgroup hierarchy")
+        let parent = "\(hierarchy)/keyway-test-\(getpid())-\(index)"
+        let cgroup = parent + "/" + group.replacingOccurrences(of: "UID", with: "\(uid)")
+        try FileManager.default.createDirectory(atPath: cgroup, withIntermediateDirectories: true)
+        let fixture = PAMFixture()
+        let service = "kwlogind-\(getpid())-\(index)"
+        let holder = try PseudoTerminalHolder(name: "xterm", user: "nobody")
+        defer {
+            holder.stop()
+            rmdir(cgroup)
+            rmdir(parent)
+            unlink("/etc/pam.d/\(service)")
+            fixture.remove()
+        }
+        try "\(holder.pid)\n".write(toFile: cgroup + "/cgroup.procs", atomically: false, encoding: .utf8)
+        let record = template.replacingOccurrences(of: "UID=UID", with: "UID=\(uid)")
+        try record.write(toFile: "\(sessions)/kw1", atomically: false, encoding: .utf8)
+        let config = fixture.writeConfig("[policy console]\nrequire = gesture\nwhen = local\n")
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        fixture.startDaemon()
+        _ = FileManager.default.createFile(
+            atPath: "/etc/pam.d/\(service)",
+            contents: Data("auth required \(modulePath) \(fixture.moduleArguments) policy=console \(config)\n".utf8))
+        let console = try run(
+            "/usr/bin/pamtester", ["-v", "-I", "tty=\(holder.path)", service, "alice", "authenticate"],
+            input: "2-4-9-3\n")
+        #expect((console.status == 0) == local, "\(label): \(console.text)")
+    }
 }

@@ -392,6 +392,8 @@ final class PseudoTerminalHolder: @unchecked Sendable {  // used from one test a
     private let input = Pipe()
     /// The terminal's path, /dev/pts/N.
     let path: String
+    /// The process that holds the master side (a child of `process` with a user or `startedBy`).
+    let pid: Int32
 
     /// `startedBy`: the holder is the child of a process of that name (as a shell's terminal under sshd).
     init(name: String = "python3", user: String? = nil, startedBy: String? = nil) throws {
@@ -404,7 +406,7 @@ final class PseudoTerminalHolder: @unchecked Sendable {  // used from one test a
                 sys.exit(0)
             name(sys.argv[1])
             master, slave = pty.openpty()
-            print(os.ttyname(slave), flush=True)
+            print(os.ttyname(slave), os.getpid(), flush=True)
             sys.stdin.read()
             """
         var arguments = ["/usr/bin/python3", "-c", script, name, startedBy ?? ""]
@@ -421,7 +423,9 @@ final class PseudoTerminalHolder: @unchecked Sendable {  // used from one test a
             if chunk.isEmpty { break }
             line.append(chunk)
         }
-        path = String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        let words = String(decoding: line, as: UTF8.self).split(separator: " ")
+        path = words.first.map { String($0) } ?? ""
+        pid = words.count > 1 ? Int32(words[1].trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 : 0
     }
 
     func stop() {

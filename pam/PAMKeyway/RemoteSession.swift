@@ -113,7 +113,7 @@ enum RemoteSession {
             link[length] = 0
             let target = String(cString: link)
             guard target == "/dev/ptmx" || target == "/dev/pts/ptmx" else { continue }
-            if let text = read("/proc/\(pid)/fdinfo/\(fd)"), field(text, "tty-index:") == "\(index)" { return true }
+            if let text = bytes("/proc/\(pid)/fdinfo/\(fd)"), field(text, "tty-index:") == "\(index)" { return true }
         }
         return false
     }
@@ -133,21 +133,25 @@ enum RemoteSession {
     /// logind's record of the session whose scope holds `pid`, or, for a process of a user's service manager
     /// (where a desktop's terminal runs), the user's active session on a seat: nil when logind says nothing.
     private static func logindSession(of pid: Int32) -> (id: String, remote: Bool)? {
-        guard let groups = read("/proc/\(pid)/cgroup") else { return nil }
-        let components = groups.split(separator: "\n").flatMap { $0.split(separator: "/") }
-        if let scope = components.first(where: { $0.hasPrefix("session-") && $0.hasSuffix(".scope") }) {
-            let id = String(scope.dropFirst(8).dropLast(6))
-            guard let record = read("/run/systemd/sessions/\(id)") else { return nil }
+        // Bytes split on bytes: splitting Strings by Character costs grapheme breaking, for ASCII files.
+        guard let groups = bytes("/proc/\(pid)/cgroup") else { return nil }
+        let components = groups.split(separator: UInt8(ascii: "\n")).flatMap { $0.split(separator: UInt8(ascii: "/")) }
+        if let scope = components.first(where: {
+            $0.starts(with: "session-".utf8) && $0.suffix(6).elementsEqual(".scope".utf8)
+        }) {
+            let id = String(decoding: scope.dropFirst(8).dropLast(6), as: UTF8.self)
+            guard let record = bytes("/run/systemd/sessions/\(id)") else { return nil }
             return (id, field(record, "REMOTE=") != "0")
         }
         let uid = owner(of: pid)
-        guard uid != 0, components.contains(where: { $0 == "user@\(uid).service" }),
+        let service = Array("user@\(uid).service".utf8)
+        guard uid != 0, components.contains(where: { $0.elementsEqual(service) }),
             let directory = opendir("/run/systemd/sessions")
         else { return nil }
         defer { closedir(directory) }
         while let entry = readdir(directory) {
             let id = String(cString: keyway_dirent_name(entry))
-            guard !id.hasPrefix("."), !id.hasSuffix(".ref"), let record = read("/run/systemd/sessions/" + id) else {
+            guard !id.hasPrefix("."), !id.hasSuffix(".ref"), let record = bytes("/run/systemd/sessions/" + id) else {
                 continue
             }
             if field(record, "UID=") == "\(uid)", field(record, "REMOTE=") == "0", field(record, "ACTIVE=") == "1",
@@ -165,9 +169,9 @@ enum RemoteSession {
     }
 
     private static func command(of pid: Int32) -> String? {
-        guard var name = read("/proc/\(pid)/comm"), !name.isEmpty else { return nil }
-        if name.hasSuffix("\n") { name.removeLast() }
-        return name
+        guard var name = bytes("/proc/\(pid)/comm") else { return nil }
+        if name.last == UInt8(ascii: "\n") { name.removeLast() }
+        return name.isEmpty ? nil : String(decoding: name, as: UTF8.self)
     }
 
     private static func parent(of pid: Int32) -> Int32? {
@@ -190,16 +194,12 @@ enum RemoteSession {
     }
 
     /// The value after `key` on the line that starts with it, up to the end of the line, trimmed.
-    private static func field(_ text: String, _ key: String) -> String? {
-        for line in text.split(separator: "\n") where line.hasPrefix(key) {
-            return String(line.dropFirst(key.count).drop { $0 == " " || $0 == "\t" })
+    private static func field(_ text: [UInt8], _ key: String) -> String? {
+        for line in text.split(separator: UInt8(ascii: "\n")) where line.starts(with: key.utf8) {
+            let value = line.dropFirst(key.utf8.count).drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+            return String(decoding: value, as: UTF8.self)
         }
         return nil
-    }
-
-    /// A small file of /proc or /run, or nil.
-    private static func read(_ path: String) -> String? {
-        bytes(path).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// The first 8 KiB of a small file of /proc or /run, or nil.
