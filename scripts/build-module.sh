@@ -4,7 +4,7 @@
 #
 # SwiftPM cannot build a target in Embedded mode, so this compiles the module's targets with swiftc, one Swift module
 # each, from the same sources `swift build` compiles in full mode, in dependency order. The targets, their order and
-# the upcoming-feature flags come from Package.swift, so the two builds cannot disagree on what the module is. The objects are linked as the full-mode module was: -z defs, -z nodelete (libpam dlcloses modules),
+# the upcoming-feature flags come from Package.swift, so the two builds cannot disagree on what the module is. The objects are linked with -z defs and without -z nodelete (libpam unloads the module at pam_end, as any),
 # only pam_sm_* exported (pam/exports.map), stripped at link time; unused code is dropped (--gc-sections).
 #
 # Usage: scripts/build-module.sh [OUTPUT]  (default build/pam_keyway.so)
@@ -42,7 +42,7 @@ flags=(
 # -z pack-relative-relocs (DT_RELR, glibc 2.36) turns 1,400 relative relocations into a few hundred bytes: less to
 # read and apply at every load. -z now with -z relro (full RELRO, BIND_NOW): the few libc and libpam symbols are bound
 # at load and the GOT made read-only, as Debian's hardening flags ask (lintian: hardening-no-bindnow).
-link_flags=(-Wl,-z,defs -Wl,-z,nodelete -Wl,-z,relro -Wl,-z,now -Wl,-z,pack-relative-relocs -Wl,--version-script=pam/exports.map
+link_flags=(-Wl,-z,defs -Wl,-z,relro -Wl,-z,now -Wl,-z,pack-relative-relocs -Wl,--version-script=pam/exports.map
     -Wl,--gc-sections)
 if [ -n "${KEYWAY_MODULE_SYMBOLS:-}" ]; then
     flags+=(-g)
