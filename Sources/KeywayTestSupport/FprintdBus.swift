@@ -94,14 +94,7 @@ public final class FprintdBus: @unchecked Sendable {
     private func readText(_ path: String) throws -> String {
         guard let file = fopen(path, "r") else { return "" }
         defer { fclose(file) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = fread(&buffer, 1, buffer.count, file)
-            if count <= 0 { break }
-            bytes += buffer[0..<count]
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        return String(decoding: readAll(file), as: UTF8.self)
     }
 
     /// Stops everything and removes the directory.

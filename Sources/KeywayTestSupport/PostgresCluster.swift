@@ -82,13 +82,7 @@ public final class PostgresCluster: @unchecked Sendable {
     /// Runs a shell command, returning its status and its output (standard error included).
     static func run(_ command: String) -> (Int32, String) {
         guard let pipe = popen("WATCH_PID=\(getpid()) " + command + " 2>&1", "r") else { return (-1, "popen failed") }
-        var output: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = fread(&buffer, 1, buffer.count, pipe)
-            if count <= 0 { break }
-            output += buffer[0..<count]
-        }
+        let output = readAll(pipe)
         let status = pclose(pipe)
         let text = String(decoding: output, as: UTF8.self)
         return ((status >> 8) & 0xFF, text.hasSuffix("\n") ? String(text.dropLast()) : text)
@@ -99,6 +93,18 @@ public final class PostgresCluster: @unchecked Sendable {
         public let description: String
         init(_ description: String) { self.description = description }
     }
+}
+
+/// Everything left to read from `stream` (a file or a popen pipe), read until end of file.
+func readAll(_ stream: UnsafeMutablePointer<FILE>) -> [UInt8] {
+    var bytes: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let count = fread(&buffer, 1, buffer.count, stream)
+        if count <= 0 { break }
+        bytes += buffer[0..<count]
+    }
+    return bytes
 }
 
 extension String {
