@@ -22,6 +22,8 @@
  *     --acct-only        call only pam_acct_mgmt
  *     --cycles N         repeat start/authenticate/end N times (answers restart each cycle); print RSS
  *     --bench            print microseconds to the first prompt and kB of RSS added by one authentication
+ *     --pin PATH         dlopen PATH once (RTLD_NODELETE) before the first cycle, so libpam's dlclose at pam_end
+ *                        leaves that module mapped: valgrind then reads its debug information once, not per cycle
  *   harness --dlopen PATH          dlopen(PATH) once in this process: print the microseconds it took and the kB of
  *                                  resident memory it added (a benchmark runs one process per sample)
  *   harness --utmp-add LINE HOST   add a logged-in user process on LINE from HOST to utmp (tests of remote sessions)
@@ -222,6 +224,9 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--acct-only") == 0) acct_only = 1;
         else if (strcmp(argv[i], "--cycles") == 0 && i + 1 < argc) cycles = atoi(argv[++i]);
         else if (strcmp(argv[i], "--bench") == 0) { bench = 1; script.quiet = 1; }
+        else if (strcmp(argv[i], "--pin") == 0 && i + 1 < argc) {
+            if (!dlopen(argv[++i], RTLD_NOW | RTLD_NODELETE)) { fprintf(stderr, "--pin: %s\n", dlerror()); return 1; }
+        }
         else { fprintf(stderr, "unknown option %s\n", argv[i]); return 64; }
     }
     if (argc - i != 3) { fprintf(stderr, "usage: harness [options] CONFDIR SERVICE USER\n"); return 64; }
