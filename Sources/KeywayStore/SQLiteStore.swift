@@ -255,7 +255,7 @@ public final class SQLiteStore: LoadableStore {
         try run("cannot update attempt counters") { db throws(SQLiteError) in
             // In WAL mode NORMAL skips the commit's fsync: safe against crashes, not against a power cut.
             if !durable { try db.query("PRAGMA synchronous = NORMAL") }
-            defer { if !durable { try? db.query("PRAGMA synchronous = FULL") } }
+            defer { if !durable { _ = try? db.query("PRAGMA synchronous = FULL") } }
             return try db.transaction { () throws(SQLiteError) in
                 let before = try Self.book(db, user)
                 var book = before
