@@ -39,6 +39,11 @@ public struct AttemptGate: Sendable {
     public struct Reservation: Sendable {
         /// The user the attempt is counted for.
         public let user: String
+        /// The count on its way to the disk while the factor verifies; every settle waits for it first.
+        let onDisk: any DiskWrite
+
+        /// Waits until the counted attempt is on disk; a failure to put it there is thrown (and no verdict given).
+        public func confirm() throws(AuthenticationError) { try onDisk.wait() }
     }
 
     /// The availability implied by the user's counters, for a factor that is otherwise ready.
@@ -68,11 +73,15 @@ public struct AttemptGate: Sendable {
         guard decision == .allowed else { throw error(for: decision) }
     }
 
-    /// Counts an attempt now, or throws the lockout that forbids it.
+    /// Counts an attempt now, or throws the lockout that forbids it. The count is committed (every reader sees it,
+    /// a crash of keywayd keeps it) when this returns, and reaches the disk while the caller verifies: the slow
+    /// hash overlaps the disk's wait instead of following it. Each settle waits for the disk before anything is
+    /// recorded or returned, so no verdict leaves keywayd before its attempt is on disk; a power cut before then
+    /// loses the count and the answer with it (docs/ARCHITECTURE.md §5).
     public func reserve(for user: String) throws(AuthenticationError) -> Reservation {
         let now = clock.now()
         var decision = AttemptDecision.allowed
-        try store.updateAttempts(user: user) { book in
+        let onDisk = try store.updateAttemptsWritingInBackground(user: user) { book in
             decision = AttemptDecision.decide(
                 book, factor: factor, schedule: schedule,
                 accountLimit: accountLimit, now: now)
@@ -82,11 +91,12 @@ public struct AttemptGate: Sendable {
             book.accountStreak += 1
         }
         guard decision == .allowed else { throw error(for: decision) }
-        return Reservation(user: user)
+        return Reservation(user: user, onDisk: onDisk)
     }
 
     /// Records a verified success: resets this factor (keeping when it succeeded) and the factors it clears.
     public func settleSuccess(_ reservation: Reservation) throws(AuthenticationError) {
+        try reservation.confirm()
         let now = clock.now()
         try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: stays counted
             recordSuccess(at: now, in: &book)
@@ -105,6 +115,7 @@ public struct AttemptGate: Sendable {
     /// transaction, so of two requests with the same code exactly one succeeds. The factor's `lastSuccess` is then
     /// `moment`. False for a replay, the attempt staying counted. Durable, so a power cut cannot reopen a used code.
     public func settleSuccess(_ reservation: Reservation, once moment: Timestamp) throws(AuthenticationError) -> Bool {
+        try reservation.confirm()
         var fresh = false
         try store.updateAttempts(user: reservation.user, durable: true) { book in
             if let last = book[factor].lastSuccess, last >= moment { return }
@@ -127,6 +138,7 @@ public struct AttemptGate: Sendable {
     public func settleFailure(_ reservation: Reservation, fingerprint: [UInt8]?) throws(AuthenticationError)
         -> Verdict.Failure
     {
+        try reservation.confirm()
         guard let fingerprint else { return .mismatch }
         var failure = Verdict.Failure.mismatch
         try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: refund not given

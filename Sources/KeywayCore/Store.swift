@@ -32,6 +32,13 @@ public protocol Store: AnyObject, Sendable {
     /// (Not generic, so it can be called through `any Store` in Embedded Swift; a body that computes something
     /// assigns it to a variable it captured.)
     func updateAttempts(user: String, durable: Bool, _ body: (inout AttemptBook) -> Void) throws(AuthenticationError)
+    /// `updateAttempts(durable: true)` in two halves: returns once the change is committed and seen by every reader
+    /// (a crash of this process keeps it), while the write to the disk goes on in the background; the returned
+    /// `DiskWrite` waits for that. A reservation is made this way so that the disk's wait overlaps the slow hash,
+    /// and no verdict is given before it is on disk (`AttemptGate`, docs/ARCHITECTURE.md §5). A store that cannot
+    /// split the two (the default) writes durably and returns a finished `DiskWrite`.
+    func updateAttemptsWritingInBackground(user: String, _ body: (inout AttemptBook) -> Void)
+        throws(AuthenticationError) -> any DiskWrite
     /// Clears the counters of one factor, or of all factors when `factor` is nil (as `faillock --reset`).
     func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError)
     /// Keeps the counters of at most `limit` names that have no enrollment (those with the latest failures) and
@@ -62,6 +69,26 @@ extension Store {
     public func updateAttempts(user: String, _ body: (inout AttemptBook) -> Void) throws(AuthenticationError) {
         try updateAttempts(user: user, durable: true, body)
     }
+
+    /// Writes durably before returning: nothing is left to wait for.
+    public func updateAttemptsWritingInBackground(user: String, _ body: (inout AttemptBook) -> Void)
+        throws(AuthenticationError) -> any DiskWrite
+    {
+        try updateAttempts(user: user, durable: true, body)
+        return FinishedDiskWrite()
+    }
+}
+
+/// A committed change on its way to the disk (`Store.updateAttemptsWritingInBackground`).
+public protocol DiskWrite: AnyObject, Sendable {
+    /// Returns once the change is on disk, or throws the store's failure to put it there; may be called again.
+    func wait() throws(AuthenticationError)
+}
+
+/// A change that was on disk before it was handed over.
+public final class FinishedDiskWrite: DiskWrite {
+    public init() {}
+    public func wait() throws(AuthenticationError) {}
 }
 
 /// Who made a change and when, for the audit trail.

@@ -132,6 +132,21 @@ final class SQLiteConnection: @unchecked Sendable {
         }
     }
 
+    /// Puts on disk what is committed to the write-ahead log: the log file's sync, as a commit at
+    /// `synchronous = FULL` does it (`SQLITE_SYNC_NORMAL`, fdatasync), for commits made at `NORMAL`.
+    func syncLog() throws(SQLiteError) {
+        var file: UnsafeMutablePointer<sqlite3_file>?
+        let status = withUnsafeMutablePointer(to: &file) {
+            sqlite3_file_control(handle, "main", SQLITE_FCNTL_JOURNAL_POINTER, $0)
+        }
+        guard status == SQLITE_OK else { throw error(status) }
+        guard let file, let methods = file.pointee.pMethods, let sync = methods.pointee.xSync else {
+            throw SQLiteError(code: SQLITE_IOERR, message: "the write-ahead log is not open")
+        }
+        let synced = sync(file, SQLITE_SYNC_NORMAL)
+        guard synced == SQLITE_OK else { throw SQLiteError(code: synced, message: "the write-ahead log's sync failed") }
+    }
+
     /// Runs `body` in a transaction (`BEGIN IMMEDIATE` takes the write lock at once), committing on return and
     /// rolling back on a throw.
     func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {

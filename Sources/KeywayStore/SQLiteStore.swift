@@ -58,6 +58,7 @@ public final class SQLiteStore: LoadableStore {
         opened.setBusyTimeout(milliseconds: Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
         try Self.configure(opened, path: options.path, created: created)
         connection = opened
+        BackgroundDiskWrite.prepare()
     }
 
     /// Checks what the file is before anything is written. Only a file this open created is set up as a new store:
@@ -280,6 +281,17 @@ public final class SQLiteStore: LoadableStore {
                     }
                 }
             }
+        }
+    }
+
+    /// Committed at `synchronous = NORMAL` (in the log, seen by every connection, kept by a crash of this process),
+    /// then the log synced on another thread, under the store's lock like every use of the connection.
+    public func updateAttemptsWritingInBackground(user: String, _ body: (inout AttemptBook) -> Void)
+        throws(AuthenticationError) -> any DiskWrite
+    {
+        try updateAttempts(user: user, durable: false, body)
+        return BackgroundDiskWrite { [self] () throws(AuthenticationError) in
+            try run("cannot write attempt counters to disk") { db throws(SQLiteError) in try db.syncLog() }
         }
     }
 

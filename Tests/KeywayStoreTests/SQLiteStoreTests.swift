@@ -1,6 +1,7 @@
 import Foundation
 import KeywayCore
 import KeywayTestSupport
+import Synchronization
 import Testing
 
 @testable import KeywayStore
@@ -27,6 +28,47 @@ struct SQLiteStoreTests {
         _ = store
         let db = try #require(try? sqliteQuery(nested + "/keyway.db", "PRAGMA user_version; PRAGMA journal_mode"))
         #expect(db == ["\(Schema.currentVersion)", "wal"])
+    }
+
+    @Test("a reservation written in the background is seen by another connection before its disk write is waited for")
+    func backgroundWriteIsCommitted() throws {
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        let store = try scratch.open()
+        let disk = try store.updateAttemptsWritingInBackground(user: "bob") { $0[.passcode].consecutiveFailures += 1 }
+        let other = try scratch.open(create: false)
+        #expect(try other.attempts(user: "bob")[.passcode].consecutiveFailures == 1)
+        try disk.wait()
+        try disk.wait()  // again: the outcome is kept
+        #expect(try store.integrityCheck() == "ok")
+    }
+
+    @Test("32 threads reserving at once on one store: every background write finishes, every attempt is counted")
+    func backgroundWritesUnderFlood() throws {
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        let store = try scratch.open()
+        let threads = 32
+        let done = DispatchSemaphore(value: 0)
+        let failures = Mutex<[String]>([])
+        for index in 0..<threads {
+            Thread.detachNewThread {
+                do {
+                    let disk = try store.updateAttemptsWritingInBackground(user: "bob") { book in
+                        book[.passcode].consecutiveFailures += 1
+                    }
+                    // Others' reads and writes go on while this write is under way.
+                    _ = try store.attempts(user: "user\(index)")
+                    try disk.wait()
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+                done.signal()
+            }
+        }
+        for _ in 0..<threads { #expect(done.wait(timeout: .now() + 60) == .success) }
+        #expect(failures.withLock { $0 }.isEmpty)
+        #expect(try store.attempts(user: "bob")[.passcode].consecutiveFailures == threads)
     }
 
     @Test("data survives closing and reopening")
