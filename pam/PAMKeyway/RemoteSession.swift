@@ -88,7 +88,7 @@ enum RemoteSession {
         // session's leader (sshd for a login shell's sudo, the terminal emulator, tmux's server).
         if holdsMaster(getpid(), index) { return [getpid()] }
         let leader = getsid(0)
-        if leader > 0, let parent = parent(of: leader), parent > 1, holdsMaster(parent, index) { return [parent] }
+        if leader > 0, let parent = process(leader).parent, parent > 1, holdsMaster(parent, index) { return [parent] }
         var found: [Int32] = []
         guard let directory = opendir("/proc") else { return [] }
         defer { closedir(directory) }
@@ -123,8 +123,9 @@ enum RemoteSession {
         var current = pid
         for _ in 0..<64 {
             guard current > 1 else { return nil }
-            if let name = command(of: current), remoteServers.contains(name) { return "\(name) (pid \(current))" }
-            guard let next = parent(of: current), next != current else { return nil }
+            let (name, parent) = process(current)
+            if let name, remoteServers.contains(name) { return "\(name) (pid \(current))" }
+            guard let next = parent, next != current else { return nil }
             current = next
         }
         return nil
@@ -164,28 +165,25 @@ enum RemoteSession {
     }
 
     private static func describe(_ pid: Int32) -> String {
-        let name = command(of: pid) ?? "an unnamed process"
+        let name = process(pid).name ?? "an unnamed process"
         return "\(name) (pid \(pid), uid \(owner(of: pid)))"
     }
 
-    private static func command(of pid: Int32) -> String? {
-        guard var name = bytes("/proc/\(pid)/comm") else { return nil }
-        if name.last == UInt8(ascii: "\n") { name.removeLast() }
-        return name.isEmpty ? nil : String(decoding: name, as: UTF8.self)
-    }
-
-    private static func parent(of pid: Int32) -> Int32? {
-        // /proc/PID/stat: "pid (comm) state ppid …"; comm may hold spaces and parentheses, so read after the last ')'.
-        // Bytes, not a String split into fields: this runs once per ancestor on every call (docs/ARCHITECTURE.md §4).
-        guard let stat = bytes("/proc/\(pid)/stat"), let close = stat.lastIndex(of: UInt8(ascii: ")")) else {
-            return nil
-        }
+    /// The process's name and its parent's pid, from one read of /proc/PID/stat ("pid (comm) state ppid …"), which
+    /// holds the same name as /proc/PID/comm: one file per ancestor, on every call (docs/ARCHITECTURE.md §4). The
+    /// name may hold spaces and parentheses, so it ends at the last ')'.
+    private static func process(_ pid: Int32) -> (name: String?, parent: Int32?) {
+        guard let stat = bytes("/proc/\(pid)/stat"), let open = stat.firstIndex(of: UInt8(ascii: "(")),
+            let close = stat.lastIndex(of: UInt8(ascii: ")")), open < close
+        else { return (nil, nil) }
+        let comm = stat[(open + 1)..<close]
+        let name = comm.isEmpty ? nil : String(decoding: comm, as: UTF8.self)
         // After the ')': the state, then the parent's pid.
         let fields = stat[(close + 1)...].split(separator: UInt8(ascii: " "), maxSplits: 3)
         guard fields.count > 2, case let digits = fields[1], (1...9).contains(digits.count),
             digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-        else { return nil }
-        return digits.reduce(Int32(0)) { $0 * 10 + Int32($1 - UInt8(ascii: "0")) }
+        else { return (name, nil) }
+        return (name, digits.reduce(Int32(0)) { $0 * 10 + Int32($1 - UInt8(ascii: "0")) })
     }
 
     private static func owner(of pid: Int32) -> UInt32 {
