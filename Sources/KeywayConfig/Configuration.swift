@@ -87,19 +87,28 @@ public struct Configuration: Sendable {
     public struct Subject: Sendable {
         /// The account name.
         public var user: String
-        /// True for a remote session.
-        public var isRemote: Bool
+        /// True for a remote session (asked only when the definition that applies has a `when`: finding out reads
+        /// /proc).
+        public var isRemote: @Sendable () -> Bool
         /// Whether the account is a member of a group (asked only when a variant names one); a failure when that
         /// cannot be told, which fails the resolution closed rather than choosing a weaker variant.
         public var isMember: @Sendable (String) -> Result<Bool, AuthenticationError>
 
-        /// Creates a subject.
+        /// Creates a subject whose session is known to be remote or not.
         public init(
             user: String, isRemote: Bool = false,
             isMember: @escaping @Sendable (String) -> Result<Bool, AuthenticationError> = { _ in .success(false) }
         ) {
+            self.init(user: user, locate: { isRemote }, isMember: isMember)
+        }
+
+        /// Creates a subject whose session is located only if a `when` asks.
+        public init(
+            user: String, locate: @escaping @Sendable () -> Bool,
+            isMember: @escaping @Sendable (String) -> Result<Bool, AuthenticationError> = { _ in .success(false) }
+        ) {
             self.user = user
-            self.isRemote = isRemote
+            self.isRemote = locate
             self.isMember = isMember
         }
     }
@@ -192,18 +201,18 @@ public struct Configuration: Sendable {
             break
         }
         let definition = matched ?? named.base
-        switch (definition.when, subject.isRemote) {
-        case (.local, true):
+        switch definition.when {
+        case .local where subject.isRemote():
             return .failure(
                 AuthenticationError(
                     .notPermitted,
                     "policy '\(name)' applies to local sessions only (when = local), and this one is remote"))
-        case (.remote, false):
+        case .remote where !subject.isRemote():
             return .failure(
                 AuthenticationError(
                     .notPermitted,
                     "policy '\(name)' applies to remote sessions only (when = remote), and this one is local"))
-        case (.local, false), (.remote, true), (.any, _):
+        case .local, .remote, .any:
             break
         }
         return .success(Resolved(definition: definition, settings: settings(for: definition)))

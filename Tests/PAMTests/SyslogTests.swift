@@ -99,6 +99,29 @@ struct SyslogTests {
         }
     }
 
+    @Test("the session is located only when the policy depends on it: a when names it in the log, typed factors do not")
+    func locatedOnlyWhenAsked() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        let config = fixture.writeConfig("[policy anywhere]\nrequire = gesture\nwhen = remote\n")
+        fixture.service("kwtyped", "policy=pattern")
+        fixture.service("kwwhen", "policy=anywhere \(config)")
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        for service in ["kwtyped", "kwwhen"] {
+            let (executable, arguments) = capture.command(
+                harnessPath, ["--no-tty", "--answer", "2-4-9-3", fixture.services, service, "alice"])
+            let result = try run(executable, arguments)
+            #expect(result.output.last?.hasPrefix("result: PAM_SUCCESS") == true, "\(service): \(result.text)")
+        }
+        let lines = capture.lines.filter { $0.contains("pam_keyway") && $0.contains("outcome=success") }
+        let typed = lines.filter { $0.contains("service=kwtyped") }
+        let located = lines.filter { $0.contains("service=kwwhen") }
+        #expect(typed.count == 1 && !typed[0].contains("remote="), "\(lines)")
+        #expect(located.count == 1 && located[0].contains("remote=yes (PAM_TTY is not set)"), "\(lines)")
+    }
+
     @Test("decisions go to authpriv with user, service, policy, steps and outcome; errors say why; no pattern appears")
     func decisionsAreLogged() throws {
         let fixture = PAMFixture()

@@ -22,7 +22,7 @@ struct ModuleCall {
             let policy = call.definition.policy
             if call.readTTY {
                 switch DirectTerminal.open(
-                    tty: handle.item(PAM_TTY), isRemote: call.user.isRemote, because: call.locality)
+                    tty: handle.item(PAM_TTY), isRemote: call.user.isRemote, because: call.locality ?? "")
                 {
                 case .success(let terminal): conversation.terminal = terminal
                 case .failure(let why): log(LOG_INFO, "read-tty: \(why.reason); default mode (Enter after a touch)")
@@ -88,11 +88,14 @@ struct ModuleCall {
         let options: EvaluationContext.Options
         /// `read-tty`: read the terminal directly where it can.
         let readTTY: Bool
-        /// Why the session counts as local or remote (RemoteSession).
-        let locality: String
+        /// Why the session counts as local or remote (RemoteSession), or nil when nothing asked.
+        let locality: String?
 
-        /// " remote=yes (why)" for a remote session, for logs.
-        var `where`: String { user.isRemote ? " remote=yes (\(locality.escapingControlCharacters))" : "" }
+        /// " remote=yes (why)" for a session found remote, for logs.
+        var `where`: String {
+            guard let locality, user.isRemote else { return "" }
+            return " remote=yes (\(locality.escapingControlCharacters))"
+        }
     }
 
     /// Parses, reads the configuration, resolves the policy for the user, builds the runtime, and runs `body`; any
@@ -129,10 +132,10 @@ struct ModuleCall {
             return .failure(AuthenticationError(.invalidUserName, problem))
         }
         let service = handle.item(PAM_SERVICE) ?? "unknown"
-        // Local is proven, never assumed (pam_keyway(8), LOCAL AND REMOTE): the finding and its evidence are logged.
-        let locality = RemoteSession.locate(rhost: handle.item(PAM_RHOST), tty: handle.item(PAM_TTY))
-        let remote = locality.isRemote
-        let subject = Configuration.Subject(user: user, isRemote: remote) { group in
+        // Local is proven, never assumed (pam_keyway(8), LOCAL AND REMOTE), where something depends on it: a `when`
+        // (asked by resolve), a factor at a device, read-tty. The finding and its evidence are logged.
+        let locality = RemoteSession.Lazy(rhost: handle.item(PAM_RHOST), tty: handle.item(PAM_TTY))
+        let subject = Configuration.Subject(user: user, locate: { locality.finding.isRemote }) { group in
             Accounts.isMember(user, of: group).mapError { AuthenticationError(.invalidPolicy, $0.description) }
         }
         let resolved: Configuration.Resolved
@@ -151,6 +154,14 @@ struct ModuleCall {
         let runtime = Runtime(
             vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)"), options: options,
             settings: settings)
+        // A factor not typed at a prompt waits at a device (the sensor, a reader), which serves local sessions only.
+        if parsed.readTTY
+            || resolved.policy.rule.factors.contains(where: { runtime.authenticator($0)?.typedEntry == nil })
+        {
+            _ = locality.finding
+        }
+        // Not located: unknown, so remote, and nothing in this policy asks.
+        let remote = locality.made?.isRemote ?? true
         // conceal hides who has enrolled a pattern or passcode (docs/ARCHITECTURE.md §5), except from the account's
         // owner proving who they are (sudo): see AccountOwner. skip must tell, to skip.
         let unenrolled = parsed.unenrolled ?? resolved.definition.unenrolled ?? .conceal
@@ -170,7 +181,7 @@ struct ModuleCall {
         return body(
             Call(
                 runtime: runtime, definition: resolved.definition, user: context, options: evaluating,
-                readTTY: parsed.readTTY, locality: locality.reason))
+                readTTY: parsed.readTTY, locality: locality.made?.reason))
     }
 
     /// True when the user has at least one of the policy's factors enrolled (or keywayd cannot say: then the

@@ -28,6 +28,28 @@ enum RemoteSession {
         "cockpit-session", "cockpit-bridge", "wayvnc", "x11vnc", "vncserver", "Xvnc", "guacd",
     ]
 
+    /// The finding for one PAM call, made at most once and only when something asks: a policy that depends on
+    /// nothing local (no `when`, no factor at a device, no read-tty) reads nothing of /proc.
+    final class Lazy: @unchecked Sendable {  // one PAM call, on one thread
+        private let rhost: String?
+        private let tty: String?
+        /// The finding, once made.
+        private(set) var made: Finding?
+
+        init(rhost: String?, tty: String?) {
+            self.rhost = rhost
+            self.tty = tty
+        }
+
+        /// The finding, made now if it was not yet.
+        var finding: Finding {
+            if let made { return made }
+            let found = RemoteSession.locate(rhost: rhost, tty: tty)
+            made = found
+            return found
+        }
+    }
+
     /// Where the session is, from PAM_RHOST and PAM_TTY.
     static func locate(rhost: String?, tty: String?) -> Finding {
         if let rhost, !rhost.isEmpty { return .remote("PAM_RHOST is set (\(rhost))") }
