@@ -82,9 +82,7 @@ struct ConfigModuleTests {
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
         func authenticate(_ service: String, _ typed: [String]) throws -> Run {
-            let (executable, arguments) = capture.command(
-                harnessPath, typed.flatMap { ["--answer", $0] } + [fixture.services, service, "alice"])
-            return try run(executable, arguments)
+            return try capture.harness(typed.flatMap { ["--answer", $0] } + [fixture.services, service, "alice"])
         }
         let wrong = try authenticate("kwaudit", ["3-4-9-2", "6-1-8-3", "4-3-8-1-6"])
         #expect(wrong.result == "PAM_SUCCESS", "a wrong pattern in audit mode is ignored: \(wrong.text)")
@@ -152,9 +150,7 @@ struct ConfigModuleTests {
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
         func authenticate() throws -> Run {
-            let (executable, arguments) = capture.command(
-                harnessPath, ["--answer", "2-4-9-3", fixture.services, "kwtrust", "alice"])
-            return try run(executable, arguments)
+            return try capture.harness(["--answer", "2-4-9-3", fixture.services, "kwtrust", "alice"])
         }
         #expect(try authenticate().result == "PAM_SUCCESS")
         chmod(fixture.configPath, 0o666)
@@ -195,9 +191,7 @@ struct ConfigModuleTests {
         fixture.service("kwbad", "policy=sudo \(config)")
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
-        let (executable, arguments) = capture.command(
-            harnessPath, ["--answer", "2-4-9-3", fixture.services, "kwbad", "alice"])
-        let result = try run(executable, arguments)
+        let result = try capture.harness(["--answer", "2-4-9-3", fixture.services, "kwbad", "alice"])
         #expect(result.result == "PAM_SERVICE_ERR", "\(result.text)")
         let lines = capture.lines.filter { $0.contains("pam_keyway") }
         #expect(
@@ -304,9 +298,7 @@ struct GroupLookupTests {
         try withGroup(members: 80_000) {
             let capture = try SyslogCapture(directory: fixture.directory)
             defer { capture.stop() }
-            let (executable, arguments) = capture.command(
-                harnessPath, answers("2-4-9-3") + [fixture.services, "kwgroup", "kwgrouper"])
-            let refused = try run(executable, arguments)
+            let refused = try capture.harness(answers("2-4-9-3") + [fixture.services, "kwgroup", "kwgrouper"])
             #expect(refused.result == "PAM_SERVICE_ERR", "\(refused.text)")
             #expect(!refused.text.contains("prompt:"), "\(refused.text)")
             let reason = "whether kwgrouper is a member cannot be told"

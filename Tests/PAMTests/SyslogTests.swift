@@ -47,7 +47,7 @@ final class SyslogCapture: @unchecked Sendable {
     }
 
     /// Runs a command so that its syslog reaches this capture.
-    func command(_ executable: String, _ arguments: [String]) -> (String, [String]) {
+    private func command(_ executable: String, _ arguments: [String]) -> (String, [String]) {
         if ownsDevLog { return (executable, arguments) }
         let quoted = ([executable] + arguments).map { "'\($0.replacingOccurrences(of: "'", with: "'\\''"))'" }
         return (
@@ -57,6 +57,12 @@ final class SyslogCapture: @unchecked Sendable {
                 "mount --bind \(socketPath) /dev/log && exec \(quoted.joined(separator: " "))",
             ]
         )
+    }
+
+    /// Runs the PAM harness with `arguments`, its syslog reaching this capture.
+    func harness(_ arguments: [String]) throws -> Run {
+        let (executable, arguments) = command(harnessPath, arguments)
+        return try run(executable, arguments)
     }
 
     var lines: [String] {
@@ -84,9 +90,7 @@ struct SyslogTests {
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
         for options in [["--no-tty"], ["--tty", "/dev/null"], ["--tty", "pts/../../etc/passwd"]] {
-            let (executable, arguments) = capture.command(
-                harnessPath, options + ["--answer", "2-4-9-3", fixture.services, "kwtty", "alice"])
-            let result = try run(executable, arguments)
+            let result = try capture.harness(options + ["--answer", "2-4-9-3", fixture.services, "kwtty", "alice"])
             #expect(result.output.last?.hasPrefix("result: PAM_SUCCESS") == true, "\(result.text)")
         }
         let lines = capture.lines.filter { $0.contains("read-tty") }
@@ -110,9 +114,7 @@ struct SyslogTests {
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
         for service in ["kwtyped", "kwwhen"] {
-            let (executable, arguments) = capture.command(
-                harnessPath, ["--no-tty", "--answer", "2-4-9-3", fixture.services, service, "alice"])
-            let result = try run(executable, arguments)
+            let result = try capture.harness(["--no-tty", "--answer", "2-4-9-3", fixture.services, service, "alice"])
             #expect(result.output.last?.hasPrefix("result: PAM_SUCCESS") == true, "\(service): \(result.text)")
         }
         let lines = capture.lines.filter { $0.contains("pam_keyway") && $0.contains("outcome=success") }
@@ -143,9 +145,7 @@ struct SyslogTests {
             ("kwtwice", "alice", ["2-4-9-3"]), ("kwaway", "alice", ["2-4-9-3"]),
             ("kwlog", "mallory\nJan  1 00:00:00 host sshd[1]: Accepted", ["6-1-8-3", "4-3-8-1-6", "7-5-3-6"]),
         ] {
-            let (executable, arguments) = capture.command(
-                harnessPath, answers.flatMap { ["--answer", $0] } + [fixture.services, service, user])
-            _ = try run(executable, arguments)
+            _ = try capture.harness(answers.flatMap { ["--answer", $0] } + [fixture.services, service, user])
         }
         let lines = capture.lines.filter { $0.contains("pam_keyway") }
         #expect(
