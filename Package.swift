@@ -55,7 +55,7 @@ let package = Package(
         // database through libpq (docs/ARCHITECTURE.md §17).
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        library("KeywayStore", ["KeywayCore", "CSQLite", "CPostgres"]),
+        library("KeywayStore", ["KeywayCore", "KeywayPlatform", "CSQLite", "CPostgres"]),
 
         // One target per factor, each a folder under Plugins/ that depends on the core alone (and libc where it
         // talks to a device).

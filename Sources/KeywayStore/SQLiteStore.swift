@@ -58,7 +58,6 @@ public final class SQLiteStore: LoadableStore {
         opened.setBusyTimeout(milliseconds: Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000))
         try Self.configure(opened, path: options.path, created: created)
         connection = opened
-        BackgroundDiskWrite.prepare()
     }
 
     /// Checks what the file is before anything is written. Only a file this open created is set up as a new store:
