@@ -174,7 +174,7 @@ public final class Server: Sendable {
             }
             let started = spawn { [self] in
                 serve(fd, peer)
-                UnixSocket.dispose(fd)  // on this connection's own thread, which serves no one else
+                UnixSocket.dispose(fd)  // on this connection's thread, before it is handed anyone else's work
                 release(peer)
             }
             if !started {
