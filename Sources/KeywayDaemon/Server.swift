@@ -88,6 +88,8 @@ public final class Server: Sendable {
     private let pool = Mutex(Pool())
     private let workers: DispatchSemaphore
     private let maintaining = Mutex(false)
+    /// When the accept loop last started the maintenance (nil: not yet).
+    private let maintained = Mutex<Int64?>(nil)
     /// Where refused connections are answered and let go of, off the accept loop.
     let disposer = Disposer()
     /// Who has the sensor and who waits for it.
@@ -134,15 +136,30 @@ public final class Server: Sendable {
     }
 
     /// Accepts until idle for `options.idleExit` (never, when 0).
+    ///
+    /// The accept loop moves from thread to thread (leader and followers): the thread that accepts a connection
+    /// hands the loop to another thread (`spawn`, usually one waiting for work) and then serves that connection
+    /// itself. So a request wakes one thread of keywayd, not two (the accept loop, then the connection's thread),
+    /// and the loop still never reads, waits on or closes a client's connection: it has moved on before the
+    /// connection is read (docs/ARCHITECTURE.md §10, "Threads").
     public func run(_ listener: Int32) {
         connections.withLock { $0.lastActivity = UnixSocket.monotonicMilliseconds() }
-        var maintained: Int64? = nil
+        let finished = DispatchSemaphore(value: 0)
+        lead(listener, finished: finished)
+        finished.wait()
+    }
+
+    /// The accept loop, on whichever thread holds it: returns after it has handed the loop on and served the
+    /// connection it accepted, or signals `finished` and returns when keywayd has been idle for `options.idleExit`.
+    private func lead(_ listener: Int32, finished: DispatchSemaphore) {
         while true {
             let now = UnixSocket.monotonicMilliseconds()
-            if maintained.map({ now - $0 >= options.maintenanceInterval }) ?? true {
-                maintainInBackground()
-                maintained = now
+            let due = maintained.withLock { last -> Bool in
+                guard last.map({ now - $0 >= options.maintenanceInterval }) ?? true else { return false }
+                last = now
+                return true
             }
+            if due { maintainInBackground() }
             var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
             let ready = poll(&entry, 1, 1000)
             if ready <= 0 {
@@ -150,7 +167,10 @@ public final class Server: Sendable {
                     let idle = connections.withLock { state in
                         state.total == 0 && UnixSocket.monotonicMilliseconds() - state.lastActivity > options.idleExit
                     }
-                    if idle { return }
+                    if idle {
+                        finished.signal()
+                        return
+                    }
                 }
                 continue
             }
@@ -172,15 +192,17 @@ public final class Server: Sendable {
                 disposer.refuse(fd, answer: frame(busy("too many connections are open")))
                 continue
             }
-            let started = spawn { [self] in
-                serve(fd, peer)
-                UnixSocket.dispose(fd)  // on this connection's thread, before it is handed anyone else's work
-                release(peer)
-            }
-            if !started {
+            // The loop goes on elsewhere before this thread touches the connection; without another thread it stays
+            // here, and the connection is refused.
+            guard spawn({ [self] in lead(listener, finished: finished) }) else {
                 disposer.refuse(fd, answer: frame(busy("no thread could be started")))
                 release(peer)
+                continue
             }
+            serve(fd, peer)
+            UnixSocket.dispose(fd)  // on this connection's thread, before it is handed anyone else's work
+            release(peer)
+            return
         }
     }
 
