@@ -120,7 +120,9 @@ let package = Package(
         .systemLibrary(name: "CPAM", path: "pam/CPAM", providers: [.apt(["libpam0g-dev"])]),
         .target(
             name: "PAMKeyway",
-            dependencies: ["CPAM", "CKeywayLibc", "KeywayCore", "KeywayConfig", "KeywayPlatform", "KeywayRuntime"],
+            dependencies: [
+                "CPAM", "CKeywayLibc", "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayPlatform", "KeywayRuntime",
+            ],
             path: "pam/PAMKeyway",
             swiftSettings: strictSettings + [.unsafeFlags(["-static-stdlib"])],
             linkerSettings: [

@@ -2,7 +2,7 @@ import CKeywayLibc
 public import KeywayBiometricSimulator
 public import KeywayConfig
 public import KeywayCore
-import KeywayFactors
+public import KeywayFactors
 
 /// The person's side of the factors over one vault: keywayd's (`DaemonVault`, the PAM module and the CLI) or a
 /// local one (keywayd itself, tests, `keyway --store`). The module and the CLI share it, so they cannot drift
@@ -25,16 +25,21 @@ public struct Runtime: Sendable {
     public let vault: any Vault
     /// The factors' settings in effect (global, or a policy's).
     public let settings: SettingsBook
-    /// The factors, in `plugins` order.
+    /// The factors built, in `plugins` order.
     public let authenticators: [any Authenticator]
 
-    /// Builds every plugin's person side over `vault` with `settings`.
-    public init(vault: any Vault, options: Options = Options(), settings: SettingsBook = SettingsBook()) {
+    /// Builds the person side of each of `plugins` (every factor Keyway has, unless told) over `vault` with
+    /// `settings`. The module passes only the factors its policy names, from the list it read the configuration
+    /// with, so it builds that list once and no factor it will not ask.
+    public init(
+        vault: any Vault, options: Options = Options(), settings: SettingsBook = SettingsBook(),
+        plugins: [FactorPlugin] = Factors.all
+    ) {
         self.options = options
         self.vault = vault
         self.settings = settings
         let owner = options.sensorOwnedByCurrentUser ? geteuid() : 0
-        authenticators = Factors.all.map { plugin in
+        authenticators = plugins.map { plugin in
             plugin.personSide(
                 FactorPlugin.PersonSide(
                     vault: vault, settings: settings[plugin.kind], sensorDirectory: options.sensorDirectory,

@@ -2,6 +2,7 @@ import CKeywayLibc
 import CPAM
 import KeywayConfig
 import KeywayCore
+import KeywayFactors
 import KeywayPlatform
 import KeywayRuntime
 
@@ -109,8 +110,9 @@ struct ModuleCall {
             return .failure(error)
         }
         // Read on every call, so an edit applies to the next authentication and nothing outlives pam_end.
+        let plugins = Factors.all
         let configuration: Configuration
-        switch ConfigurationFiles.load(parsed.config) {
+        switch ConfigurationFiles.load(parsed.config, plugins: plugins) {
         case .success(let loaded): configuration = loaded
         case .failure(let problems):
             for problem in problems.errors { log(LOG_ERR, "configuration error, failing closed: \(problem.headline)") }
@@ -151,9 +153,10 @@ struct ModuleCall {
         var options = Runtime.Options()
         options.sensorDirectory = parsed.sensorDirectory
         // keywayd owns the store and the slow hash; this process only talks (docs/ARCHITECTURE.md §10).
+        let named = Set(resolved.policy.rule.factors)
         let runtime = Runtime(
             vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)"), options: options,
-            settings: settings)
+            settings: settings, plugins: plugins.filter { named.contains($0.kind) })
         // A factor not typed at a prompt waits at a device (the sensor, a reader), which serves local sessions only.
         if parsed.readTTY
             || resolved.policy.rule.factors.contains(where: { runtime.authenticator($0)?.typedEntry == nil })
