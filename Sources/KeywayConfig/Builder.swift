@@ -583,9 +583,14 @@ struct Builder {
     func impossibleContexts(_ rule: Policy.Rule, when: Configuration.When, settings: SettingsBook) -> [String] {
         var reasons: [String] = []
         for remote in Self.contexts(when) where remote {
-            let unusable = plugins.filter { !$0.servesRemoteSessions(settings[$0.kind]) }.map { $0.kind }
+            // Only the rule's own factors can make it unsatisfiable, so only theirs are asked (the module compiles
+            // every policy on every call).
+            let factors = rule.factors
+            let unusable = plugins.filter { plugin in
+                factors.contains(plugin.kind) && !plugin.servesRemoteSessions(settings[plugin.kind])
+            }.map { $0.kind }
             if !Self.satisfiable(rule, without: unusable) {
-                let names = unusable.filter { rule.factors.contains($0) }.map { $0.rawValue }
+                let names = unusable.map { $0.rawValue }
                 reasons.append("remote session: \(Setting.list(names)) cannot serve remote sessions")
             }
         }
