@@ -40,7 +40,13 @@ public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugS
 
         convenience init(copying source: some Collection<UInt8>) {
             self.init(count: source.count)
-            for (index, byte) in zip(bytes.indices, source) { bytes[index] = byte }
+            // One copy where the bytes are contiguous (an array, a slice, a buffer): keywayd calls this across a
+            // module boundary, where the byte loop below is not specialised and cost 10,000 instructions a byte.
+            let bytes = self.bytes
+            let copied: Void? = source.withContiguousStorageIfAvailable { contiguous in
+                bytes.copyMemory(from: UnsafeRawBufferPointer(contiguous))
+            }
+            if copied == nil { for (index, byte) in zip(bytes.indices, source) { bytes[index] = byte } }
         }
 
         deinit {

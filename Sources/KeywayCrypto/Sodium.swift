@@ -45,10 +45,10 @@ enum Sodium {
     }
 
     /// `sodium_base642bin` with the unpadded original alphabet (the encoding in Argon2 hash strings).
-    static func decodeBase64(_ text: Substring, maxLength: Int) -> [UInt8]? {
+    static func decodeBase64(_ text: ArraySlice<UInt8>, maxLength: Int) -> [UInt8]? {
         var output = [UInt8](repeating: 0, count: maxLength)
         var length = 0
-        let encoded = Array(text.utf8)
+        let encoded = Array(text)
         let status = encoded.withUnsafeBufferPointer { input in
             input.withMemoryRebound(to: CChar.self) { chars in
                 sodium_base642bin(

@@ -143,6 +143,16 @@ struct ValueTests {
         #expect(Secret(copying: []) == Secret(copying: []))
     }
 
+    @Test("a secret copies contiguous and non-contiguous bytes alike")
+    func secretCopies() {
+        let bytes: [UInt8] = Array("2-4-9-3".utf8)
+        let expected = Secret(copying: bytes)
+        #expect(Secret(copying: bytes[...]) == expected)
+        #expect(Secret(copying: bytes.lazy.map { $0 }) == expected)  // no contiguous storage: the byte loop
+        #expect(Secret(copying: bytes.withUnsafeBytes { Array($0) }) == expected)
+        #expect(Secret(copying: [0] + bytes + [0]).count == bytes.count + 2)
+    }
+
     @Test("secureZero wipes a buffer")
     func wipe() {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16, alignment: 1)

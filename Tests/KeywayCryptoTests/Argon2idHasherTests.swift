@@ -64,6 +64,12 @@ struct Argon2idHasherTests {
             ("$argon2id$v=19$m=8,t=1,p=1$!!!$aGFzaA", "salt"),
             ("$argon2id$v=19$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "hash is not 32 bytes"),
             ("$argon2id$v=19$m=8,t=1,x=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "unknown parameter"),
+            ("$argon2id$v=19$mm=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "unknown parameter"),
+            ("$argon2id$v=19$m8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "malformed parameter"),
+            ("$argon2id$v=19$m=8,t=1,p=one$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "lane"),
+            // Split as bytes, a combining mark after a '$' or in a name leaves no field that passes.
+            ("$argon2id\u{301}$v=19$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "not argon2id"),
+            ("$argon2id$v=19$\u{301}m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$aGFzaA", "parameter"),
         ])
     func malformedHashes(encoded: String, reason: String) {
         do {
