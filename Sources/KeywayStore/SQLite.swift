@@ -39,6 +39,11 @@ final class SQLiteConnection: @unchecked Sendable {
     private var statements: [String: OpaquePointer] = [:]
     /// More distinct statements than Keyway's SQL has: past it the cache is emptied rather than grown.
     private static let statementLimit = 64
+    /// False once `commitWithoutSync()` has set `synchronous = NORMAL`: a durable `transaction` then syncs the
+    /// write-ahead log itself after its commit.
+    private var commitSyncs = true
+    /// Syncs of the write-ahead log made by `syncLog` (for tests: which writes are made durable).
+    private(set) var logSyncs = 0
 
     private init(handle: OpaquePointer) { self.handle = handle }
 
@@ -145,20 +150,34 @@ final class SQLiteConnection: @unchecked Sendable {
         }
         let synced = sync(file, SQLITE_SYNC_NORMAL)
         guard synced == SQLITE_OK else { throw SQLiteError(code: synced, message: "the write-ahead log's sync failed") }
+        logSyncs += 1
+    }
+
+    /// From now on commits at `synchronous = NORMAL` (in the write-ahead log, seen by every connection, kept by a
+    /// crash of the process) and leaves the log's sync to `transaction`: set once, when the store is configured,
+    /// because a changed `synchronous` makes SQLite prepare the pragma's statement anew at every run, and toggling
+    /// it around each reservation cost keywayd four of those per authentication.
+    func commitWithoutSync() throws(SQLiteError) {
+        try execute("PRAGMA synchronous = NORMAL")
+        commitSyncs = false
     }
 
     /// Runs `body` in a transaction (`BEGIN IMMEDIATE` takes the write lock at once), committing on return and
-    /// rolling back on a throw.
-    func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+    /// rolling back on a throw. A `durable` transaction is on disk when this returns (its log synced as a commit at
+    /// `synchronous = FULL` syncs it); a sync that fails throws, so a write is never reported kept that a power cut
+    /// could lose (it may then be kept though reported failed). One that is not durable may still be only in the log.
+    func transaction<T>(durable: Bool = true, _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
         try query("BEGIN IMMEDIATE")
+        let result: T
         do {
-            let result = try body()
+            result = try body()
             try query("COMMIT")
-            return result
         } catch {
             try? execute("ROLLBACK")
             throw error
         }
+        if durable && !commitSyncs { try syncLog() }
+        return result
     }
 
     /// A value bound to or read from a statement.

@@ -71,6 +71,27 @@ struct SQLiteStoreTests {
         #expect(try store.attempts(user: "bob")[.passcode].consecutiveFailures == threads)
     }
 
+    @Test("every durable write syncs the log before it returns; a settle and a read sync nothing")
+    func durableWritesSync() throws {
+        let scratch = Scratch()
+        defer { scratch.remove() }
+        let store = try scratch.open()
+        let synced = store.logSyncs
+        let enrollment = Enrollment(
+            user: "bob", factor: .passcode, payload: [7], changedAt: Timestamp(seconds: 1), changedBy: "root")
+        try store.save(enrollment)  // an enrollment: durable
+        #expect(store.logSyncs == synced + 1)
+        try store.updateAttempts(user: "bob", durable: false) { $0[.passcode].consecutiveFailures += 1 }
+        #expect(store.logSyncs == synced + 1)  // a settle: in the log only
+        try store.updateAttempts(user: "bob", durable: true) { $0[.passcode].consecutiveFailures += 1 }
+        #expect(store.logSyncs == synced + 2)
+        _ = try store.enrollments(user: "bob")  // a read syncs nothing
+        #expect(store.logSyncs == synced + 2)
+        try store.updateAttemptsWritingInBackground(user: "bob") { $0[.passcode].consecutiveFailures += 1 }.wait()
+        #expect(store.logSyncs == synced + 3)
+        #expect(try store.attempts(user: "bob")[.passcode].consecutiveFailures == 3)
+    }
+
     @Test("data survives closing and reopening")
     func durable() throws {
         let scratch = Scratch()
