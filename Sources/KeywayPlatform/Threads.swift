@@ -3,10 +3,10 @@ import CKeywayLibc
 /// Runs `body` on a thread of its own, detached, with a 1 MiB stack; false when no thread could be had.
 ///
 /// A thread that has finished its body waits up to 30 seconds for the next one before it exits (at most 16 wait at
-/// once), so keywayd's connections and the store's background writes do not
-/// each pay for a new thread: its creation, the page faults of a fresh stack and malloc arena, and its exit
-/// (docs/ARCHITECTURE.md §10, "Threads"). A waiting thread holds no descriptor and no lock. Never call this from
-/// the PAM module: libpam unloads the module at `pam_end`, and a waiting thread's code would go with it.
+/// once), so keywayd's connections and the store's background writes do not each pay for a new thread: its
+/// creation, the page faults of a fresh stack and malloc arena, and its exit (docs/ARCHITECTURE.md §10, "Threads").
+/// A waiting thread holds no descriptor and no lock. Never call this from the PAM module: libpam unloads the module
+/// at `pam_end`, and a waiting thread's code would go with it.
 public func spawn(_ body: @escaping @Sendable () -> Void) -> Bool {
     ParkedThreads.shared.run(body)
 }
