@@ -168,13 +168,11 @@ struct Builder {
             diagnostics.append(extra.place.error("more than \(Self.maximumPolicies) policies are defined"))
         }
 
-        for (name, require) in builtInRules {
+        for (name, require, builtIn) in builtInRules {
             let place = Place(file: "built-in", line: 0, column: 1, length: 1, text: require)
             var definition = Configuration.Definition(name: name, rule: Self.unsatisfiable, origin: .builtIn)
             definition.origins["require"] = .builtIn
-            if case .success(let node) = RuleSyntax.parse(require, at: place),
-                let rule = compile(node, in: name, overrides: [:], stack: [name])
-            {
+            if let rule = compile(RuleSyntax.node(of: builtIn, at: place), in: name, overrides: [:], stack: [name]) {
                 definition.rule = rule
                 definition.impossible = impossibleContexts(rule, when: .any, settings: settings)
                 configuration.policies.append(.init(base: definition, variants: [], isBuiltIn: true))
@@ -452,10 +450,10 @@ struct Builder {
                     builder.compile(inner, in: word, overrides: local, stack: stack + [word])
                 }
             } else {
-                let text = builtInRules.first { $0.name == word }!.require
-                let place = Place(file: "built-in", line: 0, column: 1, length: 1, text: text)
-                guard case .success(let inner) = RuleSyntax.parse(text, at: place) else { return nil }
-                rule = compile(inner, in: word, overrides: [:], stack: stack + [word])
+                let builtIn = builtInRules.first { $0.name == word }!
+                let place = Place(file: "built-in", line: 0, column: 1, length: 1, text: builtIn.require)
+                rule = compile(
+                    RuleSyntax.node(of: builtIn.rule, at: place), in: word, overrides: [:], stack: stack + [word])
             }
             if let rule { compiled[word] = rule }
             if rule == nil && !cycle {

@@ -136,10 +136,11 @@ public struct Configuration: Sendable {
     /// The files read, in order.
     public internal(set) var files: [String] = []
 
-    /// The built-in policies (`Policy.builtIns`) as `require =` text without attempts, so that the factors'
-    /// `attempts` settings apply to them too. They exist without any file and cannot be redefined.
-    public static var builtInRules: [(name: String, require: String)] {
-        Policy.builtIns.map { ($0.name, RuleSyntax.text(of: $0.rule, attempts: false)) }
+    /// The built-in policies (`Policy.builtIns`), each with its rule and that rule as `require =` text without
+    /// attempts, so that the factors' `attempts` settings apply to them too. They exist without any file and cannot
+    /// be redefined.
+    public static var builtInRules: [(name: String, require: String, rule: Policy.Rule)] {
+        Policy.builtIns.map { ($0.name, RuleSyntax.text(of: $0.rule, attempts: false), $0.rule) }
     }
 
     /// The built-ins and default settings only: what a system without `keyway.conf` has.

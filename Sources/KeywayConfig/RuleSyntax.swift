@@ -228,6 +228,17 @@ enum RuleSyntax {
 
     /// The rule as `require =` writes it; parsing the text gives the same rule. Every factor carries its attempts,
     /// so the text means the same whatever the settings.
+    /// The tree parsing `text(of: rule, attempts: false)` gives, built from the rule itself (the built-ins, which the
+    /// module compiles on every call, so it need not render and parse them): `or` and `and` are `atLeast`, and no
+    /// name carries attempts.
+    static func node(of rule: Policy.Rule, at place: Place) -> Node {
+        switch rule {
+        case .factor(let kind, _): .name(kind.rawValue, attempts: nil, place: place)
+        case .atLeast(let count, let rules): .atLeast(count, rules.map { node(of: $0, at: place) }, place: place)
+        case .firstOf(let rules): .firstOf(rules.map { node(of: $0, at: place) }, place: place)
+        }
+    }
+
     static func text(of rule: Policy.Rule, attempts written: Bool = true) -> String {
         func text(of rule: Policy.Rule) -> String { RuleSyntax.text(of: rule, attempts: written) }
         switch rule {
