@@ -226,8 +226,6 @@ enum RuleSyntax {
         }
     }
 
-    /// The rule as `require =` writes it; parsing the text gives the same rule. Every factor carries its attempts,
-    /// so the text means the same whatever the settings.
     /// The tree parsing `text(of: rule, attempts: false)` gives, built from the rule itself (the built-ins, which the
     /// module compiles on every call, so it need not render and parse them): `or` and `and` are `atLeast`, and no
     /// name carries attempts.
@@ -239,6 +237,8 @@ enum RuleSyntax {
         }
     }
 
+    /// The rule as `require =` writes it; parsing the text gives the same rule. Every factor carries its attempts,
+    /// so the text means the same whatever the settings.
     static func text(of rule: Policy.Rule, attempts written: Bool = true) -> String {
         func text(of rule: Policy.Rule) -> String { RuleSyntax.text(of: rule, attempts: written) }
         switch rule {
