@@ -60,6 +60,41 @@ static inline void *keyway_libm_function(const char *name) {
 /// openat(2) without its variadic mode argument.
 static inline int keyway_openat(int directory, const char *path, int flags) { return openat(directory, path, flags); }
 
+/// openat with a mode, for a file it may create.
+static inline int keyway_openat_mode(int directory, const char *path, int flags, mode_t mode) {
+    return openat(directory, path, flags, mode);
+}
+
+/// What identifies the code this function was built into: the device, inode, size and modification time (seconds,
+/// nanoseconds) of the file it was loaded from (the module, or the program). 0, or -1 when that file cannot be told.
+#ifdef __USE_GNU
+typedef Dl_info keyway_dl_info;
+#else
+// dladdr is a GNU extension, declared only under _GNU_SOURCE, which this header does not define (it would change the
+// headers the Glibc module sees); the declaration and the structure are glibc's own.
+typedef struct {
+    const char *dli_fname;
+    void *dli_fbase;
+    const char *dli_sname;
+    void *dli_saddr;
+} keyway_dl_info;
+extern int dladdr(const void *address, keyway_dl_info *info);
+#endif
+
+static inline int keyway_code_identity(unsigned long long out[5]) {
+    keyway_dl_info info;
+    if (dladdr((const void *)&keyway_code_identity, &info) == 0 || info.dli_fname == NULL || info.dli_fname[0] != '/')
+        return -1;
+    struct stat status;
+    if (stat(info.dli_fname, &status) != 0) return -1;
+    out[0] = (unsigned long long)status.st_dev;
+    out[1] = (unsigned long long)status.st_ino;
+    out[2] = (unsigned long long)status.st_size;
+    out[3] = (unsigned long long)status.st_mtim.tv_sec;
+    out[4] = (unsigned long long)status.st_mtim.tv_nsec;
+    return 0;
+}
+
 /// The name of a directory entry (a fixed array Swift sees as a tuple).
 static inline const char *keyway_dirent_name(const struct dirent *entry) { return entry->d_name; }
 

@@ -33,6 +33,13 @@ public struct Configuration: Sendable {
         /// A built-in policy.
         public static let builtIn = Origin(file: nil, line: 0, missing: "built-in")
 
+        /// Creates an origin.
+        public init(file: String?, line: Int, missing: String) {
+            self.file = file
+            self.line = line
+            self.missing = missing
+        }
+
         public var description: String { file.map { "\($0):\(line)" } ?? missing }
     }
 
@@ -42,6 +49,12 @@ public struct Configuration: Sendable {
         public var kind: String
         /// The group's or user's name.
         public var name: String
+
+        /// Creates a variant.
+        public init(kind: String, name: String) {
+            self.kind = kind
+            self.name = name
+        }
 
         public var description: String { "for \(kind) \(name)" }
     }
@@ -69,6 +82,24 @@ public struct Configuration: Sendable {
         /// Contexts in which the rule can never succeed ("remote: biometric does not serve remote sessions").
         public var impossible: [String] = []
 
+        /// Creates a definition; the builder's, or one restored from a compiled form (ConfigurationCache).
+        public init(
+            name: String, variant: Variant? = nil, rule: Policy.Rule, when: When = .any, mode: Mode = .enforce,
+            unenrolled: Unenrolled? = nil, overrides: [FactorKind: FactorSettings] = [:],
+            origins: [String: Origin] = [:], origin: Origin, impossible: [String] = []
+        ) {
+            self.name = name
+            self.variant = variant
+            self.rule = rule
+            self.when = when
+            self.mode = mode
+            self.unenrolled = unenrolled
+            self.overrides = overrides
+            self.origins = origins
+            self.origin = origin
+            self.impossible = impossible
+        }
+
         /// The policy the engine evaluates.
         public var policy: Policy { Policy(name: name, rule: rule) }
     }
@@ -81,6 +112,13 @@ public struct Configuration: Sendable {
         public var variants: [Definition]
         /// True for the five built-ins.
         public var isBuiltIn: Bool
+
+        /// Creates a policy from its definitions.
+        public init(base: Definition, variants: [Definition], isBuiltIn: Bool) {
+            self.base = base
+            self.variants = variants
+            self.isBuiltIn = isBuiltIn
+        }
     }
 
     /// Who is authenticating, for variants and `when`.
@@ -154,6 +192,20 @@ public struct Configuration: Sendable {
     init(plugins: [FactorPlugin], settings: SettingsBook) {
         self.plugins = plugins
         self.settings = settings
+    }
+
+    /// A configuration compiled earlier, from its parts: what `ConfigurationCache` restores. Nothing is checked:
+    /// the parts must come from `parse` with the same plugins.
+    public init(
+        restoring plugins: [FactorPlugin], settings: SettingsBook, settingOrigins: [String: Origin],
+        policies: [NamedPolicy], warnings: [Diagnostic], files: [String]
+    ) {
+        self.plugins = plugins
+        self.settings = settings
+        self.settingOrigins = settingOrigins
+        self.policies = policies
+        self.warnings = warnings
+        self.files = files
     }
 
     /// Checks and compiles the sources, in order (the main file, then the drop-ins in name order). On failure,

@@ -15,14 +15,23 @@ public enum ConfigurationFiles {
     public static let maximumDropIns = 128
 
     /// Reads and compiles the configuration. A missing default file means the built-ins only; a missing file that
-    /// was named (`config=`, `--config`) is an error.
-    public static func load(_ named: String? = nil, plugins: [FactorPlugin] = Factors.all)
-        -> Result<Configuration, ConfigurationProblems>
-    {
+    /// was named (`config=`, `--config`) is an error. With a `cache`, the files are still read and checked on every
+    /// call, but compiled only when the cache holds no form of exactly these bytes (the module's case).
+    public static func load(
+        _ named: String? = nil, plugins: [FactorPlugin] = Factors.all, cache: ConfigurationCache? = nil
+    ) -> Result<Configuration, ConfigurationProblems> {
+        let read: [ConfigSource]
         switch sources(named) {
         case .failure(let problems): return .failure(problems)
-        case .success(let sources): return Configuration.parse(sources, plugins: plugins)
+        case .success(let found): read = found
         }
+        // The built-ins alone compile faster than a kept form is read.
+        guard let cache, !read.isEmpty else { return Configuration.parse(read, plugins: plugins) }
+        let path = named ?? defaultPath
+        if let kept = cache.configuration(for: path, sources: read, plugins: plugins) { return .success(kept) }
+        let compiled = Configuration.parse(read, plugins: plugins)
+        if case .success(let configuration) = compiled { cache.keep(configuration, for: path, sources: read) }
+        return compiled
     }
 
     /// The files' contents, main file first; or why they cannot be trusted.
@@ -90,7 +99,7 @@ public enum ConfigurationFiles {
     }
 
     /// Opens `path` (relative to `directory`) without following a link, checks it, and reads it.
-    static func read(_ path: String, at directory: Int32) -> Reading {
+    static func read(_ path: String, at directory: Int32, limit: Int = ConfigSource.maximumSize) -> Reading {
         let fd = keyway_openat(directory, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)
         if fd < 0 {
             let code = keyway_errno()
@@ -98,18 +107,27 @@ public enum ConfigurationFiles {
         }
         defer { close(fd) }
         if let why = trustProblem(fd, directory: false) { return .refused(why) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 8192)
-        while bytes.count <= ConfigSource.maximumSize {
-            let count = chunk.withUnsafeMutableBytes { Int(CKeywayLibc.read(fd, $0.baseAddress, $0.count)) }
+        // Read straight into a buffer of the file's size and one byte more (to see the end), grown if it grows.
+        var info = stat()
+        let size = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
+        var bytes = [UInt8](repeating: 0, count: min(max(size, 0), limit) + 1)
+        var used = 0
+        while used <= limit {
+            if used == bytes.count { bytes += [UInt8](repeating: 0, count: min(bytes.count, limit + 1 - used) + 1) }
+            let count = bytes.withUnsafeMutableBytes {
+                Int(CKeywayLibc.read(fd, $0.baseAddress! + used, $0.count - used))
+            }
             if count < 0 {
                 if keyway_errno() == EINTR { continue }
                 return .refused("cannot be read: \(String(cString: strerror(keyway_errno())))")
             }
-            if count == 0 { return .read(bytes) }
-            bytes += chunk[..<count]
+            if count == 0 {
+                bytes.removeLast(bytes.count - used)
+                return .read(bytes)
+            }
+            used += count
         }
-        return .refused("it is larger than \(ConfigSource.maximumSize) bytes; a configuration is a few hundred lines")
+        return .refused("it is larger than \(limit) bytes; a configuration is a few hundred lines")
     }
 
     static func openProblem(_ code: Int32, directory: Bool) -> String {

@@ -1,4 +1,8 @@
 import Foundation
+import KeywayConfig
+import KeywayFactors
+import KeywayRuntime
+import KeywayWire
 import Testing
 
 /// keyway.conf through the real module: the harness drives libpam (pam_start_confdir) on a service in the fixture,
@@ -211,6 +215,65 @@ struct ConfigModuleTests {
             daemonPath, ["--socket", fixture.socket, "--store", fixture.store, "--config", fixture.configPath])
         #expect(result.status == 78, "\(result.text)")
         #expect(result.text.contains("keyway.conf:2:17: error: lockout-after = 0 is out of range"), "\(result.text)")
+    }
+
+    /// The compiled form the module keeps beside the fixture's socket, for the fixture's configuration, as the module
+    /// names it; and the identity the module gives its own build (its file's device, inode, size and mtime).
+    func keptForm() throws -> (path: String, build: [UInt8]) {
+        var status = stat()
+        try #require(stat(modulePath, &status) == 0)
+        var build = WireWriter(kind: 0)
+        for word in [
+            UInt64(status.st_dev), UInt64(status.st_ino), UInt64(status.st_size), UInt64(status.st_mtim.tv_sec),
+            UInt64(status.st_mtim.tv_nsec),
+        ] { build.i64(Int64(bitPattern: word)) }
+        let cache = ConfigurationCache(directory: fixture.directory, build: build.bytes)
+        return (fixture.directory + "/" + cache.fileName(for: fixture.configPath), build.bytes)
+    }
+
+    @Test("the module keeps the compiled keyway.conf beside the socket, uses it, and never one another user owns")
+    func compiledFormKept() throws {
+        defer { fixture.remove() }
+        let config = fixture.writeConfig("[policy site]\nrequire = passcode\n")
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.service("kwsite", "policy=site \(config)")
+        let first = try harness(fixture, "kwsite", "alice", answers("739155"))
+        #expect(first.result == "PAM_SUCCESS", "\(first.text)")
+        let (kept, build) = try keptForm()
+        let status = try FileManager.default.attributesOfItem(atPath: kept)
+        #expect(status[.ownerAccountID] as? Int == 0)
+        #expect(status[.posixPermissions] as? Int == 0o644)
+
+        // Used: a form of root's made for these bytes but saying `require = gesture` is what the module then asks.
+        func plant() throws {
+            guard case .success(let sources) = ConfigurationFiles.sources(fixture.configPath),
+                case .success(let lie) = Configuration.parse(
+                    [ConfigSource(path: fixture.configPath, text: "[policy site]\nrequire = gesture\n")],
+                    plugins: Factors.all)
+            else { throw CocoaError(.fileReadUnknown) }
+            try? FileManager.default.removeItem(atPath: kept)
+            try Data(ConfigurationCache.encode(lie, build: build, sources: sources)).write(
+                to: URL(fileURLWithPath: kept))
+            chmod(kept, 0o644)
+        }
+        try plant()
+        let planted = try harness(fixture, "kwsite", "alice", answers("2-4-9-3"))
+        #expect(planted.text.contains("prompt: Pattern (dots 1-9): "), "\(planted.text)")
+        #expect(planted.result == "PAM_SUCCESS", "\(planted.text)")
+
+        // The same form owned by another user is not used: the files are compiled, and ask for the passcode.
+        chown(kept, 65534, 65534)
+        let foreign = try harness(fixture, "kwsite", "alice", answers("739155"))
+        #expect(foreign.text.contains("prompt: Passcode: "), "\(foreign.text)")
+        #expect(foreign.result == "PAM_SUCCESS", "\(foreign.text)")
+
+        // An edit applies to the next call, whatever is kept.
+        try plant()
+        fixture.writeConfig("[policy site]\nrequire = passcode\n\n")
+        let edited = try harness(fixture, "kwsite", "alice", answers("739155"))
+        #expect(edited.text.contains("prompt: Passcode: "), "\(edited.text)")
+        #expect(edited.result == "PAM_SUCCESS", "\(edited.text)")
     }
 }
 

@@ -109,10 +109,12 @@ struct ModuleCall {
             log(LOG_ERR, "configuration error, failing closed: \(error.reason)")
             return .failure(error)
         }
-        // Read on every call, so an edit applies to the next authentication and nothing outlives pam_end.
+        // Read on every call, so an edit applies to the next authentication; compiled only when the compiled form
+        // kept beside keywayd's socket is not of exactly these bytes (ConfigurationCache).
         let plugins = Factors.all
         let configuration: Configuration
-        switch ConfigurationFiles.load(parsed.config, plugins: plugins) {
+        let cache = ConfigurationCache.besideSocket(parsed.socket)
+        switch ConfigurationFiles.load(parsed.config, plugins: plugins, cache: cache) {
         case .success(let loaded): configuration = loaded
         case .failure(let problems):
             for problem in problems.errors { log(LOG_ERR, "configuration error, failing closed: \(problem.headline)") }
