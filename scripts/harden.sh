@@ -105,7 +105,7 @@ for _ in $(seq 100); do [ -S "$work/keywayd.sock" ] && break; sleep 0.05; done
 echo "auth required $PWD/build/pam_keyway.so policy=passcode socket=$work/keywayd.sock sensor=$work/run" \
     >"$work/pam.d/kw"
 # The same through a configuration of keyway.conf(5)'s settings example, a drop-in and a group variant, which the
-# module reads and compiles on every call.
+# module reads on every call: compiled at the first, then restored from the form it keeps beside the socket.
 mkdir -p "$work/keyway.conf.d"
 cp man/examples/settings.conf "$work/keyway.conf"
 printf '[policy conf]\nrequire = passcode or gesture\n[policy conf for group root]\nrequire = passcode*2\n' \
