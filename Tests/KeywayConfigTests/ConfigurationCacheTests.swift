@@ -229,3 +229,23 @@ struct ConfigurationCacheTests {
         #expect(FileManager.default.fileExists(atPath: place.kept))
     }
 }
+
+/// pam_keyway's arguments are split at the first '=' (as bytes); what each shape means.
+@Suite("the module's arguments")
+struct ModuleArgumentTests {
+    @Test("a value keeps every '=' after the first; a flag takes none; an empty or keyless one is refused")
+    func splitting() throws {
+        guard case .success(let parsed) = ModuleArguments.parse(["policy=a=b", "config=/etc/k=1.conf", "debug"])
+        else { Issue.record("valid arguments refused"); return }
+        #expect(parsed.policy == "a=b")
+        #expect(parsed.config == "/etc/k=1.conf")
+        #expect(parsed.debug)
+        for refused in [["debug=1"], ["policy="], ["=passcode"], ["policy"], ["pölicy=x"], ["debug", "debug"]] {
+            guard case .failure(let error) = ModuleArguments.parse(refused) else {
+                Issue.record("\(refused) accepted")
+                continue
+            }
+            #expect(error.code == .invalidPolicy, "\(refused)")
+        }
+    }
+}
