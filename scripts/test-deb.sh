@@ -204,6 +204,10 @@ if out=$(as_user_sudo 3-4-9-2 "" not-the-password); then
     fail "sudo with a wrong pattern and a wrong password succeeded ('$out')"
 fi
 echo "test-deb: sudo with a wrong pattern and a wrong password → refused"
+# The module in real sudo kept the compiled /etc/keyway/keyway.conf beside keywayd's socket (ConfigurationCache).
+kept=$(find /run/keyway -maxdepth 1 -name 'keyway.conf-*.compiled' -user root -perm 644 | head -1)
+[ -n "$kept" ] || fail "the module in sudo kept no compiled keyway.conf in /run/keyway: $(ls -la /run/keyway)"
+echo "test-deb: the module in sudo kept the compiled keyway.conf: $kept"
 stop_daemon
 out=$(as_user_sudo "$password") || fail "sudo with keywayd stopped failed: $(cat "$work/sudo.err")"
 [ "$out" = 0 ] || fail "sudo with keywayd stopped printed '$out'"
@@ -214,6 +218,7 @@ apt_get remove keyway >"$work/apt-remove.log" 2>&1 || { cat "$work/apt-remove.lo
 cmp "$work/common-auth" /etc/pam.d/common-auth || fail "apt-get remove did not restore common-auth byte for byte"
 [ ! -e "/lib/$multiarch/security/pam_keyway.so" ] || fail "apt-get remove left the module"
 [ -d /var/lib/keyway ] && [ -e /etc/keyway/keyway.conf ] || fail "apt-get remove did not keep the store and the conffile"
+[ ! -e "$kept" ] || fail "apt-get remove left the compiled keyway.conf $kept"
 out=$(as_user_sudo "$password") || fail "sudo with the password failed after removal: $(cat "$work/sudo.err")"
 [ "$out" = 0 ] || fail "sudo with the password after removal printed '$out'"
 printf '%s\n' "$password" | pamtester login "$user" authenticate >/dev/null 2>&1 ||

@@ -20,8 +20,9 @@ public struct ConfigurationCache: Sendable {
 
     /// The largest form read.
     static let maximumSize = 1 << 20
-    /// The first bytes of a form, after the wire version and kind: the format's name and revision.
-    static let magic: [UInt8] = Array("keyway.conf compiled 1".utf8)
+    /// The first bytes of a form, after the wire version and kind: the format's name and revision. Computed, as the
+    /// module keeps no stored value that allocates (docs/ARCHITECTURE.md §8).
+    static var magic: [UInt8] { Array("keyway.conf compiled 1".utf8) }
 
     /// A cache in `directory`, for code identified by `build`.
     public init(directory: String, build: [UInt8]) {
@@ -84,8 +85,10 @@ public struct ConfigurationCache: Sendable {
         defer { close(dir) }
         guard ConfigurationFiles.trustProblem(dir, directory: true) == nil else { return }
         let name = fileName(for: path)
-        let temporary = ".\(name).\(getpid())"
-        unlinkat(dir, temporary, 0)  // left by a process of this pid that died between writing and renaming
+        // Named by process and thread, so two calls at once (a greeter serving two seats) never share one; a name left
+        // by a dead process whose pid and thread this call now has is removed first.
+        let temporary = ".\(name).\(getpid()).\(pthread_self())"
+        unlinkat(dir, temporary, 0)
         let fd = keyway_openat_mode(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return }
         var written = 0
