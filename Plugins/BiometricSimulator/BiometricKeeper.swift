@@ -53,6 +53,45 @@ public final class BiometricKeeper: FactorKeeper {
     public var store: any Store { gate.store }
 
     public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
+        availability(for: user, records: records, book: book, reader: .ask)
+    }
+
+    /// Enrolled, the reader answering, and not locked. With a reader it is asked once: its list of fingers brings the
+    /// store's record up to date, and whether it answered says whether it can serve now (the default, a refresh and
+    /// then the check, asked fprintd twice, each time on a new connection).
+    public func availability(for user: UserContext) -> Availability {
+        do {
+            var answer = ReaderAnswer.answered
+            if let reader {
+                var fingers: [String]? = nil
+                do throws(AuthenticationError) { fingers = try reader.labels(of: user.name) } catch {
+                    answer = .unreachable(error.reason)  // the record is left as it was
+                }
+                if let fingers {
+                    try mirror(
+                        fingers, of: user.name, by: Attribution("\(reader.name)'s own list", at: gate.clock.now()))
+                }
+            }
+            return availability(
+                for: user, records: try gate.store.enrollments(user: user.name),
+                book: try gate.store.attempts(user: user.name), reader: answer)
+        } catch {
+            return .failed(error)
+        }
+    }
+
+    /// What the reader said about whether it can serve: not asked yet, answered, or why it could not be reached.
+    private enum ReaderAnswer {
+        case ask
+        case answered
+        case unreachable(String)
+    }
+
+    private func availability(
+        for user: UserContext, records: [Enrollment], book: AttemptBook, reader answer: ReaderAnswer
+    )
+        -> Availability
+    {
         do {
             guard let record = records.first(where: { $0.factor == .biometric }),
                 try !details(of: record).labels.isEmpty
@@ -60,10 +99,17 @@ public final class BiometricKeeper: FactorKeeper {
         } catch {
             return .failed(error)
         }
-        if let reader {
-            // The record says what the reader had; whether it can answer now is the reader's to say.
-            do throws(AuthenticationError) { _ = try reader.labels(of: user.name) } catch {
-                return .notAvailable(error.reason)
+        // The record says what the reader had; whether it can answer now is the reader's to say.
+        switch answer {
+        case .answered:
+            break
+        case .unreachable(let reason):
+            return .notAvailable(reason)
+        case .ask:
+            if let reader {
+                do throws(AuthenticationError) { _ = try reader.labels(of: user.name) } catch {
+                    return .notAvailable(error.reason)
+                }
             }
         }
         guard let passcode = records.first(where: { $0.factor == .passcode }) else {
@@ -140,6 +186,13 @@ public final class BiometricKeeper: FactorKeeper {
             if enrolled { throw error }
             return
         }
+        try mirror(fingers, of: user, by: by, enrolled: enrolled)
+    }
+
+    /// The store's record made to say `fingers`, the reader's list, attributed to `by`.
+    private func mirror(_ fingers: [String], of user: String, by: Attribution, enrolled: Bool = false)
+        throws(AuthenticationError)
+    {
         let record = try gate.store.enrollment(user: user, factor: .biometric)
         let known = try record.map { record throws(AuthenticationError) in try details(of: record).labels }
         guard enrolled || known != fingers else { return }

@@ -153,6 +153,9 @@ public protocol FactorKeeper: AnyObject, Sendable {
     /// Enrolled and not locked, judged from the user's enrollments and counters already read (so `status` reads
     /// each user once, whatever the number of factors).
     func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability
+    /// Enrolled and not locked now, read from the store after `refresh` (the default); a keeper whose device answers
+    /// both questions at once asks it once.
+    func availability(for user: UserContext) -> Availability
     /// Reserve, verify, settle.
     func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict
     /// Checks the rules and builds the enrollment record to save (not saving it).
