@@ -36,7 +36,7 @@ public struct ConfigurationCache: Sendable {
     }
 
     /// The cache in the directory of keywayd's socket, for the code of this module (the file it was loaded from:
-    /// device, inode, size and modification time); nil when that file cannot be told.
+    /// device, inode, size and modification time); nothing is read or kept when that file cannot be told.
     public static func besideSocket(_ socket: String) -> ConfigurationCache? {
         guard let slash = socket.utf8.lastIndex(of: UInt8(ascii: "/")), slash != socket.utf8.startIndex else {
             return nil
@@ -44,10 +44,16 @@ public struct ConfigurationCache: Sendable {
         return ConfigurationCache(directory: String(socket[..<slash])) {
             var identity = [UInt64](repeating: 0, count: 5)
             guard keyway_code_identity(&identity) == 0 else { return nil }
-            var build = WireWriter(kind: 0)
-            for word in identity { build.i64(Int64(bitPattern: word)) }
-            return build.bytes
+            return build(identity: identity)
         }
+    }
+
+    /// The build named by a code file's identity (`keyway_code_identity`: device, inode, size, mtime seconds and
+    /// nanoseconds), as a form records it.
+    public static func build(identity: [UInt64]) -> [UInt8] {
+        var build = WireWriter(kind: 0)
+        for word in identity { build.i64(Int64(bitPattern: word)) }
+        return build.bytes
     }
 
     /// The file of the form for the configuration at `path`: a hash of the path names it, so each `config=` has one.
@@ -61,30 +67,36 @@ public struct ConfigurationCache: Sendable {
         return "keyway.conf-" + String(repeating: "0", count: 16 - hex.utf8.count) + hex + ".compiled"
     }
 
-    /// The configuration compiled from exactly `sources`, if a trusted form of it is kept.
-    public func configuration(for path: String, sources: [ConfigSource], plugins: [FactorPlugin]) -> Configuration? {
-        guard let build = identify() else { return nil }
+    /// The configuration compiled from exactly `sources` (read from `path` and its drop-ins): restored from the kept
+    /// form when a trusted one holds these bytes, else compiled and, by root, kept for the next call. The build is
+    /// found and the directory opened once for both.
+    public func configuration(for path: String, sources: [ConfigSource], plugins: [FactorPlugin])
+        -> Result<Configuration, ConfigurationProblems>
+    {
+        guard let build = identify() else { return Configuration.parse(sources, plugins: plugins) }
         let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
-        guard dir >= 0 else { return nil }
+        guard dir >= 0 else { return Configuration.parse(sources, plugins: plugins) }
         defer { close(dir) }
-        guard ConfigurationFiles.trustProblem(dir, directory: true) == nil,
-            case .read(let bytes) = ConfigurationFiles.read(fileName(for: path), at: dir, limit: Self.maximumSize)
-        else { return nil }
-        return try? Self.decode(bytes, build: build, sources: sources, plugins: plugins)
+        guard case .success = ConfigurationFiles.trusted(dir, directory: true) else {
+            return Configuration.parse(sources, plugins: plugins)
+        }
+        let name = fileName(for: path)
+        if case .read(let bytes) = ConfigurationFiles.read(name, at: dir, limit: Self.maximumSize),
+            let kept = try? Self.decode(bytes, build: build, sources: sources, plugins: plugins)
+        {
+            return .success(kept)
+        }
+        let compiled = Configuration.parse(sources, plugins: plugins)
+        if case .success(let configuration) = compiled, geteuid() == 0 {
+            keep(Self.encode(configuration, build: build, sources: sources), as: name, in: dir)
+        }
+        return compiled
     }
 
-    /// Keeps the form of `configuration`, compiled from `sources`, for the next call. Only root keeps one, only in a
-    /// directory root alone can change, and by a rename, so a reader sees the old form or the new one. Failing to
-    /// keep it is not an error: the next call compiles again.
-    public func keep(_ configuration: Configuration, for path: String, sources: [ConfigSource]) {
-        guard geteuid() == 0, let build = identify() else { return }
-        let bytes = Self.encode(configuration, build: build, sources: sources)
-        guard bytes.count <= Self.maximumSize else { return }
-        let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
-        guard dir >= 0 else { return }
-        defer { close(dir) }
-        guard ConfigurationFiles.trustProblem(dir, directory: true) == nil else { return }
-        let name = fileName(for: path)
+    /// Writes `form` as `name` in the open directory, by a rename, so a reader sees the old form or the new one.
+    /// Failing to keep it is not an error: the next call compiles again.
+    private func keep(_ form: [UInt8], as name: String, in dir: Int32) {
+        guard form.count <= Self.maximumSize else { return }
         // Named by process and thread, so two calls at once (a greeter serving two seats) never share one; a name left
         // by a dead process whose pid and thread this call now has is removed first.
         let temporary = ".\(name).\(getpid()).\(pthread_self())"
@@ -92,13 +104,13 @@ public struct ConfigurationCache: Sendable {
         let fd = keyway_openat_mode(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return }
         var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { Int(write(fd, $0.baseAddress! + written, $0.count - written)) }
+        while written < form.count {
+            let count = form.withUnsafeBytes { Int(write(fd, $0.baseAddress! + written, $0.count - written)) }
             if count < 0 && keyway_errno() == EINTR { continue }
             guard count > 0 else { break }
             written += count
         }
-        let complete = written == bytes.count && fchmod(fd, 0o644) == 0
+        let complete = written == form.count && fchmod(fd, 0o644) == 0
         close(fd)
         if !complete || renameat(dir, temporary, dir, name) != 0 { unlinkat(dir, temporary, 0) }
     }

@@ -27,11 +27,7 @@ public enum ConfigurationFiles {
         }
         // The built-ins alone compile faster than a kept form is read.
         guard let cache, !read.isEmpty else { return Configuration.parse(read, plugins: plugins) }
-        let path = named ?? defaultPath
-        if let kept = cache.configuration(for: path, sources: read, plugins: plugins) { return .success(kept) }
-        let compiled = Configuration.parse(read, plugins: plugins)
-        if case .success(let configuration) = compiled { cache.keep(configuration, for: path, sources: read) }
-        return compiled
+        return cache.configuration(for: named ?? defaultPath, sources: read, plugins: plugins)
     }
 
     /// The files' contents, main file first; or why they cannot be trusted.
@@ -59,8 +55,8 @@ public enum ConfigurationFiles {
             return problems.isEmpty ? .success(sources) : .failure(ConfigurationProblems(problems))
         }
         defer { close(fd) }
-        if let why = trustProblem(fd, directory: true) {
-            problems.append(Diagnostic(.error, file: directory, why))
+        if case .failure(let why) = trusted(fd, directory: true) {
+            problems.append(Diagnostic(.error, file: directory, why.reason))
             return .failure(ConfigurationProblems(problems))
         }
         var names: [String] = []
@@ -106,10 +102,12 @@ public enum ConfigurationFiles {
             return code == ENOENT ? .missing : .refused(openProblem(code, directory: false))
         }
         defer { close(fd) }
-        if let why = trustProblem(fd, directory: false) { return .refused(why) }
+        let size: Int
+        switch trusted(fd, directory: false) {
+        case .success(let info): size = Int(info.st_size)
+        case .failure(let why): return .refused(why.reason)
+        }
         // Read straight into a buffer of the file's size and one byte more (to see the end), grown if it grows.
-        var info = stat()
-        let size = fstat(fd, &info) == 0 ? Int(info.st_size) : 0
         var bytes = [UInt8](repeating: 0, count: min(max(size, 0), limit) + 1)
         var used = 0
         while used <= limit {
@@ -138,24 +136,37 @@ public enum ConfigurationFiles {
         return "cannot be opened: \(String(cString: strerror(code)))"
     }
 
-    /// Why the open file or directory cannot be trusted, or nil.
-    static func trustProblem(_ fd: Int32, directory: Bool) -> String? {
+    /// Why an open file or directory cannot be trusted.
+    struct Untrusted: Error {
+        /// In words, for the diagnostic.
+        var reason: String
+    }
+
+    /// The open file's or directory's status when root alone can change it (its size is what `read` allocates), or
+    /// why it cannot be trusted.
+    static func trusted(_ fd: Int32, directory: Bool) -> Result<stat, Untrusted> {
         var info = stat()
-        guard fstat(fd, &info) == 0 else { return "cannot be examined: \(String(cString: strerror(keyway_errno())))" }
+        guard fstat(fd, &info) == 0 else {
+            return .failure(Untrusted(reason: "cannot be examined: \(String(cString: strerror(keyway_errno())))"))
+        }
         let type = info.st_mode & 0o170000
-        if directory && type != 0o040000 { return "it is not a directory" }
-        if !directory && type != 0o100000 { return "it is not a regular file" }
+        if directory && type != 0o040000 { return .failure(Untrusted(reason: "it is not a directory")) }
+        if !directory && type != 0o100000 { return .failure(Untrusted(reason: "it is not a regular file")) }
         if info.st_uid != 0 {
-            return "it is owned by uid \(info.st_uid), not root; only root may configure Keyway (chown root)"
+            return .failure(
+                Untrusted(
+                    reason: "it is owned by uid \(info.st_uid), not root; only root may configure Keyway (chown root)"))
         }
         let mode = info.st_mode & 0o7777
         if mode & 0o022 != 0 {
             let octal = String(mode, radix: 8)
             let who = mode & 0o022 == 0o022 ? "group and others" : mode & 0o020 != 0 ? "its group" : "others"
-            return "it is writable by \(who) (mode 0\(octal)); "
-                + "anyone who can write it could weaken every policy (chmod go-w)"
+            return .failure(
+                Untrusted(
+                    reason: "it is writable by \(who) (mode 0\(octal)); "
+                        + "anyone who can write it could weaken every policy (chmod go-w)"))
         }
-        return nil
+        return .success(info)
     }
 
     /// The `*.conf` names in the directory, sorted; hidden files are left out.

@@ -2,7 +2,6 @@ import Foundation
 import KeywayConfig
 import KeywayFactors
 import KeywayRuntime
-import KeywayWire
 import Testing
 
 /// keyway.conf through the real module: the harness drives libpam (pam_start_confdir) on a service in the fixture,
@@ -222,13 +221,12 @@ struct ConfigModuleTests {
     func keptForm() throws -> (path: String, build: [UInt8]) {
         var status = stat()
         try #require(stat(modulePath, &status) == 0)
-        var build = WireWriter(kind: 0)
-        for word in [
+        let build = ConfigurationCache.build(identity: [
             UInt64(status.st_dev), UInt64(status.st_ino), UInt64(status.st_size), UInt64(status.st_mtim.tv_sec),
             UInt64(status.st_mtim.tv_nsec),
-        ] { build.i64(Int64(bitPattern: word)) }
-        let cache = ConfigurationCache(directory: fixture.directory, build: build.bytes)
-        return (fixture.directory + "/" + cache.fileName(for: fixture.configPath), build.bytes)
+        ])
+        let cache = ConfigurationCache(directory: fixture.directory, build: build)
+        return (fixture.directory + "/" + cache.fileName(for: fixture.configPath), build)
     }
 
     @Test("the module keeps the compiled keyway.conf beside the socket, uses it, and never one another user owns")
