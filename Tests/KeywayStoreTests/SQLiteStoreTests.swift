@@ -359,7 +359,7 @@ struct SQLiteStoreTests {
                     user: "alice", factor: .passcode, payload: [5], changedAt: Timestamp(seconds: 1),
                     changedBy: "root"))
         }
-        #expect(shell("mount -o remount,ro \(mount)") == 0)
+        #expect(remount(mount, "ro") == 0)
         do {
             let store = try SQLiteStore(.ownedByCurrentUser(path: path, create: false))
             try store.updateAttempts(user: "alice") { $0[.passcode].consecutiveFailures += 1 }
@@ -368,7 +368,7 @@ struct SQLiteStoreTests {
             #expect(error.code == .storeFailure)
             #expect(error.reason.contains("read-only") || error.reason.contains("cannot be opened"), "\(error.reason)")
         }
-        #expect(shell("mount -o remount,rw \(mount)") == 0)
+        #expect(remount(mount, "rw") == 0)
         let store = try SQLiteStore(.ownedByCurrentUser(path: path, create: false))
         #expect(try store.enrollment(user: "alice", factor: .passcode)?.payload == [5])
         #expect(try store.attempts(user: "alice")[.passcode].consecutiveFailures == 0)
