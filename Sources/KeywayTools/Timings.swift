@@ -3,12 +3,14 @@ public import KeywayCore
 
 /// Wall-clock timings of a body, for `keyway bench` and `keyway calibrate`.
 public enum Timings {
-    /// Runs `body` `count` times; the durations in microseconds (CLOCK_MONOTONIC), sorted.
-    public static func of(_ count: Int, _ body: () throws(AuthenticationError) -> Void) throws(AuthenticationError)
-        -> [Double]
-    {
+    /// Runs `body` `count` times, each after `pause` microseconds untimed (0: back to back); the durations in
+    /// microseconds (CLOCK_MONOTONIC), sorted.
+    public static func of(
+        _ count: Int, apart pause: UInt32 = 0, _ body: () throws(AuthenticationError) -> Void
+    ) throws(AuthenticationError) -> [Double] {
         var samples: [Double] = []
         for _ in 0..<count {
+            if pause > 0 { usleep(pause) }
             var start = timespec()
             var end = timespec()
             clock_gettime(CLOCK_MONOTONIC, &start)
