@@ -12,10 +12,19 @@ extension UserContext {
         if length > maximumNameLength {
             return "a user name of \(length) bytes is longer than \(maximumNameLength)"
         }
-        if name.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F..<0xA0).contains($0.value) }) {
-            return "the user name contains a control character"
+        // One pass over the bytes (keywayd checks every request's name): C0 controls and DEL are single bytes; the C1
+        // controls U+0080...U+009F are 0xC2 then 0x80...0x9F in UTF-8, and no other character's encoding holds that
+        // pair, since 0xC2 only ever starts a character.
+        var control = false
+        var separator = false
+        var previous: UInt8 = 0
+        for byte in name.utf8 {
+            if byte < 0x20 || byte == 0x7F || (previous == 0xC2 && byte >= 0x80 && byte < 0xA0) { control = true }
+            if byte == UInt8(ascii: "/") || byte == UInt8(ascii: ":") { separator = true }
+            previous = byte
         }
-        if name.contains("/") || name.contains(":") { return "the user name contains '/' or ':'" }
+        if control { return "the user name contains a control character" }
+        if separator { return "the user name contains '/' or ':'" }
         if name == "." || name == ".." { return "the user name is '.' or '..'" }
         return nil
     }
