@@ -89,7 +89,9 @@ struct SyslogTests {
         fixture.service("kwtty", "policy=either \(config) read-tty")
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
-        for options in [["--no-tty"], ["--tty", "/dev/null"], ["--tty", "pts/../../etc/passwd"]] {
+        // U+0600 joins the character after it: split by Characters, each "\u{600}/.." hid its '/'.
+        let joined = "pts/\u{600}/../\u{600}/../etc/passwd"
+        for options in [["--no-tty"], ["--tty", "/dev/null"], ["--tty", "pts/../../etc/passwd"], ["--tty", joined]] {
             let result = try capture.harness(options + ["--answer", "2-4-9-3", fixture.services, "kwtty", "alice"])
             #expect(result.output.last?.hasPrefix("result: PAM_SUCCESS") == true, "\(result.text)")
         }
@@ -98,6 +100,7 @@ struct SyslogTests {
             "read-tty: PAM_TTY is not set; default mode (Enter after a touch)",
             "read-tty: PAM_TTY /dev/null is not a terminal; default mode",
             "read-tty: PAM_TTY (pts/../../etc/passwd) is not a device; default mode",
+            "read-tty: PAM_TTY (\(joined)) is not a device; default mode",
         ] {
             #expect(lines.contains { $0.hasPrefix("<86>") && $0.contains(reason) }, "\(reason): \(lines)")
         }

@@ -31,7 +31,9 @@ final class DirectTerminal {
         }
         guard let tty, !tty.isEmpty else { return no("PAM_TTY is not set") }
         let path = tty.hasPrefix("/") ? tty : "/dev/" + tty
-        guard path.hasPrefix("/dev/"), !path.split(separator: "/").contains("..") else {
+        // Split at '/' bytes, not Characters: a character that joins the next one (U+0600 is one) would hide a '/'.
+        let parts = path.utf8.split(separator: UInt8(ascii: "/"))
+        guard path.hasPrefix("/dev/"), !parts.contains(where: { $0.elementsEqual("..".utf8) }) else {
             return no("PAM_TTY (\(tty)) is not a device")
         }
         let descriptor = keyway_open(path, O_RDWR | O_NOCTTY | O_CLOEXEC, 0)
