@@ -130,15 +130,17 @@ public enum UnixSocket {
     public static func send(_ bytes: [UInt8], to fd: Int32, until deadline: Int64) -> Result<Void, Failure> {
         var offset = 0
         while offset < bytes.count {
-            guard wait(fd, Int16(POLLOUT), until: deadline) else {
-                return .failure(Failure("send", reason: "the other end did not read in time"))
-            }
             let written = bytes.withUnsafeBytes {
                 CKeywayLibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             }
             if written < 0 {
-                if keyway_errno() == EINTR || keyway_errno() == EAGAIN { continue }
-                return .failure(Failure("send", errno: keyway_errno()))
+                let error = keyway_errno()
+                guard error == EAGAIN || error == EINTR else { return .failure(Failure("send", errno: error)) }
+                // No room (a peer that does not read) or interrupted: wait for room, never past the deadline.
+                guard wait(fd, Int16(POLLOUT), until: deadline) else {
+                    return .failure(Failure("send", reason: "the other end did not read in time"))
+                }
+                continue
             }
             offset += written
         }
@@ -158,10 +160,9 @@ public enum UnixSocket {
             bytes.withUnsafeMutableBytes { secureZero($0) }
             return .failure(failure)
         }
+        // Read first and wait only when nothing is there: a client sends its request as it connects, so it has
+        // usually arrived by the time it is read, and a poll before every read would be a system call for nothing.
         while bytes.count < count {
-            guard wait(fd, Int16(POLLIN), until: deadline) else {
-                return fail(Failure("receive", reason: "\(what) did not arrive in time"))
-            }
             let wanted = min(chunk.count, count - bytes.count)
             var passed = 0
             var odd = false
@@ -171,10 +172,15 @@ public enum UnixSocket {
             if passed > 0 || odd {
                 return fail(Failure("receive", reason: "the peer passed descriptors or control data with \(what)"))
             }
-            if got == -2 { continue }
+            if got == -2 {
+                guard wait(fd, Int16(POLLIN), until: deadline) else {
+                    return fail(Failure("receive", reason: "\(what) did not arrive in time"))
+                }
+                continue
+            }
             if got < 0 { return fail(Failure("receive", errno: keyway_errno())) }
             if got == 0 { return fail(Failure("receive", reason: "the connection closed before \(what) ended")) }
-            bytes.append(contentsOf: chunk[0..<got])
+            chunk.withUnsafeBytes { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: $0[0..<got])) }
         }
         return .success(bytes)
     }
