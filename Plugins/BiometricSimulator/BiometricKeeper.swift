@@ -132,13 +132,21 @@ public final class BiometricKeeper: FactorKeeper {
         guard let enrollment = try load(user.name), !enrollment.templates.isEmpty else {
             throw AuthenticationError(.biometryNotEnrolled, "no biometric is enrolled for \(user.name)")
         }
-        guard let passcode = try gate.store.enrollment(user: user.name, factor: .passcode) else {
-            throw passcodeMissing(user.name)
+        return try countedAttempt(for: user.name) {
+            let sample = FeatureVector(components: samples[0])
+            return enrollment.templates.contains(where: { model.matches(sample, against: $0.template) })
         }
-        if let stale = passcodeTooOld(passcode, try gate.store.attempts(user: user.name)) { throw stale }
-        let reservation = try gate.reserve(for: user.name)
-        let sample = FeatureVector(components: samples[0])
-        if enrollment.templates.contains(where: { model.matches(sample, against: $0.template) }) {
+    }
+
+    /// The passcode rule (the fallback is enrolled and not too old), then one counted attempt: reserved, matched by
+    /// `matches` only then, and settled with what it says. The simulator's match and a reader's verdict share it.
+    private func countedAttempt(for user: String, _ matches: () -> Bool) throws(AuthenticationError) -> Verdict {
+        guard let passcode = try gate.store.enrollment(user: user, factor: .passcode) else {
+            throw passcodeMissing(user)
+        }
+        if let stale = passcodeTooOld(passcode, try gate.store.attempts(user: user)) { throw stale }
+        let reservation = try gate.reserve(for: user)
+        if matches() {
             try gate.settleSuccess(reservation)
             return .success
         }
@@ -157,16 +165,7 @@ public final class BiometricKeeper: FactorKeeper {
         guard try gate.store.enrollment(user: user.name, factor: .biometric) != nil else {
             throw AuthenticationError(.biometryNotEnrolled, "no finger is enrolled at the reader for \(user.name)")
         }
-        guard let passcode = try gate.store.enrollment(user: user.name, factor: .passcode) else {
-            throw passcodeMissing(user.name)
-        }
-        if let stale = passcodeTooOld(passcode, try gate.store.attempts(user: user.name)) { throw stale }
-        let reservation = try gate.reserve(for: user.name)
-        if matched {
-            try gate.settleSuccess(reservation)
-            return .success
-        }
-        return .failure(try gate.settleFailure(reservation, fingerprint: nil))
+        return try countedAttempt(for: user.name) { matched }
     }
 
     /// With a reader: the store's record of its fingers brought up to date, with a new domain state whenever the
