@@ -157,6 +157,15 @@ static inline int keyway_accept_passed_descriptors(int socket, int accept) {
     return setsockopt(socket, SOL_SOCKET, SO_PASSRIGHTS, &value, sizeof value) == 0 ? 0 : errno;
 }
 
+/// Makes accept(2) on the listener `socket` wait (clears O_NONBLOCK) and give up after `milliseconds` (SO_RCVTIMEO,
+/// which Linux applies to accept: it then fails with EAGAIN). 0 on success; the errno otherwise.
+static inline int keyway_accept_waits(int socket, int milliseconds) {
+    int flags = fcntl(socket, F_GETFL);
+    if (flags < 0 || fcntl(socket, F_SETFL, flags & ~O_NONBLOCK) != 0) return errno;
+    struct timeval timeout = { milliseconds / 1000, (milliseconds % 1000) * 1000 };
+    return setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout) == 0 ? 0 : errno;
+}
+
 /// Receives one message without waiting, with room for every descriptor a message can carry, so the kernel never
 /// drops one on this thread. Every control message is walked: each passed descriptor is stored in `fds` (room for
 /// KEYWAY_MAX_PASSED; close-on-exec) and counted in `*passed`; `*odd` is set when the message held control data

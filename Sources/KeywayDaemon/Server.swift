@@ -88,6 +88,10 @@ public final class Server: Sendable {
     private let pool = Mutex(Pool())
     private let workers: DispatchSemaphore
     private let maintaining = Mutex(false)
+    /// Threads in `accept` now, or about to be (`lead`).
+    private let accepting = Mutex(0)
+    /// Set when a thread has found keywayd idle: the others leave `accept` at their next timeout.
+    private let stopping = Mutex(false)
     /// When the accept loop last started the maintenance (nil: not yet).
     private let maintained = Mutex<Int64?>(nil)
     /// Where refused connections are answered and let go of, off the accept loop.
@@ -135,22 +139,42 @@ public final class Server: Sendable {
         if write { log(message) }
     }
 
-    /// Accepts until idle for `options.idleExit` (never, when 0).
+    /// Threads that wait in `accept` at once when keywayd is quiet (docs/ARCHITECTURE.md §10, "Threads").
+    static let acceptingThreads = 2
+
+    /// Accepts until idle for `options.idleExit` (never, when 0); false, having served nothing, when the listener's
+    /// accept cannot be made to wait (and give up every second, for the maintenance and the idle exit).
     ///
-    /// The accept loop moves from thread to thread (leader and followers): the thread that accepts a connection
-    /// hands the loop to another thread (`spawn`, usually one waiting for work) and then serves that connection
-    /// itself. So a request wakes one thread of keywayd, not two (the accept loop, then the connection's thread),
-    /// and the loop still never reads, waits on or closes a client's connection: it has moved on before the
-    /// connection is read (docs/ARCHITECTURE.md §10, "Threads").
-    public func run(_ listener: Int32) {
+    /// Several threads wait in `accept` on the listener, and the kernel wakes one of them for each connection; that
+    /// thread serves the connection itself, after starting another to accept (`spawn`) if no other thread was
+    /// left in `accept`. So a request wakes the one thread that serves it, and the accept loop still never reads,
+    /// waits on or closes a client's connection: another thread is accepting before the connection is read.
+    public func run(_ listener: Int32) -> Bool {
+        if let error = UnixSocket.waitInAccept(atMost: 1000, on: listener) {
+            Self.log("cannot make the listener's accept wait and time out: \(String(cString: strerror(error)))")
+            return false
+        }
         connections.withLock { $0.lastActivity = UnixSocket.monotonicMilliseconds() }
         let finished = DispatchSemaphore(value: 0)
+        accepting.withLock { $0 += 1 }
         lead(listener, finished: finished)
         finished.wait()
+        return true
     }
 
-    /// The accept loop, on whichever thread holds it: returns after it has handed the loop on and served the
-    /// connection it accepted, or signals `finished` and returns when keywayd has been idle for `options.idleExit`.
+    /// Takes one more thread into `accept` if fewer than `acceptingThreads` are there; false when enough are.
+    private func joinAccepting() -> Bool {
+        if stopping.withLock({ $0 }) { return false }
+        return accepting.withLock { count in
+            guard count < Self.acceptingThreads else { return false }
+            count += 1
+            return true
+        }
+    }
+
+    /// The accept loop, on one of the threads waiting in `accept` (counted in `accepting` before it is called):
+    /// returns when enough other threads accept after it has served a connection, or signals `finished` and returns
+    /// when keywayd has been idle for `options.idleExit`.
     private func lead(_ listener: Int32, finished: DispatchSemaphore) {
         while true {
             let now = UnixSocket.monotonicMilliseconds()
@@ -160,24 +184,27 @@ public final class Server: Sendable {
                 return true
             }
             if due { maintainInBackground() }
-            var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&entry, 1, 1000)
-            if ready <= 0 {
+            let fd = accept(listener, nil, nil)  // at most a second (waitInAccept)
+            let failure = errno
+            let othersAccepting = accepting.withLock { count -> Int in
+                count -= 1
+                return count
+            }
+            guard fd >= 0 else {
                 if options.idleExit > 0 {
                     let idle = connections.withLock { state in
                         state.total == 0 && UnixSocket.monotonicMilliseconds() - state.lastActivity > options.idleExit
                     }
                     if idle {
+                        stopping.withLock { $0 = true }
                         finished.signal()
                         return
                     }
                 }
-                continue
-            }
-            let fd = accept(listener, nil, nil)
-            guard fd >= 0 else {
+                if stopping.withLock({ $0 }) { return }  // another thread found keywayd idle: run has returned
                 // Out of descriptors: the listener stays readable, so wait rather than spin.
-                if errno == EMFILE || errno == ENFILE { usleep(100_000) }
+                if failure == EMFILE || failure == ENFILE { usleep(100_000) }
+                accepting.withLock { $0 += 1 }
                 continue
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // keywayd runs no programs; this is for whoever adds one
@@ -185,24 +212,30 @@ public final class Server: Sendable {
             // one goes to the disposer with its answer (keywayd(8), "Descriptors").
             guard let peer = UnixSocket.peer(of: fd) else {
                 disposer.refuse(fd, answer: nil)
+                accepting.withLock { $0 += 1 }
                 continue
             }
             guard admit(peer) else {
                 Self.logLimited("pid \(peer.pid) uid \(peer.uid): too many connections; answered busy")
                 disposer.refuse(fd, answer: frame(busy("too many connections are open")))
+                accepting.withLock { $0 += 1 }
                 continue
             }
-            // The loop goes on elsewhere before this thread touches the connection; without another thread it stays
-            // here, and the connection is refused.
-            guard spawn({ [self] in lead(listener, finished: finished) }) else {
-                disposer.refuse(fd, answer: frame(busy("no thread could be started")))
-                release(peer)
-                continue
+            // The loop goes on elsewhere before this thread touches the connection: on the threads still in accept,
+            // or, when this was the last, on one started now; without another thread it stays here, and the
+            // connection is refused.
+            if othersAccepting == 0 {
+                accepting.withLock { $0 += 1 }  // the new thread's place, counted before it runs
+                guard spawn({ [self] in lead(listener, finished: finished) }) else {
+                    disposer.refuse(fd, answer: frame(busy("no thread could be started")))
+                    release(peer)
+                    continue
+                }
             }
             serve(fd, peer)
             UnixSocket.dispose(fd)  // on this connection's thread, before it is handed anyone else's work
             release(peer)
-            return
+            guard joinAccepting() else { return }
         }
     }
 

@@ -221,6 +221,13 @@ public enum UnixSocket {
     /// queued on it first (`keyway_dispose_descriptor`). keywayd(8), "Descriptors".
     public static func dispose(_ fd: Int32) { keyway_dispose_descriptor(fd) }
 
+    /// Makes `accept` on the listener `fd` wait for a connection (no O_NONBLOCK) and give up after `milliseconds`
+    /// (SO_RCVTIMEO, which Linux applies to accept: it then fails with EAGAIN); the errno when it cannot.
+    public static func waitInAccept(atMost milliseconds: Int32, on fd: Int32) -> Int32? {
+        let error = keyway_accept_waits(fd, milliseconds)
+        return error == 0 ? nil : error
+    }
+
     /// Asks the kernel to refuse descriptors passed to `fd` (a listener passes the setting on to each connection it
     /// accepts), or to take them again with `accept`; false on a kernel without SO_PASSRIGHTS (before 6.16).
     @discardableResult

@@ -203,7 +203,7 @@ struct Keywayd {
                 Server.log("cannot prune the audit trail: \(error.reason)")
             }
         }
-        server.run(listener)
+        guard server.run(listener) else { exit(71) }
         // Only the socket this process made: another keywayd may have replaced it since.
         var now = stat()
         if let ownSocket, let ownInode, stat(ownSocket, &now) == 0, now.st_ino == ownInode { unlink(ownSocket) }
