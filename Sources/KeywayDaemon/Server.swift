@@ -150,8 +150,8 @@ public final class Server: Sendable {
     /// left in `accept`. So a request wakes the one thread that serves it, and the accept loop still never reads,
     /// waits on or closes a client's connection: another thread is accepting before the connection is read.
     public func run(_ listener: Int32) -> Bool {
-        if let error = UnixSocket.waitInAccept(atMost: 1000, on: listener) {
-            Self.log("cannot make the listener's accept wait and time out: \(String(cString: strerror(error)))")
+        if case .failure(let failure) = UnixSocket.waitInAccept(atMost: 1000, on: listener) {
+            Self.log("cannot \(failure)")
             return false
         }
         connections.withLock { $0.lastActivity = UnixSocket.monotonicMilliseconds() }
@@ -172,9 +172,9 @@ public final class Server: Sendable {
         }
     }
 
-    /// The accept loop, on one of the threads waiting in `accept` (counted in `accepting` before it is called):
-    /// returns when enough other threads accept after it has served a connection, or signals `finished` and returns
-    /// when keywayd has been idle for `options.idleExit`.
+    /// The accept loop, on one of the threads waiting in `accept` (counted in `accepting` before it is called, and
+    /// until it leaves to serve a connection): returns when enough other threads accept after it has served one, or
+    /// signals `finished` and returns when keywayd has been idle for `options.idleExit`.
     private func lead(_ listener: Int32, finished: DispatchSemaphore) {
         while true {
             let now = UnixSocket.monotonicMilliseconds()
@@ -186,10 +186,6 @@ public final class Server: Sendable {
             if due { maintainInBackground() }
             let fd = accept(listener, nil, nil)  // at most a second (waitInAccept)
             let failure = errno
-            let othersAccepting = accepting.withLock { count -> Int in
-                count -= 1
-                return count
-            }
             guard fd >= 0 else {
                 if options.idleExit > 0 {
                     let idle = connections.withLock { state in
@@ -204,7 +200,6 @@ public final class Server: Sendable {
                 if stopping.withLock({ $0 }) { return }  // another thread found keywayd idle: run has returned
                 // Out of descriptors: the listener stays readable, so wait rather than spin.
                 if failure == EMFILE || failure == ENFILE { usleep(100_000) }
-                accepting.withLock { $0 += 1 }
                 continue
             }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)  // keywayd runs no programs; this is for whoever adds one
@@ -212,20 +207,22 @@ public final class Server: Sendable {
             // one goes to the disposer with its answer (keywayd(8), "Descriptors").
             guard let peer = UnixSocket.peer(of: fd) else {
                 disposer.refuse(fd, answer: nil)
-                accepting.withLock { $0 += 1 }
                 continue
             }
             guard admit(peer) else {
                 Self.logLimited("pid \(peer.pid) uid \(peer.uid): too many connections; answered busy")
                 disposer.refuse(fd, answer: frame(busy("too many connections are open")))
-                accepting.withLock { $0 += 1 }
                 continue
             }
             // The loop goes on elsewhere before this thread touches the connection: on the threads still in accept,
             // or, when this was the last, on one started now; without another thread it stays here, and the
-            // connection is refused.
-            if othersAccepting == 0 {
-                accepting.withLock { $0 += 1 }  // the new thread's place, counted before it runs
+            // connection is refused. (Refused connections above go to the disposer: this thread stays counted.)
+            let wasLast = accepting.withLock { count -> Bool in
+                if count <= 1 { return true }  // the place stays counted: the new thread's, or this one's if none
+                count -= 1
+                return false
+            }
+            if wasLast {
                 guard spawn({ [self] in lead(listener, finished: finished) }) else {
                     disposer.refuse(fd, answer: frame(busy("no thread could be started")))
                     release(peer)

@@ -222,10 +222,11 @@ public enum UnixSocket {
     public static func dispose(_ fd: Int32) { keyway_dispose_descriptor(fd) }
 
     /// Makes `accept` on the listener `fd` wait for a connection (no O_NONBLOCK) and give up after `milliseconds`
-    /// (SO_RCVTIMEO, which Linux applies to accept: it then fails with EAGAIN); the errno when it cannot.
-    public static func waitInAccept(atMost milliseconds: Int32, on fd: Int32) -> Int32? {
+    /// (SO_RCVTIMEO, which Linux applies to accept: it then fails with EAGAIN).
+    public static func waitInAccept(atMost milliseconds: Int32, on fd: Int32) -> Result<Void, Failure> {
         let error = keyway_accept_waits(fd, milliseconds)
-        return error == 0 ? nil : error
+        guard error == 0 else { return .failure(Failure("make the listener's accept wait and time out", errno: error)) }
+        return .success(())
     }
 
     /// Asks the kernel to refuse descriptors passed to `fd` (a listener passes the setting on to each connection it
