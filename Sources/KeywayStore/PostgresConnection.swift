@@ -39,8 +39,8 @@ struct PostgresError: Error, Sendable, CustomStringConvertible {
 final class PostgresConnection: @unchecked Sendable {
     private let handle: OpaquePointer
 
-    /// Statements sent since the store lent this connection out (a failure at the first may be retried).
-    var statements = 0
+    /// Round trips made since the store lent this connection out (a failure in the first may be retried).
+    var roundTrips = 0
 
     private init(handle: OpaquePointer) { self.handle = handle }
 
@@ -108,7 +108,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// most until `deadline`. Several statements separated by semicolons are allowed only without parameters.
     @discardableResult
     func query(_ sql: String, _ parameters: [String?] = [], deadline: Int64) throws(PostgresError) -> [[String?]] {
-        statements += 1
+        roundTrips += 1
         let copies = parameters.map { $0.map { strdup($0) } ?? nil }
         defer { for pointer in copies { free(pointer) } }
         let sent = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer { values in
@@ -119,12 +119,7 @@ final class PostgresConnection: @unchecked Sendable {
         guard sent == 1 else { throw lost() }
         var rows: [[String?]] = []
         var failure: PostgresError? = nil
-        while true {
-            while PQisBusy(handle) == 1 {
-                try wait(for: Int16(POLLIN), until: deadline, doing: "waiting for an answer")
-                guard PQconsumeInput(handle) == 1 else { throw lost() }
-            }
-            guard let result = PQgetResult(handle) else { break }
+        while let result = try nextResult(until: deadline) {
             defer { PQclear(result) }
             switch PQresultStatus(result) {
             case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
@@ -132,8 +127,7 @@ final class PostgresConnection: @unchecked Sendable {
             case PGRES_TUPLES_OK:
                 rows = Self.rows(of: result)
             default:
-                let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
-                failure = failure ?? PostgresError(state: state, String(cString: PQresultErrorMessage(result)))
+                failure = failure ?? Self.failure(of: result)
             }
         }
         if PQstatus(handle) == CONNECTION_BAD {
@@ -141,6 +135,78 @@ final class PostgresConnection: @unchecked Sendable {
         }
         if let failure { throw failure }
         return rows
+    }
+
+    /// One statement of a `pipeline`: SQL with text parameters (nil is NULL).
+    struct Statement {
+        var sql: String
+        var parameters: [String?] = []
+    }
+
+    /// Runs `statements` in order in one round trip (libpq's pipeline mode) and returns each one's rows, waiting at
+    /// most until `deadline`. The server runs them as separate statements, each after the one before it has
+    /// finished and with its own snapshot, so a read sent behind a lock reads what the lock's last holder
+    /// committed. It skips every statement after the first that fails, whose error is thrown once the whole
+    /// pipeline has been read (an explicit transaction is then left aborted, for the caller to roll back).
+    @discardableResult
+    func pipeline(_ statements: [Statement], deadline: Int64) throws(PostgresError) -> [[[String?]]] {
+        roundTrips += 1
+        guard PQenterPipelineMode(handle) == 1 else { throw lost() }
+        for statement in statements {
+            let copies = statement.parameters.map { $0.map { strdup($0) } ?? nil }
+            defer { for pointer in copies { free(pointer) } }
+            let sent = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer { values in
+                PQsendQueryParams(
+                    handle, statement.sql, Int32(statement.parameters.count), nil, values.baseAddress, nil, nil, 0)
+            }
+            guard sent == 1 else { throw lost() }
+        }
+        guard PQpipelineSync(handle) == 1 else { throw lost() }
+        var answers: [[[String?]]] = []
+        var failure: PostgresError? = nil
+        for _ in statements {
+            var rows: [[String?]] = []
+            // Each statement's results end with a null result.
+            while let result = try nextResult(until: deadline) {
+                defer { PQclear(result) }
+                switch PQresultStatus(result) {
+                case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY, PGRES_PIPELINE_ABORTED:
+                    continue
+                case PGRES_TUPLES_OK:
+                    rows = Self.rows(of: result)
+                default:
+                    failure = failure ?? Self.failure(of: result)
+                }
+            }
+            answers.append(rows)
+            if PQstatus(handle) == CONNECTION_BAD { break }
+        }
+        // Then the end of the pipeline, after which the connection takes ordinary statements again.
+        if PQstatus(handle) != CONNECTION_BAD, let end = try nextResult(until: deadline) {
+            let status = PQresultStatus(end)
+            PQclear(end)
+            if status == PGRES_PIPELINE_SYNC && PQexitPipelineMode(handle) == 1 {
+                if let failure { throw failure }
+                return answers
+            }
+        }
+        throw failure.map { PostgresError(state: $0.state, $0.message, connectionLost: true) } ?? lost()
+    }
+
+    /// The next result once it has arrived (nil: the statement's results are complete), waiting at most until
+    /// `deadline`.
+    private func nextResult(until deadline: Int64) throws(PostgresError) -> OpaquePointer? {
+        while PQisBusy(handle) == 1 {
+            try wait(for: Int16(POLLIN), until: deadline, doing: "waiting for an answer")
+            guard PQconsumeInput(handle) == 1 else { throw lost() }
+        }
+        return PQgetResult(handle)
+    }
+
+    /// A failed result's SQLSTATE and message.
+    private static func failure(of result: OpaquePointer) -> PostgresError {
+        let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+        return PostgresError(state: state, String(cString: PQresultErrorMessage(result)))
     }
 
     private static func rows(of result: OpaquePointer) -> [[String?]] {

@@ -194,8 +194,9 @@ public final class PostgresStore: LoadableStore {
     }
 
     /// Lends a connection to `body`, within the request timeout. A connection that died while idle (the database
-    /// restarted) fails at the first statement, which is always a read or BEGIN, so that one is retried once on a
-    /// fresh connection: nothing was done. A connection lost later is closed and the call fails as unavailable.
+    /// restarted) fails in its first round trip, which only reads or begins a transaction, so that one is retried
+    /// once on a fresh connection: nothing was done. A connection lost later is closed and the call fails as
+    /// unavailable.
     private func run<T>(_ what: String, _ body: (PostgresConnection, Int64) throws(PostgresError) -> T)
         throws(AuthenticationError) -> T
     {
@@ -227,13 +228,13 @@ public final class PostgresStore: LoadableStore {
             } catch {
                 throw unavailable(what, error)
             }
-            connection.statements = 0
+            connection.roundTrips = 0
             do throws(PostgresError) {
                 let value = try body(connection, deadline)
                 if !connection.inTransaction { idle.withLock { $0.append(connection) } }
                 return value
             } catch {
-                if error.connectionLost, reused != nil, connection.statements <= 1 {
+                if error.connectionLost, reused != nil, connection.roundTrips <= 1 {
                     reused = nil
                     continue
                 }
@@ -243,13 +244,11 @@ public final class PostgresStore: LoadableStore {
         }
     }
 
-    /// Runs `body` in a transaction: committed on return, rolled back on a throw. `begin` may add statements run with
-    /// BEGIN in the same round trip.
+    /// Runs `body` in a transaction: committed on return, rolled back on a throw.
     private func transaction<T>(
-        _ db: PostgresConnection, _ deadline: Int64, begin: String = "BEGIN",
-        _ body: () throws(PostgresError) -> T
+        _ db: PostgresConnection, _ deadline: Int64, _ body: () throws(PostgresError) -> T
     ) throws(PostgresError) -> T {
-        try db.query(begin, deadline: deadline)
+        try db.query("BEGIN", deadline: deadline)
         do {
             let value = try body()
             try db.query("COMMIT", deadline: deadline)
@@ -263,10 +262,16 @@ public final class PostgresStore: LoadableStore {
     /// Takes the account's lock until the transaction ends and reads the database's clock.
     private func lockAccount(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError) {
         let sent = PostgresConnection.monotonicMilliseconds()
-        let rows = try db.query(
-            "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint "
-                + "FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS locked", [user], deadline: deadline)
+        let statement = Self.lockAccount(user)
+        let rows = try db.query(statement.sql, statement.parameters, deadline: deadline)
         clock.measured(rows.first?[0].flatMap { Int64($0) }, sent: sent)
+    }
+
+    /// The statement that takes the account's lock and then reads the database's clock (one row, one column).
+    private static func lockAccount(_ user: String) -> PostgresConnection.Statement {
+        PostgresConnection.Statement(
+            sql: "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint "
+                + "FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS locked", parameters: [user])
     }
 
     // MARK: Enrollments
@@ -386,10 +391,21 @@ public final class PostgresStore: LoadableStore {
     private func book(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError)
         -> AttemptBook
     {
+        let statement = Self.readBook(user)
+        return Self.book(from: try db.query(statement.sql, statement.parameters, deadline: deadline))
+    }
+
+    /// The statement that reads an account's attempt counters, one row per factor.
+    private static func readBook(_ user: String) -> PostgresConnection.Statement {
+        PostgresConnection.Statement(
+            sql: "SELECT factor, failures, last_failure, recent_mismatches, last_success FROM attempts "
+                + "WHERE account = $1",
+            parameters: [user])
+    }
+
+    /// The attempt counters in `readBook`'s rows.
+    private static func book(from rows: [[String?]]) -> AttemptBook {
         var book = AttemptBook()
-        let rows = try db.query(
-            "SELECT factor, failures, last_failure, recent_mismatches, last_success FROM attempts WHERE account = $1",
-            [user], deadline: deadline)
         for row in rows {
             guard let factor = row[0], let failures = row[1].flatMap({ Int($0) }) else { continue }
             book[FactorKind(rawValue: factor)] = AttemptState(
@@ -409,45 +425,65 @@ public final class PostgresStore: LoadableStore {
 
     /// Under the account's advisory lock: every host's reservations for one account are serialized, each committed
     /// (with `durable`, flushed by the server: synchronous_commit) before its host verifies anything.
+    ///
+    /// Two round trips, each a pipeline (`PostgresConnection.pipeline`): BEGIN, the lock and the read, then the
+    /// writes and COMMIT. The read is its own statement after the lock's, so its snapshot is taken once the lock is
+    /// held and it sees the last holder's commit (one statement for both would read a snapshot taken before the
+    /// wait). A failure rolls the transaction back, as `transaction` does.
     public func updateAttempts(user: String, durable: Bool, _ body: (inout AttemptBook) -> Void)
         throws(AuthenticationError)
     {
         try run("cannot update attempt counters") { db, deadline throws(PostgresError) in
-            try transaction(db, deadline, begin: durable ? "BEGIN" : "BEGIN; SET LOCAL synchronous_commit = off") {
-                () throws(PostgresError) in
-                try lockAccount(db, user, deadline)
-                let before = try book(db, user, deadline)
+            let begin =
+                [PostgresConnection.Statement(sql: "BEGIN")]
+                + (durable ? [] : [PostgresConnection.Statement(sql: "SET LOCAL synchronous_commit = off")])
+            do throws(PostgresError) {
+                let sent = PostgresConnection.monotonicMilliseconds()
+                let read = try db.pipeline(begin + [Self.lockAccount(user), Self.readBook(user)], deadline: deadline)
+                clock.measured(read[read.count - 2].first?[0].flatMap { Int64($0) }, sent: sent)
+                let before = Self.book(from: read[read.count - 1])
                 var after = before
                 body(&after)
-                for factor in Set(before.states.keys).union(after.states.keys) where before[factor] != after[factor] {
-                    let state = after[factor]
-                    if state == AttemptState() {
-                        try db.query(
-                            "DELETE FROM attempts WHERE account = $1 AND factor = $2", [user, factor.rawValue],
-                            deadline: deadline)
-                    } else {
-                        try write(state, of: factor, for: user, db, deadline)
+                let writes = Set(before.states.keys).union(after.states.keys).sorted { $0.rawValue < $1.rawValue }
+                    .filter { before[$0] != after[$0] }
+                    .map { factor in
+                        after[factor] == AttemptState()
+                            ? PostgresConnection.Statement(
+                                sql: "DELETE FROM attempts WHERE account = $1 AND factor = $2",
+                                parameters: [user, factor.rawValue])
+                            : Self.write(after[factor], of: factor, for: user)
                     }
-                }
+                try db.pipeline(writes + [PostgresConnection.Statement(sql: "COMMIT")], deadline: deadline)
+            } catch {
+                if !error.connectionLost && db.inTransaction { _ = try? db.query("ROLLBACK", deadline: deadline) }
+                throw error
             }
         }
+    }
+
+    /// The statement that stores one factor's counters for `user`, replacing what was there.
+    private static func write(_ state: AttemptState, of factor: FactorKind, for user: String)
+        -> PostgresConnection.Statement
+    {
+        PostgresConnection.Statement(
+            sql: "INSERT INTO attempts (account, factor, failures, last_failure, recent_mismatches, last_success) "
+                + "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account, factor) DO UPDATE SET "
+                + "failures = excluded.failures, last_failure = excluded.last_failure, "
+                + "recent_mismatches = excluded.recent_mismatches, last_success = excluded.last_success",
+            parameters: [
+                user, factor.rawValue, String(state.consecutiveFailures),
+                state.lastFailure.map { String($0.milliseconds) },
+                PostgresConnection.bytea(SQLiteStore.encode(state.recentMismatches)),
+                state.lastSuccess.map { String($0.milliseconds) },
+            ])
     }
 
     /// Stores one factor's counters for `user`, replacing what was there.
     private func write(
         _ state: AttemptState, of factor: FactorKind, for user: String, _ db: PostgresConnection, _ deadline: Int64
     ) throws(PostgresError) {
-        try db.query(
-            "INSERT INTO attempts (account, factor, failures, last_failure, recent_mismatches, last_success) "
-                + "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account, factor) DO UPDATE SET "
-                + "failures = excluded.failures, last_failure = excluded.last_failure, "
-                + "recent_mismatches = excluded.recent_mismatches, last_success = excluded.last_success",
-            [
-                user, factor.rawValue, String(state.consecutiveFailures),
-                state.lastFailure.map { String($0.milliseconds) },
-                PostgresConnection.bytea(SQLiteStore.encode(state.recentMismatches)),
-                state.lastSuccess.map { String($0.milliseconds) },
-            ], deadline: deadline)
+        let statement = Self.write(state, of: factor, for: user)
+        try db.query(statement.sql, statement.parameters, deadline: deadline)
     }
 
     public func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError) {

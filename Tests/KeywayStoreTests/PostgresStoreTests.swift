@@ -294,4 +294,37 @@ struct PostgresStoreTests {
             #expect(error.reason.contains("not empty"), "\(error.reason)")
         }
     }
+
+    @Test("a pipeline: its statements in order in one round trip; a failure skips the rest and is thrown")
+    func pipeline() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        let deadline = PostgresConnection.monotonicMilliseconds() + 20_000
+        let db = try PostgresConnection.connect([("dbname", cluster.ownerURI)], deadline: deadline)
+        try db.query("CREATE TEMPORARY TABLE seen (n int)", deadline: deadline)
+        db.roundTrips = 0
+        let rows = try db.pipeline(
+            [
+                .init(sql: "INSERT INTO seen VALUES ($1)", parameters: ["1"]),
+                .init(sql: "SELECT count(*) FROM seen"),
+                .init(sql: "SELECT $1::int + 1, $2::text IS NULL", parameters: ["41", nil]),
+            ], deadline: deadline)
+        #expect(rows == [[], [["1"]], [["42", "t"]]], "each statement sees the ones before it")
+        #expect(db.roundTrips == 1)
+        do {
+            try db.pipeline(
+                [
+                    .init(sql: "BEGIN"), .init(sql: "INSERT INTO seen VALUES (2)"), .init(sql: "SELECT 1 / 0"),
+                    .init(sql: "INSERT INTO seen VALUES (3)"), .init(sql: "COMMIT"),
+                ], deadline: deadline)
+            Issue.record("a division by zero in a pipeline was not thrown")
+        } catch {
+            #expect(error.state == "22012", "\(error)")
+            #expect(!error.connectionLost)
+        }
+        // The transaction is left aborted for the caller, who rolls it back; the connection takes statements again.
+        #expect(db.inTransaction)
+        try db.query("ROLLBACK", deadline: deadline)
+        #expect(try db.query("SELECT array_agg(n ORDER BY n)::text FROM seen", deadline: deadline) == [["{1}"]])
+    }
 }
