@@ -56,21 +56,21 @@ public final class BiometricKeeper: FactorKeeper {
         availability(for: user, records: records, book: book, reader: .ask)
     }
 
-    /// Enrolled, the reader answering, and not locked. With a reader it is asked once: its list of fingers brings the
-    /// store's record up to date, and whether it answered says whether it can serve now (the default, a refresh and
-    /// then the check, asked fprintd twice, each time on a new connection).
-    public func availability(for user: UserContext) -> Availability {
+    /// Enrolled, switched on, the reader answering, and not locked. With a reader it is asked once, unless the owner
+    /// turned the factor off: its list of fingers brings the store's record up to date, and whether it answered says
+    /// whether it can serve now (the default, a refresh and then the check, asked fprintd twice, each time on a new
+    /// connection). Without one, the default: the account read once.
+    public func availability(for user: UserContext, switchedOff: ([String: String]) -> Availability?) -> Availability {
+        guard let reader else { return availabilityReadingOnce(for: user, switchedOff: switchedOff) }
         do {
+            if let off = switchedOff(try gate.store.preferences(user: user.name)) { return off }
             var answer = ReaderAnswer.answered
-            if let reader {
-                var fingers: [String]? = nil
-                do throws(AuthenticationError) { fingers = try reader.labels(of: user.name) } catch {
-                    answer = .unreachable(error.reason)  // the record is left as it was
-                }
-                if let fingers {
-                    try mirror(
-                        fingers, of: user.name, by: Attribution("\(reader.name)'s own list", at: gate.clock.now()))
-                }
+            var fingers: [String]? = nil
+            do throws(AuthenticationError) { fingers = try reader.labels(of: user.name) } catch {
+                answer = .unreachable(error.reason)  // the record is left as it was
+            }
+            if let fingers {
+                try mirror(fingers, of: user.name, by: Attribution("\(reader.name)'s own list", at: gate.clock.now()))
             }
             return availability(
                 for: user, records: try gate.store.enrollments(user: user.name),

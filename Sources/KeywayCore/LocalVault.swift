@@ -47,12 +47,7 @@ public final class LocalVault: Vault {
 
     public func availability(of factor: FactorKind, for user: UserContext) -> Availability {
         do {
-            let keeper = try keeper(factor)
-            if let off = try switchedOff(factor, of: user.name) {
-                // Under concealment a switched-off secret looks like one never enrolled: asked like any other.
-                return user.concealsEnrollment && keeper.concealsEnrollment ? keeper.availability(for: user) : off
-            }
-            return keeper.availability(for: user)
+            return try keeper(factor).availability(for: user) { Self.switchedOff(factor, in: $0) }
         } catch {
             return .failed(error)
         }

@@ -26,6 +26,10 @@ public protocol Store: AnyObject, Sendable {
     func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError) -> Bool
     /// The user's attempt counters, read without locking.
     func attempts(user: String) throws(AuthenticationError) -> AttemptBook
+    /// The user's enrollments, counters and preferences in one read: what the availability of a factor is judged
+    /// from (`FactorKeeper.availability(for:switchedOff:)`). A store that can, reads them together (one
+    /// transaction, one round trip to a database); the default reads each in turn.
+    func account(user: String) throws(AuthenticationError) -> AccountRecord
     /// Atomically reads, changes and writes back the user's attempt counters. With `durable` false the change may be
     /// lost in a power cut (never in a process crash): for changes whose loss errs on the safe side, such as clearing
     /// a counter after a success, which then merely stays counted.
@@ -64,7 +68,30 @@ public protocol Store: AnyObject, Sendable {
     func setPreference(user: String, key: String, value: String?, by change: Attribution) throws(AuthenticationError)
 }
 
+/// What a store keeps about one user, as `Store.account` reads it.
+public struct AccountRecord: Sendable, Equatable {
+    /// The user's enrollments, ordered by factor.
+    public var enrollments: [Enrollment]
+    /// The user's attempt counters.
+    public var attempts: AttemptBook
+    /// The user's switches and preferences (`Store.preferences`).
+    public var preferences: [String: String]
+
+    public init(enrollments: [Enrollment], attempts: AttemptBook, preferences: [String: String]) {
+        self.enrollments = enrollments
+        self.attempts = attempts
+        self.preferences = preferences
+    }
+}
+
 extension Store {
+    /// Each part in turn.
+    public func account(user: String) throws(AuthenticationError) -> AccountRecord {
+        AccountRecord(
+            enrollments: try enrollments(user: user), attempts: try attempts(user: user),
+            preferences: try preferences(user: user))
+    }
+
     /// Atomically reads, changes and durably writes back the user's attempt counters.
     public func updateAttempts(user: String, _ body: (inout AttemptBook) -> Void) throws(AuthenticationError) {
         try updateAttempts(user: user, durable: true, body)

@@ -153,9 +153,10 @@ public protocol FactorKeeper: AnyObject, Sendable {
     /// Enrolled and not locked, judged from the user's enrollments and counters already read (so `status` reads
     /// each user once, whatever the number of factors).
     func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability
-    /// Enrolled and not locked now, read from the store after `refresh` (the default); a keeper whose device answers
-    /// both questions at once asks it once.
-    func availability(for user: UserContext) -> Availability
+    /// Enrolled, switched on and not locked now: the account read once (`Store.account`) after `refresh` (the
+    /// default, `availabilityReadingOnce`); a keeper whose device answers both questions at once asks it once.
+    /// `switchedOff` is the vault's answer, from the account's preferences, for a factor its owner turned off.
+    func availability(for user: UserContext, switchedOff: ([String: String]) -> Availability?) -> Availability
     /// Reserve, verify, settle.
     func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict
     /// Checks the rules and builds the enrollment record to save (not saving it).
@@ -216,15 +217,33 @@ extension FactorKeeper {
 }
 
 extension FactorKeeper {
-    /// Enrolled and not locked, read from the store.
-    public func availability(for user: UserContext) -> Availability {
+    public func availability(for user: UserContext, switchedOff: ([String: String]) -> Availability?) -> Availability {
+        availabilityReadingOnce(for: user, switchedOff: switchedOff)
+    }
+
+    /// Enrolled, switched on and not locked: `refresh`, then the account read once and judged (`judged`).
+    public func availabilityReadingOnce(
+        for user: UserContext, switchedOff: ([String: String]) -> Availability?
+    ) -> Availability {
         do {
             try refresh(user.name)
-            return availability(
-                for: user, records: try store.enrollments(user: user.name), book: try store.attempts(user: user.name))
+            let account = try store.account(user: user.name)
+            return judged(for: user, account, switchedOff: switchedOff) {
+                availability(for: user, records: account.enrollments, book: account.attempts)
+            }
         } catch {
             return .failed(error)
         }
+    }
+
+    /// `switchedOff`'s answer for a factor its owner turned off, else `ready()`. Under concealment a switched-off
+    /// secret looks like one never enrolled, so it is judged like any other (`concealedAbsence` answers it).
+    public func judged(
+        for user: UserContext, _ account: AccountRecord, switchedOff: ([String: String]) -> Availability?,
+        ready: () -> Availability
+    ) -> Availability {
+        if let off = switchedOff(account.preferences), !(user.concealsEnrollment && concealsEnrollment) { return off }
+        return ready()
     }
 
     public func enrollment(removing label: String, from record: Enrollment, by actor: String)

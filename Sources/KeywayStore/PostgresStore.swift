@@ -299,9 +299,15 @@ public final class PostgresStore: LoadableStore {
 
     public func enrollments(user: String) throws(AuthenticationError) -> [Enrollment] {
         try run("cannot read enrollments") { db, deadline throws(PostgresError) in
-            try db.query(Self.enrollmentColumns + " WHERE account = $1 ORDER BY factor", [user], deadline: deadline)
+            let statement = Self.readEnrollments(user)
+            return try db.query(statement.sql, statement.parameters, deadline: deadline)
                 .compactMap(Self.enrollment(from:))
         }
+    }
+
+    private static func readEnrollments(_ user: String) -> PostgresConnection.Statement {
+        PostgresConnection.Statement(
+            sql: Self.enrollmentColumns + " WHERE account = $1 ORDER BY factor", parameters: [user])
     }
 
     public func enrollments(of factor: FactorKind) throws(AuthenticationError) -> [Enrollment] {
@@ -570,12 +576,31 @@ public final class PostgresStore: LoadableStore {
 
     public func preferences(user: String) throws(AuthenticationError) -> [String: String] {
         try run("cannot read preferences") { db, deadline throws(PostgresError) in
-            var result: [String: String] = [:]
-            for row in try db.query("SELECT key, value FROM preferences WHERE account = $1", [user], deadline: deadline)
-            {
-                if let key = row[0], let value = row[1] { result[key] = value }
-            }
-            return result
+            let statement = Self.readPreferences(user)
+            return Self.preferences(from: try db.query(statement.sql, statement.parameters, deadline: deadline))
+        }
+    }
+
+    private static func readPreferences(_ user: String) -> PostgresConnection.Statement {
+        PostgresConnection.Statement(sql: "SELECT key, value FROM preferences WHERE account = $1", parameters: [user])
+    }
+
+    private static func preferences(from rows: [[String?]]) -> [String: String] {
+        var result: [String: String] = [:]
+        for row in rows {
+            if let key = row[0], let value = row[1] { result[key] = value }
+        }
+        return result
+    }
+
+    /// The three reads in one round trip (a pipeline).
+    public func account(user: String) throws(AuthenticationError) -> AccountRecord {
+        try run("cannot read the account") { db, deadline throws(PostgresError) in
+            let rows = try db.pipeline(
+                [Self.readEnrollments(user), Self.readBook(user), Self.readPreferences(user)], deadline: deadline)
+            return AccountRecord(
+                enrollments: rows[0].compactMap(Self.enrollment(from:)), attempts: Self.book(from: rows[1]),
+                preferences: Self.preferences(from: rows[2]))
         }
     }
 

@@ -180,6 +180,19 @@ final class SQLiteConnection: @unchecked Sendable {
         return result
     }
 
+    /// Runs `body` in one read transaction (a deferred `BEGIN`: the first read takes the snapshot the others share),
+    /// ended on return or throw.
+    func reading<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try query("BEGIN")
+        let result: T
+        do { result = try body() } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+        try query("COMMIT")
+        return result
+    }
+
     /// A value bound to or read from a statement.
     enum Value: Equatable {
         case null

@@ -158,12 +158,14 @@ public final class SQLiteStore: LoadableStore {
     }
 
     public func enrollments(user: String) throws(AuthenticationError) -> [Enrollment] {
-        try run("cannot read enrollments") { db throws(SQLiteError) in
-            try db.query(
-                "SELECT user, factor, payload, changed_at, changed_by FROM enrollments WHERE user = ? "
-                    + "ORDER BY factor", [.text(user)]
-            ).compactMap(Self.enrollment(from:))
-        }
+        try run("cannot read enrollments") { db throws(SQLiteError) in try Self.enrollments(db, user) }
+    }
+
+    private static func enrollments(_ db: SQLiteConnection, _ user: String) throws(SQLiteError) -> [Enrollment] {
+        try db.query(
+            "SELECT user, factor, payload, changed_at, changed_by FROM enrollments WHERE user = ? ORDER BY factor",
+            [.text(user)]
+        ).compactMap(Self.enrollment(from:))
     }
 
     public func enrollments(of factor: FactorKind) throws(AuthenticationError) -> [Enrollment] {
@@ -251,6 +253,17 @@ public final class SQLiteStore: LoadableStore {
 
     public func attempts(user: String) throws(AuthenticationError) -> AttemptBook {
         try run("cannot read attempt counters") { db throws(SQLiteError) in try Self.book(db, user) }
+    }
+
+    /// In one read transaction: one snapshot, and the file's locks taken once rather than for each part.
+    public func account(user: String) throws(AuthenticationError) -> AccountRecord {
+        try run("cannot read the account") { db throws(SQLiteError) in
+            try db.reading { () throws(SQLiteError) in
+                AccountRecord(
+                    enrollments: try Self.enrollments(db, user), attempts: try Self.book(db, user),
+                    preferences: try Self.preferences(db, user))
+            }
+        }
     }
 
     public func updateAttempts(user: String, durable: Bool, _ body: (inout AttemptBook) -> Void)
@@ -425,13 +438,15 @@ public final class SQLiteStore: LoadableStore {
     // MARK: Preferences
 
     public func preferences(user: String) throws(AuthenticationError) -> [String: String] {
-        try run("cannot read preferences") { db throws(SQLiteError) in
-            var result: [String: String] = [:]
-            for row in try db.query("SELECT key, value FROM preferences WHERE user = ?", [.text(user)]) {
-                if let key = row[0].text, let value = row[1].text { result[key] = value }
-            }
-            return result
+        try run("cannot read preferences") { db throws(SQLiteError) in try Self.preferences(db, user) }
+    }
+
+    private static func preferences(_ db: SQLiteConnection, _ user: String) throws(SQLiteError) -> [String: String] {
+        var result: [String: String] = [:]
+        for row in try db.query("SELECT key, value FROM preferences WHERE user = ?", [.text(user)]) {
+            if let key = row[0].text, let value = row[1].text { result[key] = value }
         }
+        return result
     }
 
     public func setPreference(user: String, key: String, value: String?, by change: Attribution)

@@ -164,6 +164,25 @@ public enum StoreConformance {
                     "gesture.show-trail=on", "gesture.enabled=default",
                 ],
                 "the latest rows are kept")
+
+            // The account in one read: what the three reads give.
+            let account = try store.account(user: user)
+            try store.setPreference(user: user, key: "passcode.enabled", value: "off", by: Attribution("root", at: at))
+            let switched = try store.account(user: user)
+            let enrollments = try store.enrollments(user: user)
+            let attempts = try store.attempts(user: user)
+            expect(
+                account == AccountRecord(enrollments: enrollments, attempts: attempts, preferences: [:])
+                    && switched
+                        == AccountRecord(
+                            enrollments: enrollments, attempts: attempts, preferences: ["passcode.enabled": "off"]),
+                "account reads the enrollments, counters and preferences the other reads do")
+            expect(!enrollments.isEmpty && attempts != AttemptBook(), "(an account with enrollments and counters)")
+            expect(
+                try store.account(user: "store-conformance-nobody")
+                    == AccountRecord(enrollments: [], attempts: AttemptBook(), preferences: [:]),
+                "an unknown user's account is empty")
+            try store.setPreference(user: user, key: "passcode.enabled", value: nil, by: Attribution("root", at: at))
         } catch {
             problems.append("threw \(error)")
         }
