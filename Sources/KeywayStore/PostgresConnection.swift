@@ -41,6 +41,9 @@ final class PostgresConnection: @unchecked Sendable {
 
     /// Round trips made since the store lent this connection out (a failure in the first may be retried).
     var roundTrips = 0
+    /// Set by a caller that passes the connection on with an answer still to read (`PostgresStore`'s reservation):
+    /// the store then neither pools it nor frees its slot; whoever reads the answer gives it back.
+    var handedOver = false
 
     private init(handle: OpaquePointer) { self.handle = handle }
 
@@ -150,6 +153,13 @@ final class PostgresConnection: @unchecked Sendable {
     /// pipeline has been read (an explicit transaction is then left aborted, for the caller to roll back).
     @discardableResult
     func pipeline(_ statements: [Statement], deadline: Int64) throws(PostgresError) -> [[[String?]]] {
+        try send(statements)
+        return try answers(to: statements.count, until: deadline)
+    }
+
+    /// The first half of `pipeline`: sends `statements` and the end of the pipeline, and returns without waiting;
+    /// `answers` reads what the server says. Nothing else may be sent on the connection in between.
+    func send(_ statements: [Statement]) throws(PostgresError) {
         roundTrips += 1
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
         for statement in statements {
@@ -162,9 +172,14 @@ final class PostgresConnection: @unchecked Sendable {
             guard sent == 1 else { throw lost() }
         }
         guard PQpipelineSync(handle) == 1 else { throw lost() }
+    }
+
+    /// The second half of `pipeline`: the answers to the `count` statements `send` sent, waiting at most until
+    /// `deadline`.
+    func answers(to count: Int, until deadline: Int64) throws(PostgresError) -> [[[String?]]] {
         var answers: [[[String?]]] = []
         var failure: PostgresError? = nil
-        for _ in statements {
+        for _ in 0..<count {
             var rows: [[String?]] = []
             // Each statement's results end with a null result.
             while let result = try nextResult(until: deadline) {

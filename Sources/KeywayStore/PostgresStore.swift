@@ -219,7 +219,8 @@ public final class PostgresStore: LoadableStore {
                 .serviceUnavailable,
                 "Keyway store \(options.uri): \(what): all \(options.connections) connections stayed busy")
         }
-        defer { slots.release() }
+        var handedOver = false
+        defer { if !handedOver { slots.release() } }
         var reused = idle.withLock { $0.popLast() }
         while true {
             let connection: PostgresConnection
@@ -229,9 +230,11 @@ public final class PostgresStore: LoadableStore {
                 throw unavailable(what, error)
             }
             connection.roundTrips = 0
+            connection.handedOver = false
             do throws(PostgresError) {
                 let value = try body(connection, deadline)
-                if !connection.inTransaction { idle.withLock { $0.append(connection) } }
+                handedOver = connection.handedOver
+                if !handedOver && !connection.inTransaction { idle.withLock { $0.append(connection) } }
                 return value
             } catch {
                 if error.connectionLost, reused != nil, connection.roundTrips <= 1 {
@@ -242,6 +245,13 @@ public final class PostgresStore: LoadableStore {
                 throw unavailable(what, error)
             }
         }
+    }
+
+    /// Gives back a connection handed over with an answer still to read (`PostgresConnection.handedOver`), once it
+    /// has been read: pooled when it can be used again, closed otherwise, and its slot freed.
+    private func giveBack(_ connection: PostgresConnection, lost: Bool) {
+        if !lost && !connection.inTransaction { idle.withLock { $0.append(connection) } }
+        slots.release()
     }
 
     /// Runs `body` in a transaction: committed on return, rolled back on a throw.
@@ -440,31 +450,81 @@ public final class PostgresStore: LoadableStore {
         throws(AuthenticationError)
     {
         try run("cannot update attempt counters") { db, deadline throws(PostgresError) in
-            let begin =
-                [PostgresConnection.Statement(sql: "BEGIN")]
-                + (durable ? [] : [PostgresConnection.Statement(sql: "SET LOCAL synchronous_commit = off")])
-            do throws(PostgresError) {
-                let sent = PostgresConnection.monotonicMilliseconds()
-                let read = try db.pipeline(begin + [Self.lockAccount(user), Self.readBook(user)], deadline: deadline)
-                clock.measured(read[read.count - 2].first?[0].flatMap { Int64($0) }, sent: sent)
-                let before = Self.book(from: read[read.count - 1])
-                var after = before
-                body(&after)
-                let writes = Set(before.states.keys).union(after.states.keys).sorted { $0.rawValue < $1.rawValue }
-                    .filter { before[$0] != after[$0] }
-                    .map { factor in
-                        after[factor] == AttemptState()
-                            ? PostgresConnection.Statement(
-                                sql: "DELETE FROM attempts WHERE account = $1 AND factor = $2",
-                                parameters: [user, factor.rawValue])
-                            : Self.write(after[factor], of: factor, for: user)
-                    }
-                try db.pipeline(writes + [PostgresConnection.Statement(sql: "COMMIT")], deadline: deadline)
-            } catch {
-                if !error.connectionLost && db.inTransaction { _ = try? db.query("ROLLBACK", deadline: deadline) }
-                throw error
+            try rollingBack(db, deadline) { () throws(PostgresError) in
+                let finish = try changeAttempts(user, durable: durable, body, db, deadline)
+                try db.pipeline(finish, deadline: deadline)
             }
         }
+    }
+
+    /// `updateAttempts(durable: true)` with the writes and COMMIT sent but not waited for: the account's lock is
+    /// taken and the counters read before this returns, and the returned write reads the server's answer on
+    /// another thread, while the caller hashes. The count is committed when the server has flushed it, and no
+    /// verdict is given before `wait()` has seen that (a failure there throws, and the attempt is not counted, nor
+    /// answered). Another host's reservation of the account waits on its lock until the commit, as before; a
+    /// keywayd that dies after sending leaves the attempt counted, since the server commits what it was sent.
+    public func updateAttemptsWritingInBackground(user: String, _ body: (inout AttemptBook) -> Void)
+        throws(AuthenticationError) -> any DiskWrite
+    {
+        try run("cannot update attempt counters") { db, deadline throws(PostgresError) -> any DiskWrite in
+            let finish = try rollingBack(db, deadline) { () throws(PostgresError) in
+                let finish = try changeAttempts(user, durable: true, body, db, deadline)
+                try db.send(finish)
+                return finish
+            }
+            db.handedOver = true
+            return BackgroundDiskWrite { [self] () throws(AuthenticationError) in
+                let answered = PostgresConnection.monotonicMilliseconds() + Self.milliseconds(options.timeout)
+                do throws(PostgresError) {
+                    try rollingBack(db, answered) { () throws(PostgresError) in
+                        _ = try db.answers(to: finish.count, until: answered)
+                    }
+                    giveBack(db, lost: false)
+                    noteAvailability(nil)
+                } catch {
+                    giveBack(db, lost: error.connectionLost)
+                    let failure = unavailable("cannot update attempt counters", error)
+                    if failure.code == .serviceUnavailable { noteAvailability(failure) }
+                    throw failure
+                }
+            }
+        }
+    }
+
+    /// Runs `body`, rolling back the transaction it left open if it throws (unless the connection is gone).
+    private func rollingBack<T>(_ db: PostgresConnection, _ deadline: Int64, _ body: () throws(PostgresError) -> T)
+        throws(PostgresError) -> T
+    {
+        do { return try body() } catch {
+            if !error.connectionLost && db.inTransaction { _ = try? db.query("ROLLBACK", deadline: deadline) }
+            throw error
+        }
+    }
+
+    /// The first round trip of an update of the counters: BEGIN, the account's lock and the read, in one pipeline;
+    /// then `body`. Returns the rest to send in one more: the writes (what changed) and COMMIT.
+    private func changeAttempts(
+        _ user: String, durable: Bool, _ body: (inout AttemptBook) -> Void, _ db: PostgresConnection,
+        _ deadline: Int64
+    ) throws(PostgresError) -> [PostgresConnection.Statement] {
+        let begin =
+            [PostgresConnection.Statement(sql: "BEGIN")]
+            + (durable ? [] : [PostgresConnection.Statement(sql: "SET LOCAL synchronous_commit = off")])
+        let sent = PostgresConnection.monotonicMilliseconds()
+        let read = try db.pipeline(begin + [Self.lockAccount(user), Self.readBook(user)], deadline: deadline)
+        clock.measured(read[read.count - 2].first?[0].flatMap { Int64($0) }, sent: sent)
+        let before = Self.book(from: read[read.count - 1])
+        var after = before
+        body(&after)
+        return Set(before.states.keys).union(after.states.keys).sorted { $0.rawValue < $1.rawValue }
+            .filter { before[$0] != after[$0] }
+            .map { factor in
+                after[factor] == AttemptState()
+                    ? PostgresConnection.Statement(
+                        sql: "DELETE FROM attempts WHERE account = $1 AND factor = $2",
+                        parameters: [user, factor.rawValue])
+                    : Self.write(after[factor], of: factor, for: user)
+            } + [PostgresConnection.Statement(sql: "COMMIT")]
     }
 
     /// The statement that stores one factor's counters for `user`, replacing what was there.

@@ -327,4 +327,36 @@ struct PostgresStoreTests {
         try db.query("ROLLBACK", deadline: deadline)
         #expect(try db.query("SELECT array_agg(n ORDER BY n)::text FROM seen", deadline: deadline) == [["{1}"]])
     }
+
+    @Test("a reservation's write refused by the database after it was sent: no verdict, nothing counted, pool fine")
+    func refusedReservation() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        // The writes and COMMIT of a reservation are sent, and their answer read on another thread while the hash
+        // runs: a refusal there must still stop the verdict, roll back, and leave the connection usable.
+        let (status, said) = fleet.psql(
+            as: "keyway_owner",
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                + "IF NEW.account = 'refused' THEN RAISE EXCEPTION 'refused by the test'; END IF; RETURN NEW; END $$; "
+                + "CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON attempts FOR EACH ROW EXECUTE FUNCTION refuse()")
+        #expect(status == 0, "\(said)")
+        let gate = AttemptGate(factor: .passcode, store: fleet.store, clock: fleet.store.clock, schedule: .passcode)
+        for _ in 0..<3 {  // the same connection again and again: each refusal is rolled back
+            // The lock and the read succeed, so the reservation returns; the refusal comes with the commit's answer.
+            let reservation = try gate.reserve(for: "refused")
+            do {
+                try reservation.confirm()
+                Issue.record("a reservation the database refused was confirmed")
+            } catch {
+                #expect(error.code == .storeFailure, "\(error)")
+                #expect(error.reason.contains("refused by the test"), "\(error.reason)")
+            }
+        }
+        #expect(try fleet.store.attempts(user: "refused") == AttemptBook(), "nothing counted")
+        let reservation = try gate.reserve(for: "alice")
+        try reservation.confirm()
+        #expect(try fleet.store.attempts(user: "alice")[.passcode].consecutiveFailures == 1)
+        try gate.settleSuccess(reservation)
+        #expect(try fleet.store.attempts(user: "alice")[.passcode].consecutiveFailures == 0)
+    }
 }
