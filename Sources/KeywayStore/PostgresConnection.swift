@@ -44,6 +44,21 @@ final class PostgresConnection: @unchecked Sendable {
     /// Set by a caller that passes the connection on with an answer still to read (`PostgresStore`'s reservation):
     /// the store then neither pools it nor frees its slot; whoever reads the answer gives it back.
     var handedOver = false
+    /// The statements with parameters prepared on this connection (their SQL → the name they were
+    /// prepared under), so the server parses and plans each once per connection rather than at every run. A named
+    /// statement lasts as long as the session, whatever becomes of the transaction it was prepared in.
+    private var prepared: [String: String] = [:]
+    /// More distinct statements with parameters than Keyway has: past it, statements are sent unprepared.
+    private static let preparedLimit = 64
+    /// What the server answers, in order, for the pipeline `send` sent last.
+    private var expected: [Expected] = []
+
+    private enum Expected {
+        /// The preparation of `sql` under `name`, sent in front of its first run.
+        case preparation(sql: String, name: String)
+        /// A statement's run.
+        case statement
+    }
 
     private init(handle: OpaquePointer) { self.handle = handle }
 
@@ -108,18 +123,15 @@ final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Runs one statement with text parameters (nil is NULL) and returns its rows as text (nil for NULL), waiting at
-    /// most until `deadline`. Several statements separated by semicolons are allowed only without parameters.
+    /// most until `deadline`. One with parameters is a pipeline of one (`pipeline`), so it is prepared once per
+    /// connection; several statements separated by semicolons are allowed only without parameters.
     @discardableResult
     func query(_ sql: String, _ parameters: [String?] = [], deadline: Int64) throws(PostgresError) -> [[String?]] {
-        roundTrips += 1
-        let copies = parameters.map { $0.map { strdup($0) } ?? nil }
-        defer { for pointer in copies { free(pointer) } }
-        let sent = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer { values in
-            parameters.isEmpty
-                ? PQsendQuery(handle, sql)
-                : PQsendQueryParams(handle, sql, Int32(parameters.count), nil, values.baseAddress, nil, nil, 0)
+        if !parameters.isEmpty {
+            return try pipeline([Statement(sql: sql, parameters: parameters)], deadline: deadline)[0]
         }
-        guard sent == 1 else { throw lost() }
+        roundTrips += 1
+        guard PQsendQuery(handle, sql) == 1 else { throw lost() }
         var rows: [[String?]] = []
         var failure: PostgresError? = nil
         while let result = try nextResult(until: deadline) {
@@ -154,46 +166,70 @@ final class PostgresConnection: @unchecked Sendable {
     @discardableResult
     func pipeline(_ statements: [Statement], deadline: Int64) throws(PostgresError) -> [[[String?]]] {
         try send(statements)
-        return try answers(to: statements.count, until: deadline)
+        return try answers(until: deadline)
     }
 
     /// The first half of `pipeline`: sends `statements` and the end of the pipeline, and returns without waiting;
-    /// `answers` reads what the server says. Nothing else may be sent on the connection in between.
+    /// `answers` reads what the server says. Nothing else may be sent on the connection in between. A statement
+    /// with parameters is prepared the first time this connection runs it, in the same pipeline (`prepared`).
     func send(_ statements: [Statement]) throws(PostgresError) {
         roundTrips += 1
+        expected = []
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
+        var naming: [String: String] = [:]  // prepared in this pipeline
         for statement in statements {
+            let count = Int32(statement.parameters.count)
+            var name = prepared[statement.sql] ?? naming[statement.sql]
+            if name == nil, count > 0, prepared.count + naming.count < Self.preparedLimit {
+                let fresh = "keyway_\(prepared.count + naming.count)"
+                guard PQsendPrepare(handle, fresh, statement.sql, count, nil) == 1 else { throw lost() }
+                naming[statement.sql] = fresh
+                expected.append(.preparation(sql: statement.sql, name: fresh))
+                name = fresh
+            }
             let copies = statement.parameters.map { $0.map { strdup($0) } ?? nil }
             defer { for pointer in copies { free(pointer) } }
             let sent = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer { values in
-                PQsendQueryParams(
-                    handle, statement.sql, Int32(statement.parameters.count), nil, values.baseAddress, nil, nil, 0)
+                if let name {
+                    PQsendQueryPrepared(handle, name, count, values.baseAddress, nil, nil, 0)
+                } else {
+                    PQsendQueryParams(handle, statement.sql, count, nil, values.baseAddress, nil, nil, 0)
+                }
             }
             guard sent == 1 else { throw lost() }
+            expected.append(.statement)
         }
         guard PQpipelineSync(handle) == 1 else { throw lost() }
     }
 
-    /// The second half of `pipeline`: the answers to the `count` statements `send` sent, waiting at most until
-    /// `deadline`.
-    func answers(to count: Int, until deadline: Int64) throws(PostgresError) -> [[[String?]]] {
+    /// The second half of `pipeline`: the rows of each statement `send` sent, waiting at most until `deadline`.
+    func answers(until deadline: Int64) throws(PostgresError) -> [[[String?]]] {
         var answers: [[[String?]]] = []
         var failure: PostgresError? = nil
-        for _ in 0..<count {
+        let expected = self.expected
+        self.expected = []
+        for expectation in expected {
             var rows: [[String?]] = []
+            var done = true
             // Each statement's results end with a null result.
             while let result = try nextResult(until: deadline) {
                 defer { PQclear(result) }
                 switch PQresultStatus(result) {
-                case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY, PGRES_PIPELINE_ABORTED:
+                case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
                     continue
+                case PGRES_PIPELINE_ABORTED:
+                    done = false
                 case PGRES_TUPLES_OK:
                     rows = Self.rows(of: result)
                 default:
+                    done = false
                     failure = failure ?? Self.failure(of: result)
                 }
             }
-            answers.append(rows)
+            switch expectation {
+            case .preparation(let sql, let name): if done { prepared[sql] = name }
+            case .statement: answers.append(rows)
+            }
             if PQstatus(handle) == CONNECTION_BAD { break }
         }
         // Then the end of the pipeline, after which the connection takes ordinary statements again.

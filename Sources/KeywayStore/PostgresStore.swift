@@ -467,17 +467,15 @@ public final class PostgresStore: LoadableStore {
         throws(AuthenticationError) -> any DiskWrite
     {
         try run("cannot update attempt counters") { db, deadline throws(PostgresError) -> any DiskWrite in
-            let finish = try rollingBack(db, deadline) { () throws(PostgresError) in
-                let finish = try changeAttempts(user, durable: true, body, db, deadline)
-                try db.send(finish)
-                return finish
+            try rollingBack(db, deadline) { () throws(PostgresError) in
+                try db.send(try changeAttempts(user, durable: true, body, db, deadline))
             }
             db.handedOver = true
             return BackgroundDiskWrite { [self] () throws(AuthenticationError) in
                 let answered = PostgresConnection.monotonicMilliseconds() + Self.milliseconds(options.timeout)
                 do throws(PostgresError) {
                     try rollingBack(db, answered) { () throws(PostgresError) in
-                        _ = try db.answers(to: finish.count, until: answered)
+                        _ = try db.answers(until: answered)
                     }
                     giveBack(db, lost: false)
                     noteAvailability(nil)

@@ -314,8 +314,10 @@ struct PostgresStoreTests {
         do {
             try db.pipeline(
                 [
-                    .init(sql: "BEGIN"), .init(sql: "INSERT INTO seen VALUES (2)"), .init(sql: "SELECT 1 / 0"),
-                    .init(sql: "INSERT INTO seen VALUES (3)"), .init(sql: "COMMIT"),
+                    .init(sql: "BEGIN"), .init(sql: "INSERT INTO seen VALUES ($1)", parameters: ["2"]),
+                    .init(sql: "SELECT $1::int * 2", parameters: ["2"]), .init(sql: "SELECT 1 / 0"),
+                    .init(sql: "INSERT INTO seen VALUES (3)"), .init(sql: "SELECT $1::int * 3", parameters: ["3"]),
+                    .init(sql: "COMMIT"),
                 ], deadline: deadline)
             Issue.record("a division by zero in a pipeline was not thrown")
         } catch {
@@ -326,6 +328,21 @@ struct PostgresStoreTests {
         #expect(db.inTransaction)
         try db.query("ROLLBACK", deadline: deadline)
         #expect(try db.query("SELECT array_agg(n ORDER BY n)::text FROM seen", deadline: deadline) == [["{1}"]])
+        // Statements with parameters are prepared once per connection, and a preparation made before the failure
+        // outlives the rollback; the one after it, never run, is prepared the next time.
+        let again = try db.pipeline(
+            [
+                .init(sql: "SELECT $1::int * 2", parameters: ["21"]),
+                .init(sql: "SELECT $1::int * 3", parameters: ["5"]),
+                .init(sql: "SELECT $1::int + 1, $2::text IS NULL", parameters: ["1", "x"]),
+            ], deadline: deadline)
+        #expect(again == [[["42"]], [["15"]], [["2", "f"]]])
+        #expect(
+            try db.query("SELECT statement FROM pg_prepared_statements ORDER BY statement", deadline: deadline)
+                == [
+                    ["INSERT INTO seen VALUES ($1)"], ["SELECT $1::int * 2"], ["SELECT $1::int * 3"],
+                    ["SELECT $1::int + 1, $2::text IS NULL"],
+                ], "each prepared once")
     }
 
     @Test("a reservation's write refused by the database after it was sent: no verdict, nothing counted, pool fine")
