@@ -248,7 +248,8 @@ public final class PostgresStore: LoadableStore {
     }
 
     /// Gives back a connection handed over with an answer still to read (`PostgresConnection.handedOver`), once it
-    /// has been read: pooled when it can be used again, closed otherwise, and its slot freed.
+    /// has been read (within the deadline of the request that sent it): pooled when it can be used again, closed
+    /// otherwise, and its slot freed.
     private func giveBack(_ connection: PostgresConnection, lost: Bool) {
         if !lost && !connection.inTransaction { idle.withLock { $0.append(connection) } }
         slots.release()
@@ -466,25 +467,26 @@ public final class PostgresStore: LoadableStore {
     public func updateAttemptsWritingInBackground(user: String, _ body: (inout AttemptBook) -> Void)
         throws(AuthenticationError) -> any DiskWrite
     {
-        try run("cannot update attempt counters") { db, deadline throws(PostgresError) -> any DiskWrite in
+        // The connection passes to the reading thread only once `attempt` is done with it: `handedOver` is set and
+        // read on this thread, before any other can see the connection.
+        let (db, deadline) = try run("cannot update attempt counters") {
+            db, deadline throws(PostgresError) -> (PostgresConnection, Int64) in
             try rollingBack(db, deadline) { () throws(PostgresError) in
                 try db.send(try changeAttempts(user, durable: true, body, db, deadline))
             }
             db.handedOver = true
-            return BackgroundDiskWrite { [self] () throws(AuthenticationError) in
-                let answered = PostgresConnection.monotonicMilliseconds() + Self.milliseconds(options.timeout)
-                do throws(PostgresError) {
-                    try rollingBack(db, answered) { () throws(PostgresError) in
-                        _ = try db.answers(until: answered)
-                    }
-                    giveBack(db, lost: false)
-                    noteAvailability(nil)
-                } catch {
-                    giveBack(db, lost: error.connectionLost)
-                    let failure = unavailable("cannot update attempt counters", error)
-                    if failure.code == .serviceUnavailable { noteAvailability(failure) }
-                    throw failure
-                }
+            return (db, deadline)
+        }
+        return BackgroundDiskWrite { [self] () throws(AuthenticationError) in
+            do throws(PostgresError) {
+                try rollingBack(db, deadline) { () throws(PostgresError) in _ = try db.answers(until: deadline) }
+                giveBack(db, lost: false)
+                noteAvailability(nil)
+            } catch {
+                giveBack(db, lost: error.connectionLost)
+                let failure = unavailable("cannot update attempt counters", error)
+                if failure.code == .serviceUnavailable { noteAvailability(failure) }
+                throw failure
             }
         }
     }

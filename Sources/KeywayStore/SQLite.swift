@@ -184,13 +184,14 @@ final class SQLiteConnection: @unchecked Sendable {
     /// ended on return or throw.
     func reading<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
         try query("BEGIN")
-        let result: T
-        do { result = try body() } catch {
+        do {
+            let result = try body()
+            try query("COMMIT")
+            return result
+        } catch {
             try? execute("ROLLBACK")
             throw error
         }
-        try query("COMMIT")
-        return result
     }
 
     /// A value bound to or read from a statement.

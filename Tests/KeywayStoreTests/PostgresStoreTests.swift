@@ -1,6 +1,7 @@
 import Foundation
 import KeywayCore
 import KeywayTestSupport
+import Synchronization
 import Testing
 
 @testable import KeywayStore
@@ -375,5 +376,36 @@ struct PostgresStoreTests {
         #expect(try fleet.store.attempts(user: "alice")[.passcode].consecutiveFailures == 1)
         try gate.settleSuccess(reservation)
         #expect(try fleet.store.attempts(user: "alice")[.passcode].consecutiveFailures == 0)
+    }
+
+    @Test("16 threads reserving through a pool of 2 connections: every one answered, 5 per account, no more")
+    func sharedPool() throws {
+        let fleet = try Fleet()
+        defer { fleet.cluster.stop() }
+        // One keywayd's threads share its pool: a reservation hands its connection to the thread that reads the
+        // commit, which gives it back; no connection may serve two threads at once, nor a slot be freed twice.
+        let store = try PostgresStore(
+            .init(uri: fleet.cluster.uri, host: "host-a", connections: 2, passfile: fleet.cluster.passfile))
+        let outcomes = Mutex<[String: [String]]>([:])
+        DispatchQueue.concurrentPerform(iterations: 16) { index in
+            let user = "pool-\(index % 4)"  // four threads on each account
+            let gate = AttemptGate(factor: .passcode, store: store, clock: store.clock, schedule: .passcode)
+            for _ in 0..<10 {
+                var outcome = "reserved"
+                do throws(AuthenticationError) {
+                    try gate.reserve(for: user).confirm()
+                } catch {
+                    outcome = error.code == .throttled ? "throttled" : "\(error.code): \(error.reason)"
+                }
+                outcomes.withLock { $0[user, default: []].append(outcome) }
+            }
+        }
+        for account in 0..<4 {
+            let seen = outcomes.withLock { $0["pool-\(account)"] ?? [] }
+            #expect(seen.count == 40)
+            #expect(seen.filter { $0 == "reserved" }.count == 5, "\(seen)")
+            #expect(seen.allSatisfy { $0 == "reserved" || $0 == "throttled" }, "\(seen)")
+            #expect(try store.attempts(user: "pool-\(account)")[.passcode].consecutiveFailures == 5)
+        }
     }
 }
