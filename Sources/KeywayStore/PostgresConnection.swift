@@ -41,17 +41,17 @@ final class PostgresConnection: @unchecked Sendable {
 
     /// Round trips made since the store lent this connection out (a failure in the first may be retried).
     var roundTrips = 0
-    /// Set by a caller that passes the connection on with an answer still to read (`PostgresStore`'s reservation):
-    /// the store then neither pools it nor frees its slot; whoever reads the answer gives it back.
-    var handedOver = false
     /// The statements with parameters prepared on this connection (their SQL → the name they were
     /// prepared under), so the server parses and plans each once per connection rather than at every run. A named
     /// statement lasts as long as the session, whatever becomes of the transaction it was prepared in.
     private var prepared: [String: String] = [:]
     /// More distinct statements with parameters than Keyway has: past it, statements are sent unprepared.
     private static let preparedLimit = 64
-    /// What the server answers, in order, for the pipeline `send` sent last.
+    /// What the server answers, in order, for the pipeline `send` sent last, until `answers` reads it.
     private var expected: [Expected] = []
+    /// A pipeline was sent and its answers are still to be read: the connection belongs to whoever reads them
+    /// (`PostgresStore`'s reservation hands it to another thread), and may not be pooled or used meanwhile.
+    var awaitsAnswers: Bool { !expected.isEmpty }
 
     private enum Expected {
         /// The preparation of `sql` under `name`, sent in front of its first run.
@@ -127,29 +127,19 @@ final class PostgresConnection: @unchecked Sendable {
     /// connection; several statements separated by semicolons are allowed only without parameters.
     @discardableResult
     func query(_ sql: String, _ parameters: [String?] = [], deadline: Int64) throws(PostgresError) -> [[String?]] {
-        if !parameters.isEmpty {
-            return try pipeline([Statement(sql: sql, parameters: parameters)], deadline: deadline)[0]
-        }
+        if !parameters.isEmpty { return try query(Statement(sql: sql, parameters: parameters), deadline: deadline) }
         roundTrips += 1
         guard PQsendQuery(handle, sql) == 1 else { throw lost() }
-        var rows: [[String?]] = []
-        var failure: PostgresError? = nil
-        while let result = try nextResult(until: deadline) {
-            defer { PQclear(result) }
-            switch PQresultStatus(result) {
-            case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
-                continue
-            case PGRES_TUPLES_OK:
-                rows = Self.rows(of: result)
-            default:
-                failure = failure ?? Self.failure(of: result)
-            }
-        }
-        if PQstatus(handle) == CONNECTION_BAD {
-            throw failure.map { PostgresError(state: $0.state, $0.message, connectionLost: true) } ?? lost()
-        }
+        let (rows, _, failure) = try results(until: deadline)
+        if PQstatus(handle) == CONNECTION_BAD { throw lost(after: failure) }
         if let failure { throw failure }
         return rows
+    }
+
+    /// `query` of one `Statement`: a pipeline of one.
+    @discardableResult
+    func query(_ statement: Statement, deadline: Int64) throws(PostgresError) -> [[String?]] {
+        try pipeline([statement], deadline: deadline)[0]
     }
 
     /// One statement of a `pipeline`: SQL with text parameters (nil is NULL).
@@ -209,25 +199,10 @@ final class PostgresConnection: @unchecked Sendable {
         let expected = self.expected
         self.expected = []
         for expectation in expected {
-            var rows: [[String?]] = []
-            var done = true
-            // Each statement's results end with a null result.
-            while let result = try nextResult(until: deadline) {
-                defer { PQclear(result) }
-                switch PQresultStatus(result) {
-                case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
-                    continue
-                case PGRES_PIPELINE_ABORTED:
-                    done = false
-                case PGRES_TUPLES_OK:
-                    rows = Self.rows(of: result)
-                default:
-                    done = false
-                    failure = failure ?? Self.failure(of: result)
-                }
-            }
+            let (rows, ran, failed) = try results(until: deadline)
+            failure = failure ?? failed
             switch expectation {
-            case .preparation(let sql, let name): if done { prepared[sql] = name }
+            case .preparation(let sql, let name): if ran { prepared[sql] = name }
             case .statement: answers.append(rows)
             }
             if PQstatus(handle) == CONNECTION_BAD { break }
@@ -241,7 +216,37 @@ final class PostgresConnection: @unchecked Sendable {
                 return answers
             }
         }
-        throw failure.map { PostgresError(state: $0.state, $0.message, connectionLost: true) } ?? lost()
+        throw lost(after: failure)
+    }
+
+    /// One statement's results, read up to the null result that ends them: its rows, and whether it ran (not when
+    /// it failed, with `failure`, nor when a failure before it in its pipeline skipped it).
+    private func results(until deadline: Int64) throws(PostgresError) -> (
+        rows: [[String?]], ran: Bool, failure: PostgresError?
+    ) {
+        var rows: [[String?]] = []
+        var ran = true
+        var failure: PostgresError? = nil
+        while let result = try nextResult(until: deadline) {
+            defer { PQclear(result) }
+            switch PQresultStatus(result) {
+            case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+                continue
+            case PGRES_PIPELINE_ABORTED:
+                ran = false
+            case PGRES_TUPLES_OK:
+                rows = Self.rows(of: result)
+            default:
+                ran = false
+                failure = failure ?? Self.failure(of: result)
+            }
+        }
+        return (rows, ran, failure)
+    }
+
+    /// The connection is gone: `failure`, the server's last word, as a lost connection, or libpq's message.
+    private func lost(after failure: PostgresError?) -> PostgresError {
+        failure.map { PostgresError(state: $0.state, $0.message, connectionLost: true) } ?? lost()
     }
 
     /// The next result once it has arrived (nil: the statement's results are complete), waiting at most until

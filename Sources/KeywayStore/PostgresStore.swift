@@ -219,7 +219,7 @@ public final class PostgresStore: LoadableStore {
                 .serviceUnavailable,
                 "Keyway store \(options.uri): \(what): all \(options.connections) connections stayed busy")
         }
-        var handedOver = false
+        var handedOver = false  // a pipeline's answers left to another thread, with the slot (`giveBack`)
         defer { if !handedOver { slots.release() } }
         var reused = idle.withLock { $0.popLast() }
         while true {
@@ -230,28 +230,33 @@ public final class PostgresStore: LoadableStore {
                 throw unavailable(what, error)
             }
             connection.roundTrips = 0
-            connection.handedOver = false
             do throws(PostgresError) {
                 let value = try body(connection, deadline)
-                handedOver = connection.handedOver
-                if !handedOver && !connection.inTransaction { idle.withLock { $0.append(connection) } }
+                handedOver = connection.awaitsAnswers
+                if !handedOver { pool(connection, lost: false) }
                 return value
             } catch {
                 if error.connectionLost, reused != nil, connection.roundTrips <= 1 {
                     reused = nil
                     continue
                 }
-                if !error.connectionLost && !connection.inTransaction { idle.withLock { $0.append(connection) } }
+                pool(connection, lost: error.connectionLost)
                 throw unavailable(what, error)
             }
         }
     }
 
-    /// Gives back a connection handed over with an answer still to read (`PostgresConnection.handedOver`), once it
-    /// has been read (within the deadline of the request that sent it): pooled when it can be used again, closed
-    /// otherwise, and its slot freed.
-    private func giveBack(_ connection: PostgresConnection, lost: Bool) {
+    /// Keeps a connection for the next request when it can be used again (not lost, no transaction open); a
+    /// connection not kept is closed when its last reference goes.
+    private func pool(_ connection: PostgresConnection, lost: Bool) {
         if !lost && !connection.inTransaction { idle.withLock { $0.append(connection) } }
+    }
+
+    /// Gives back a connection whose pipeline's answers were left to another thread
+    /// (`PostgresConnection.awaitsAnswers`), once that thread has read them (within the deadline of the request
+    /// that sent it): pooled as `attempt` pools, and its slot freed.
+    private func giveBack(_ connection: PostgresConnection, lost: Bool) {
+        pool(connection, lost: lost)
         slots.release()
     }
 
@@ -259,22 +264,18 @@ public final class PostgresStore: LoadableStore {
     private func transaction<T>(
         _ db: PostgresConnection, _ deadline: Int64, _ body: () throws(PostgresError) -> T
     ) throws(PostgresError) -> T {
-        try db.query("BEGIN", deadline: deadline)
-        do {
+        try rollingBack(db, deadline) { () throws(PostgresError) in
+            try db.query("BEGIN", deadline: deadline)
             let value = try body()
             try db.query("COMMIT", deadline: deadline)
             return value
-        } catch {
-            if !error.connectionLost { _ = try? db.query("ROLLBACK", deadline: deadline) }
-            throw error
         }
     }
 
     /// Takes the account's lock until the transaction ends and reads the database's clock.
     private func lockAccount(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError) {
         let sent = PostgresConnection.monotonicMilliseconds()
-        let statement = Self.lockAccount(user)
-        let rows = try db.query(statement.sql, statement.parameters, deadline: deadline)
+        let rows = try db.query(Self.lockAccount(user), deadline: deadline)
         clock.measured(rows.first?[0].flatMap { Int64($0) }, sent: sent)
     }
 
@@ -310,9 +311,7 @@ public final class PostgresStore: LoadableStore {
 
     public func enrollments(user: String) throws(AuthenticationError) -> [Enrollment] {
         try run("cannot read enrollments") { db, deadline throws(PostgresError) in
-            let statement = Self.readEnrollments(user)
-            return try db.query(statement.sql, statement.parameters, deadline: deadline)
-                .compactMap(Self.enrollment(from:))
+            try db.query(Self.readEnrollments(user), deadline: deadline).compactMap(Self.enrollment(from:))
         }
     }
 
@@ -408,8 +407,7 @@ public final class PostgresStore: LoadableStore {
     private func book(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError)
         -> AttemptBook
     {
-        let statement = Self.readBook(user)
-        return Self.book(from: try db.query(statement.sql, statement.parameters, deadline: deadline))
+        Self.book(from: try db.query(Self.readBook(user), deadline: deadline))
     }
 
     /// The statement that reads an account's attempt counters, one row per factor.
@@ -467,14 +465,13 @@ public final class PostgresStore: LoadableStore {
     public func updateAttemptsWritingInBackground(user: String, _ body: (inout AttemptBook) -> Void)
         throws(AuthenticationError) -> any DiskWrite
     {
-        // The connection passes to the reading thread only once `attempt` is done with it: `handedOver` is set and
-        // read on this thread, before any other can see the connection.
+        // The connection passes to the reading thread only once `attempt` is done with it: its answers still to read
+        // (`awaitsAnswers`) keep it out of the pool and its slot taken, and no other thread has seen it yet.
         let (db, deadline) = try run("cannot update attempt counters") {
             db, deadline throws(PostgresError) -> (PostgresConnection, Int64) in
             try rollingBack(db, deadline) { () throws(PostgresError) in
                 try db.send(try changeAttempts(user, durable: true, body, db, deadline))
             }
-            db.handedOver = true
             return (db, deadline)
         }
         return BackgroundDiskWrite { [self] () throws(AuthenticationError) in
@@ -542,14 +539,6 @@ public final class PostgresStore: LoadableStore {
                 PostgresConnection.bytea(SQLiteStore.encode(state.recentMismatches)),
                 state.lastSuccess.map { String($0.milliseconds) },
             ])
-    }
-
-    /// Stores one factor's counters for `user`, replacing what was there.
-    private func write(
-        _ state: AttemptState, of factor: FactorKind, for user: String, _ db: PostgresConnection, _ deadline: Int64
-    ) throws(PostgresError) {
-        let statement = Self.write(state, of: factor, for: user)
-        try db.query(statement.sql, statement.parameters, deadline: deadline)
     }
 
     public func resetAttempts(user: String, factor: FactorKind?, by change: Attribution) throws(AuthenticationError) {
@@ -636,8 +625,7 @@ public final class PostgresStore: LoadableStore {
 
     public func preferences(user: String) throws(AuthenticationError) -> [String: String] {
         try run("cannot read preferences") { db, deadline throws(PostgresError) in
-            let statement = Self.readPreferences(user)
-            return Self.preferences(from: try db.query(statement.sql, statement.parameters, deadline: deadline))
+            Self.preferences(from: try db.query(Self.readPreferences(user), deadline: deadline))
         }
     }
 
@@ -771,7 +759,9 @@ public final class PostgresStore: LoadableStore {
                 ], deadline: deadline)
         }
         for (user, book) in contents.attempts {
-            for (factor, state) in book.states { try write(state, of: factor, for: user, db, deadline) }
+            for (factor, state) in book.states {
+                try db.query(Self.write(state, of: factor, for: user), deadline: deadline)
+            }
         }
         for (user, preferences) in contents.preferences {
             for (key, value) in preferences {

@@ -167,7 +167,21 @@ final class SQLiteConnection: @unchecked Sendable {
     /// `synchronous = FULL` syncs it); a sync that fails throws, so a write is never reported kept that a power cut
     /// could lose (it may then be kept though reported failed). One that is not durable may still be only in the log.
     func transaction<T>(durable: Bool = true, _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
-        try query("BEGIN IMMEDIATE")
+        try run(beginning: "BEGIN IMMEDIATE", syncing: durable, body)
+    }
+
+    /// Runs `body` in one read transaction (a deferred `BEGIN`: the first read takes the snapshot the others share),
+    /// ended on return or throw.
+    func reading<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try run(beginning: "BEGIN", syncing: false, body)
+    }
+
+    /// `body` between `begin` and COMMIT, rolled back on a throw; with `syncing`, the log synced after the commit
+    /// when commits do not sync it themselves.
+    private func run<T>(beginning begin: String, syncing: Bool, _ body: () throws(SQLiteError) -> T)
+        throws(SQLiteError) -> T
+    {
+        try query(begin)
         let result: T
         do {
             result = try body()
@@ -176,22 +190,8 @@ final class SQLiteConnection: @unchecked Sendable {
             try? execute("ROLLBACK")
             throw error
         }
-        if durable && !commitSyncs { try syncLog() }
+        if syncing && !commitSyncs { try syncLog() }
         return result
-    }
-
-    /// Runs `body` in one read transaction (a deferred `BEGIN`: the first read takes the snapshot the others share),
-    /// ended on return or throw.
-    func reading<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
-        try query("BEGIN")
-        do {
-            let result = try body()
-            try query("COMMIT")
-            return result
-        } catch {
-            try? execute("ROLLBACK")
-            throw error
-        }
     }
 
     /// A value bound to or read from a statement.
