@@ -194,6 +194,10 @@ for target in $targets; do
             printf '\001\002\000\000\000\007gesture\000\000\000\005alice\000\000\000\004sudo\000\001\001\000\000\000\0042493' \
                 >"$corpus/seed-verify" ;;
         keywayd-response) printf '\001\004\001' >"$corpus/seed-verdict" ;;
+        availability-note)  # alice: the passcode, concealing and not
+            printf '\002\000\000\000\000\032keyway availability note 1\000\000\000\005alice%b%b' \
+                '\000\000\000\001\000\000\000\010passcode' '\000\000\000\001\000\000\000\010passcode' \
+                >"$corpus/seed-note" ;;
         config) cp man/examples/*.conf "$corpus"/ ;;  # keyway.conf(5)'s examples
     esac
     # The configuration target compiles a whole keyway.conf per input and reads every accepted rule back: about

@@ -53,6 +53,9 @@ public final class TOTPKeeper: FactorKeeper {
     /// every name is asked, and a name without one is counted and refused as a wrong code is.
     public var concealsEnrollment: Bool { true }
 
+    /// Enrolled, switched on and not locked: all in the store.
+    public var judgedFromStore: Bool { true }
+
     public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
         guard records.contains(where: { $0.factor == .totp }) || user.concealsEnrollment else { return .notEnrolled }
         return gate.availability(of: book, whenAllowed: .available)

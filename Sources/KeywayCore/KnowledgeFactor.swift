@@ -191,6 +191,9 @@ public final class KnowledgeKeeper: FactorKeeper {
     /// A chosen secret: its owner may change it.
     public var changeable: Bool { true }
 
+    /// Enrolled, switched on and not locked: all in the store.
+    public var judgedFromStore: Bool { true }
+
     /// Availability from the enrollment and the counters. A concealing context sees every user as enrolled, with
     /// the counters a user without an enrollment has too, so a lockout looks the same for both.
     public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {

@@ -53,6 +53,26 @@ public final class LocalVault: Vault {
         }
     }
 
+    /// The factors judged from the store alone (`FactorKeeper.judgedFromStore`) that `user` could use now, to a
+    /// context that conceals enrollment and to one that does not: what keywayd notes for the module
+    /// (docs/ARCHITECTURE.md §10, "Notes"). The account is read once; each list holds what `availability` would
+    /// answer `.available` for.
+    public func noted(_ user: String) throws(AuthenticationError) -> (concealing: [FactorKind], plain: [FactorKind]) {
+        let account = try store.account(user: user)
+        var lists: ([FactorKind], [FactorKind]) = ([], [])
+        for keeper in keepers where keeper.judgedFromStore {
+            for concealing in [true, false] {
+                let context = UserContext(name: user, concealsEnrollment: concealing)
+                let availability = keeper.judged(
+                    for: context, account, switchedOff: { Self.switchedOff(keeper.factor, in: $0) }
+                ) { keeper.availability(for: context, records: account.enrollments, book: account.attempts) }
+                guard availability == .available else { continue }
+                if concealing { lists.0.append(keeper.factor) } else { lists.1.append(keeper.factor) }
+            }
+        }
+        return lists
+    }
+
     public func verify(_ evidence: Evidence, of factor: FactorKind, for user: UserContext) throws(AuthenticationError)
         -> Verdict
     {

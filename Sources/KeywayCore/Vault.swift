@@ -177,6 +177,10 @@ public protocol FactorKeeper: AnyObject, Sendable {
     /// True for a factor whose enrollment concealment hides (a typed secret); the sensor says "not enrolled" to
     /// anyone.
     var concealsEnrollment: Bool { get }
+    /// True when the factor's availability follows from the store and the concealment alone (a typed secret): no
+    /// device, no clock but the counters', nothing about the session. keywayd notes such factors for the module
+    /// (`LocalVault.noted`, docs/ARCHITECTURE.md §10, "Notes"); a keeper that asks a device must say false.
+    var judgedFromStore: Bool { get }
     /// For a factor its owner switched off, asked about under concealment: the answer a name with nothing enrolled
     /// gets (counted, the same slow work, "not recognized"), so that "turned off" tells no one but the owner that
     /// something is enrolled. Called only when `concealsEnrollment`.
@@ -194,6 +198,10 @@ public protocol FactorKeeper: AnyObject, Sendable {
 extension FactorKeeper {
     /// Most factors conceal nothing.
     public var concealsEnrollment: Bool { false }
+
+    /// A keeper says so when it is true: a note that lists a factor wrongly only costs the person a wasted prompt,
+    /// but costs it all the same.
+    public var judgedFromStore: Bool { false }
 
     public var codes: FactorCodes { FactorCodes() }
 

@@ -84,6 +84,8 @@ public final class Server: Sendable {
     let arming: ArmingOptions
     /// Run at start and every `maintenanceInterval`, on a thread of its own.
     let maintenance: @Sendable () -> Void
+    /// The availability notes left for the module, when this keywayd keeps them (a store on this host).
+    public let notes: AvailabilityNotes?
     private let connections = Mutex(Connections())
     private let pool = Mutex(Pool())
     private let workers: DispatchSemaphore
@@ -102,11 +104,12 @@ public final class Server: Sendable {
     /// A server answering with `service`; `maintenance` runs at start and every `maintenanceInterval`.
     public init(
         service: VaultService, options: Options, arming: ArmingOptions = ArmingOptions(),
-        maintenance: @escaping @Sendable () -> Void
+        notes: AvailabilityNotes? = nil, maintenance: @escaping @Sendable () -> Void
     ) {
         self.service = service
         self.options = options
         self.arming = arming
+        self.notes = notes
         self.maintenance = maintenance
         workers = DispatchSemaphore(value: options.workers)
     }
@@ -328,7 +331,19 @@ public final class Server: Sendable {
         if case .failure(let error) = answer, error.code == .notPermitted {
             Self.logLimited("pid \(peer.pid) \(caller.label): \(request.name) refused: \(error.reason)")
         }
+        // The account's note from what the store holds now: before the answer when the request may have changed it
+        // (the client's next question must find it current), after it, off the client's time, when it only read.
+        // A refused request changed nothing.
+        var noting: String? = nil
+        if notes != nil, let user = request.user, UserContext.nameProblem(user) == nil,
+            VaultService.refusal(of: request, by: caller) == nil
+        {
+            noting = user
+        }
+        let changed = VaultService.changesAccount(request)
+        if changed, let noting { notes?.refresh(noting) }
         reply(answer, to: fd)
+        if !changed, let noting { notes?.refresh(noting) }
     }
 
     /// Runs `body` on one of the pool's workers, or returns nil (busy) when the queue is full or the wait too long.

@@ -1,6 +1,7 @@
 import CKeywayLibc
 public import KeywayConfig
 public import KeywayCore
+import KeywayPlatform
 public import KeywayWire
 
 /// The compiled `keyway.conf`, kept between processes so that each authentication does not compile it again
@@ -93,26 +94,11 @@ public struct ConfigurationCache: Sendable {
         return compiled
     }
 
-    /// Writes `form` as `name` in the open directory, by a rename, so a reader sees the old form or the new one.
-    /// Failing to keep it is not an error: the next call compiles again.
+    /// Writes `form` as `name` in the open directory. Failing to keep it is not an error: the next call compiles
+    /// again.
     private func keep(_ form: [UInt8], as name: String, in dir: Int32) {
         guard form.count <= Self.maximumSize else { return }
-        // Named by process and thread, so two calls at once (a greeter serving two seats) never share one; a name left
-        // by a dead process whose pid and thread this call now has is removed first.
-        let temporary = ".\(name).\(getpid()).\(pthread_self())"
-        unlinkat(dir, temporary, 0)
-        let fd = keyway_openat_mode(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return }
-        var written = 0
-        while written < form.count {
-            let count = form.withUnsafeBytes { Int(write(fd, $0.baseAddress! + written, $0.count - written)) }
-            if count < 0 && keyway_errno() == EINTR { continue }
-            guard count > 0 else { break }
-            written += count
-        }
-        let complete = written == form.count && fchmod(fd, 0o644) == 0
-        close(fd)
-        if !complete || renameat(dir, temporary, dir, name) != 0 { unlinkat(dir, temporary, 0) }
+        KeptFiles.replace(name, in: dir, with: form, mode: 0o644)
     }
 
     // MARK: - The form

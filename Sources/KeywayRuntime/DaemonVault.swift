@@ -16,12 +16,36 @@ public final class DaemonVault: Vault {
     public let via: String
     /// How long one request may take, queueing for the slow hash included.
     public let timeoutMilliseconds: Int64
+    /// Where keywayd leaves its availability notes, when this client reads them (the module does; beside the
+    /// socket): a factor a note lists is available without asking (docs/ARCHITECTURE.md §10, "Notes").
+    public let notesDirectory: String?
 
-    /// Creates a client of the daemon at `socketPath`.
-    public init(socketPath: String = defaultSocket, via: String, timeoutMilliseconds: Int64 = 60_000) {
+    /// Creates a client of the daemon at `socketPath`; with `readsNotes`, one that reads keywayd's notes beside it.
+    public init(
+        socketPath: String = defaultSocket, via: String, timeoutMilliseconds: Int64 = 60_000, readsNotes: Bool = false
+    ) {
         self.socketPath = socketPath
         self.via = via
         self.timeoutMilliseconds = timeoutMilliseconds
+        notesDirectory = readsNotes ? AvailabilityNote.directory(besideSocket: socketPath) : nil
+    }
+
+    /// keywayd's note about `user`, or nil: no note, a note root alone could not have written (the directory and the
+    /// file must be root's and writable by nobody else), a malformed one, one about someone else, or no keywayd
+    /// socket (a note outlives a stopped keywayd, which would then only be found after the person typed). Only a
+    /// root process can read the notes; any other asks.
+    func note(about user: String) -> AvailabilityNote? {
+        guard let notesDirectory, geteuid() == 0, let name = AvailabilityNote.fileName(for: user) else { return nil }
+        var socket = stat()
+        guard stat(socketPath, &socket) == 0, socket.st_mode & 0o170000 == 0o140000 else { return nil }
+        let dir = keyway_open(notesDirectory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
+        guard dir >= 0 else { return nil }
+        defer { close(dir) }
+        guard case .success = ConfigurationFiles.trusted(dir, directory: true),
+            case .read(let bytes) = ConfigurationFiles.read(name, at: dir, limit: AvailabilityNote.maximumSize),
+            let note = try? AvailabilityNote(decoding: bytes), Array(note.user.utf8) == Array(user.utf8)
+        else { return nil }
+        return note
     }
 
     /// Sends one request and reads its answer; a failure answer is thrown.
@@ -99,6 +123,9 @@ public final class DaemonVault: Vault {
     }
 
     public func availability(of factor: FactorKind, for user: UserContext) -> Availability {
+        if let note = note(about: user.name), note.lists(factor, concealing: user.concealsEnrollment) {
+            return .available
+        }
         do {
             let response = try ask(.availability(factor, user))
             guard case .availability(let availability) = response else {

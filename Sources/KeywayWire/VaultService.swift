@@ -196,6 +196,16 @@ public struct VaultService: Sendable {
         }
     }
 
+    /// True for requests that can change what keywayd would answer about an account's factors (an attempt counted,
+    /// an enrollment or a switch changed): keywayd writes the account's note before answering those, so whatever
+    /// the client asks next (the module's next prompt) finds it current (docs/ARCHITECTURE.md §10, "Notes").
+    public static func changesAccount(_ request: Request) -> Bool {
+        switch request {
+        case .verify, .enroll, .change, .remove, .reset, .set, .claim, .enrollAtDevice: true
+        case .availability, .offer, .status, .audit, .arm: false
+        }
+    }
+
     /// True for requests that run the slow hash, which keywayd runs on its bounded pool.
     public static func isSlow(_ request: Request) -> Bool {
         switch request {

@@ -24,7 +24,7 @@ struct Keywayd {
     static let usage = """
         usage: keywayd [--foreground] [--socket PATH] [--store PATH|URI] [--host NAME] [--passfile FILE]
                        [--config FILE] [--workers N] [--queue N] [--request-timeout MS] [--idle-exit SECONDS]
-                       [--sensor DIR] [--system-bus ADDRESS]
+                       [--sensor DIR] [--system-bus ADDRESS] [--notes N]
 
           --foreground          stay in the foreground (keywayd never forks; accepted for init scripts)
           --socket PATH         where to listen (default /run/keyway/keywayd.sock); ignored when systemd passes
@@ -51,6 +51,9 @@ struct Keywayd {
                                 refuse (the default): the kernel refuses descriptors a client passes where none
                                 is asked for (Linux 6.16 and later); receive: keywayd receives and disposes of
                                 them itself, as it must on older kernels
+          --notes N             availability notes kept for the module, one per account recently asked about, in
+                                the socket's path with .notes (default 1024; 0: none, every prompt waits for a
+                                round trip; always none with a shared database)
           --unenrolled-counters N
                                 names without an enrollment whose counters are kept (default 100000; the
                                 latest failures win, a throttled or locked name is always kept; checked every
@@ -66,6 +69,7 @@ struct Keywayd {
         var configPath: String? = nil
         var arming = ArmingOptions()
         var kernelRefusal = true
+        var noteLimit = 1024
         var systemBus = DBusConnection.systemBusAddress
         var words = Array(CommandLine.arguments.dropFirst())[...]
         func value(_ flag: String) -> String {
@@ -99,6 +103,7 @@ struct Keywayd {
             case "--idle-exit": options.idleExit = Int64(number(word, 0...86_400)) * 1000
             case "--unenrolled-counters": options.unenrolledCounterLimit = number(word, 0...100_000_000)
             case "--audit-rows": options.auditRowLimit = number(word, 100...100_000_000)
+            case "--notes": noteLimit = number(word, 0...1_000_000)
             case "--sensor":
                 arming.sensorDirectory = value(word)
                 guard arming.sensorDirectory.hasPrefix("/") else {
@@ -180,6 +185,22 @@ struct Keywayd {
         Server.log(
             "serving \(vaultOptions.storePath) on \(ownSocket ?? "the socket systemd passed") "
                 + "with \(options.workers) workers, queue \(options.queueLimit)")
+        // Notes let the module prompt without asking first (docs/ARCHITECTURE.md §10, "Notes"). Not for a shared
+        // database: another host's changes would not refresh them.
+        var notes: AvailabilityNotes? = nil
+        let notesDirectory = AvailabilityNote.directory(besideSocket: socketPath)
+        if noteLimit == 0 || vault.store is PostgresStore {
+            AvailabilityNotes.discard(directory: notesDirectory)
+        } else {
+            do {
+                notes = try AvailabilityNotes(directory: notesDirectory, limit: noteLimit) {
+                    user throws(AuthenticationError) in try vault.noted(user)
+                }
+                Server.log("availability notes: \(notesDirectory), at most \(noteLimit)")
+            } catch {
+                Server.log("availability notes are off (every prompt asks first): \(error.reason)")
+            }
+        }
         let limit = options.unenrolledCounterLimit
         let auditRows = options.auditRowLimit
         let server = Server(
@@ -187,7 +208,7 @@ struct Keywayd {
                 vault: vault, factors: Factors.all,
                 now: UnixSocket.monotonicMilliseconds,
                 accountUID: { name in if case .success(let uid?) = Accounts.uid(of: name) { uid } else { nil } }),
-            options: options, arming: arming
+            options: options, arming: arming, notes: notes
         ) {
             // Names without an enrollment keep counters (concealment); cap them (Store.pruneCounters).
             do throws(AuthenticationError) {

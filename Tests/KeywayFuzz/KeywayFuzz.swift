@@ -41,6 +41,13 @@ let fuzzTargets: [FuzzTarget] = [
             precondition((try? Response(decoding: response.encoded))?.encoded == response.encoded)
         }
     },
+    FuzzTarget(name: "availability-note") { bytes in
+        // What the module reads before its first prompt (root's file, but a damaged one must be no note).
+        if let note = try? AvailabilityNote(decoding: bytes) {
+            precondition((try? AvailabilityNote(decoding: note.encoded)) == note)
+            precondition(note.user.utf8.count <= AvailabilityNote.maximumNameBytes)
+        }
+    },
     FuzzTarget(name: "pattern") { bytes in
         if case .success(let pattern) = Pattern.parse(bytes) {
             precondition((1...9).contains(pattern.dots.count) && Set(pattern.dots).count == pattern.dots.count)

@@ -157,7 +157,8 @@ struct ModuleCall {
         // keywayd owns the store and the slow hash; this process only talks (docs/ARCHITECTURE.md §10).
         let named = Set(resolved.policy.rule.factors)
         let runtime = Runtime(
-            vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)"), options: options,
+            vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)", readsNotes: true),
+            options: options,
             settings: settings, plugins: plugins.filter { named.contains($0.kind) })
         // A factor not typed at a prompt waits at a device (the sensor, a reader), which serves local sessions only.
         if parsed.readTTY

@@ -1,0 +1,129 @@
+import CKeywayLibc
+import Glibc
+public import KeywayCore
+import KeywayPlatform
+import KeywayWire
+import Synchronization
+
+/// The availability notes keywayd leaves for the module in a directory only root can enter (docs/ARCHITECTURE.md
+/// §10, "Notes"): after each request that names an account, the account's note is written again from the store, so
+/// the module can prompt for a factor the note lists without a round trip first.
+///
+/// Bounded: at most `limit` notes, the least recently refreshed removed first (root's module asks about any name
+/// typed at su or login, so the names are anyone's choice). Emptied when keywayd starts: a note comes from a keywayd
+/// that is serving, or from the last one that did.
+public final class AvailabilityNotes: Sendable {
+    /// Where the notes are: beside keywayd's socket (/run/keyway/keywayd.sock.notes).
+    public let directory: String
+    /// Notes kept at once.
+    public let limit: Int
+    /// The factors `user` could use now, from the store; throws when the store cannot say.
+    private let judge: @Sendable (String) throws(AuthenticationError) -> (concealing: [FactorKind], plain: [FactorKind])
+    private let state: Mutex<State>
+
+    private struct State {
+        /// The open directory.
+        var dir: Int32
+        /// When each noted name was last refreshed (a counter), and the note last written for it.
+        var noted: [String: (tick: UInt64, bytes: [UInt8])] = [:]
+        var tick: UInt64 = 0
+    }
+
+    /// Opens (making it, mode 0700) and empties the directory; throws why it cannot be used: it is not a directory
+    /// owned by this process's user (root) that nobody else may enter, or cannot be made or listed.
+    public init(
+        directory: String, limit: Int = 1024,
+        judge:
+            @escaping @Sendable (String) throws(AuthenticationError) -> (concealing: [FactorKind], plain: [FactorKind])
+    ) throws(AuthenticationError) {
+        func refuse(_ why: String) -> AuthenticationError {
+            AuthenticationError(.storeFailure, "availability notes at \(directory): \(why)")
+        }
+        if mkdir(directory, 0o700) != 0 && keyway_errno() != EEXIST {
+            throw refuse("cannot be made: \(String(cString: strerror(keyway_errno())))")
+        }
+        let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
+        guard dir >= 0 else { throw refuse("cannot be opened: \(String(cString: strerror(keyway_errno())))") }
+        var info = stat()
+        guard fstat(dir, &info) == 0, info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
+            close(dir)
+            throw refuse(
+                "it must be a directory of uid \(geteuid()) with mode 0700 (it is uid \(info.st_uid), "
+                    + "mode 0\(String(info.st_mode & 0o7777, radix: 8)))")
+        }
+        guard Self.empty(dir) else {
+            close(dir)
+            throw refuse("cannot be emptied: \(String(cString: strerror(keyway_errno())))")
+        }
+        self.directory = directory
+        self.limit = max(1, limit)
+        self.judge = judge
+        state = Mutex(State(dir: dir))
+    }
+
+    /// Removes the notes a keywayd that keeps none finds in `directory`, and the directory (notes turned off, or
+    /// a shared database): no module may go on reading what an earlier keywayd wrote. Only a directory of this
+    /// process's user is touched.
+    public static func discard(directory: String) {
+        let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
+        guard dir >= 0 else { return }
+        var info = stat()
+        let ours = fstat(dir, &info) == 0 && info.st_uid == geteuid()
+        if ours { _ = empty(dir) }
+        close(dir)
+        if ours { rmdir(directory) }
+    }
+
+    deinit { state.withLock { _ = close($0.dir) } }
+
+    /// Removes every entry of the open directory; false when it cannot be listed.
+    private static func empty(_ dir: Int32) -> Bool {
+        let copy = dup(dir)
+        guard copy >= 0, let stream = fdopendir(copy) else {
+            if copy >= 0 { close(copy) }
+            return false
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = String(cString: keyway_dirent_name(entry))
+            if name != "." && name != ".." { names.append(name) }
+        }
+        for name in names { unlinkat(dir, name, 0) }
+        return true
+    }
+
+    /// Writes `user`'s note again from the store: the factors it lists now, or none when the store cannot say or
+    /// nothing is available (then the note is removed). Refreshes run one at a time, each reading the store after the
+    /// change that asked for it, so the last note written is never older than the last change.
+    public func refresh(_ user: String) {
+        guard let name = AvailabilityNote.fileName(for: user) else { return }
+        state.withLock { state in
+            var bytes: [UInt8] = []
+            if let lists = try? judge(user), !(lists.concealing.isEmpty && lists.plain.isEmpty) {
+                bytes = AvailabilityNote(user: user, concealing: lists.concealing, plain: lists.plain).encoded
+            }
+            // The directory was emptied at start and only this writes to it: a file exists for each name noted.
+            if bytes.isEmpty {
+                if state.noted.removeValue(forKey: user) != nil { unlinkat(state.dir, name, 0) }
+                return
+            }
+            state.tick += 1
+            let unchanged = state.noted[user]?.bytes == bytes
+            state.noted[user] = (state.tick, bytes)
+            if !unchanged && !KeptFiles.replace(name, in: state.dir, with: bytes, mode: 0o600) {
+                // Not written: no note is better than the old one.
+                unlinkat(state.dir, name, 0)
+                state.noted[user] = nil
+            }
+            guard state.noted.count > limit,
+                let oldest = state.noted.min(by: { $0.value.tick < $1.value.tick })?.key
+            else { return }
+            state.noted[oldest] = nil
+            if let file = AvailabilityNote.fileName(for: oldest) { unlinkat(state.dir, file, 0) }
+        }
+    }
+
+    /// The names with a note now (for tests).
+    public var count: Int { state.withLock { $0.noted.count } }
+}

@@ -1,0 +1,31 @@
+public import CKeywayLibc
+
+/// Files root keeps for later processes to read in a directory it alone can change (the compiled `keyway.conf`,
+/// keywayd's availability notes): each replaced whole by a rename, so a reader sees the old file or the new one,
+/// never part of one (docs/ARCHITECTURE.md §11 and §10).
+public enum KeptFiles {
+    /// Writes `bytes` as `name` in the open directory `dir`, with `mode`; false when it could not (nothing is left
+    /// behind then, and the old file, if any, stays).
+    @discardableResult
+    public static func replace(_ name: String, in dir: Int32, with bytes: [UInt8], mode: mode_t) -> Bool {
+        // Named by process and thread, so two writers at once (a greeter serving two seats) never share one; a name
+        // left by a dead process whose pid and thread this call now has is removed first.
+        let temporary = ".\(name).\(getpid()).\(pthread_self())"
+        unlinkat(dir, temporary, 0)
+        let fd = keyway_openat_mode(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else { return false }
+        var written = 0
+        while written < bytes.count {
+            let count = bytes.withUnsafeBytes { Int(write(fd, $0.baseAddress! + written, $0.count - written)) }
+            if count < 0 && keyway_errno() == EINTR { continue }
+            guard count > 0 else { break }
+            written += count
+        }
+        // fchmod: the mode asked for, whatever the umask took away.
+        let complete = written == bytes.count && fchmod(fd, mode) == 0
+        close(fd)
+        if complete && renameat(dir, temporary, dir, name) == 0 { return true }
+        unlinkat(dir, temporary, 0)
+        return false
+    }
+}

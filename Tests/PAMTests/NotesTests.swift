@@ -1,0 +1,156 @@
+import Foundation
+import KeywayCore
+import KeywayPlatform
+import KeywayRuntime
+import KeywayWire
+import Testing
+
+/// keywayd's availability notes with the real keywayd and the real module (docs/ARCHITECTURE.md §10, "Notes"): the
+/// prompt without a round trip, and each way a note could mislead: written by someone else, out of date, about
+/// names nobody enrolled, a flood of names.
+@Suite("availability notes", .serialized)
+struct NotesTests {
+    let fixture = PAMFixture()
+
+    var notes: String { fixture.socket + ".notes" }
+
+    func notePath(_ user: String) -> String { notes + "/" + AvailabilityNote.fileName(for: user)! }
+
+    func note(_ user: String) -> AvailabilityNote? {
+        guard let data = FileManager.default.contents(atPath: notePath(user)) else { return nil }
+        return try? AvailabilityNote(decoding: Array(data))
+    }
+
+    /// The note keywayd writes after its answer, waited for (up to 2 s) until `ready` holds of it.
+    func awaitNote(_ user: String, _ ready: (AvailabilityNote?) -> Bool) -> AvailabilityNote? {
+        let deadline = UnixSocket.monotonicMilliseconds() + 2000
+        while !ready(note(user)) && UnixSocket.monotonicMilliseconds() < deadline { usleep(5000) }
+        return note(user)
+    }
+
+    @Test("after an authentication the account's note lists the passcode: the next prompt needs no keywayd")
+    func promptFromNote() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.service("passcode", "policy=passcode")
+        let first = try harness(fixture, "passcode", "alice", answers("739155"))
+        #expect(first.result == "PAM_SUCCESS", "\(first.text)")
+        let written = awaitNote("alice") { $0 != nil }
+        #expect(written?.lists(.passcode, concealing: true) == true, "\(String(describing: written))")
+        #expect(written?.lists(.passcode, concealing: false) == true, "\(String(describing: written))")
+        var info = stat()
+        #expect(stat(notePath("alice"), &info) == 0 && info.st_uid == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(stat(notes, &info) == 0 && info.st_uid == 0 && info.st_mode & 0o777 == 0o700)
+        // keywayd killed, its socket left behind: the prompt comes from the note; only the answer finds keywayd gone.
+        fixture.stopDaemon()
+        let killed = try harness(fixture, "passcode", "alice", answers("739155"))
+        #expect(killed.text.contains("prompt: Passcode: "), "\(killed.text)")
+        #expect(killed.result == "PAM_AUTHINFO_UNAVAIL", "\(killed.text)")
+        // No socket: keywayd is not there, so the note is not read and that is said before any prompt.
+        unlink(fixture.socket)
+        let gone = try harness(fixture, "passcode", "alice", answers("739155"))
+        #expect(!gone.text.contains("prompt:"), "\(gone.text)")
+        #expect(gone.result == "PAM_AUTHINFO_UNAVAIL", "\(gone.text)")
+    }
+
+    @Test(
+        "a throttled account's note drops the passcode; a note keywayd did not write is not read; a stale one is refused"
+    )
+    func misleadingNotes() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.service("passcode", "policy=passcode")
+        var throttled = false
+        // Different wrong passcodes each time: a repeated one is not counted again.
+        for run in 0..<8 where !throttled {
+            let wrong = try harness(
+                fixture, "passcode", "alice", answers("20000\(run)", "30000\(run)", "40000\(run)"))
+            #expect(wrong.result != "PAM_SUCCESS", "\(wrong.text)")
+            throttled = wrong.text.contains("Too many failed attempts")
+        }
+        #expect(throttled)
+        let after = awaitNote("alice") { !($0?.lists(.passcode, concealing: true) ?? false) }
+        #expect(after?.lists(.passcode, concealing: true) != true, "\(String(describing: after))")
+        #expect(after?.lists(.passcode, concealing: false) != true, "\(String(describing: after))")
+        // Asked, keywayd says so before any prompt.
+        func expectToldFirst(_ why: String) throws {
+            let run = try harness(fixture, "passcode", "alice", answers("739155"))
+            #expect(!run.text.contains("prompt:"), "\(why): \(run.text)")
+            #expect(run.text.contains("Too many failed attempts"), "\(why): \(run.text)")
+            #expect(run.result != "PAM_SUCCESS", "\(why): \(run.text)")
+        }
+        try expectToldFirst("keywayd's own note")
+        let forged = AvailabilityNote(user: "alice", concealing: [.passcode], plain: [.passcode]).encoded
+        // A note owned by someone else, in keywayd's directory.
+        _ = FileManager.default.createFile(atPath: notePath("alice"), contents: Data(forged))
+        chown(notePath("alice"), 65534, 65534)
+        try expectToldFirst("a note owned by uid 65534")
+        // Root's note in a directory anyone may write.
+        chown(notePath("alice"), 0, 0)
+        chmod(notes, 0o777)
+        try expectToldFirst("a directory of mode 0777")
+        chmod(notes, 0o700)
+        // A note about someone else under alice's name.
+        let other = AvailabilityNote(user: "bob", concealing: [.passcode], plain: [.passcode]).encoded
+        _ = FileManager.default.createFile(atPath: notePath("alice"), contents: Data(other))
+        try expectToldFirst("bob's note")
+        // Root's own note, out of date (as after an edit of the store behind keywayd's back): the person is asked,
+        // and keywayd, which judges every attempt, refuses the right passcode with its reason.
+        _ = FileManager.default.createFile(atPath: notePath("alice"), contents: Data(forged))
+        let stale = try harness(fixture, "passcode", "alice", answers("739155"))
+        #expect(stale.text.contains("prompt: Passcode: "), "\(stale.text)")
+        #expect(stale.text.contains("Too many failed attempts"), "\(stale.text)")
+        #expect(stale.result != "PAM_SUCCESS", "\(stale.text)")
+    }
+
+    @Test("a name with nothing enrolled gets the note an enrolled one gets, as a concealing prompt sees it")
+    func concealed() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.service("passcode", "policy=passcode")
+        for user in ["alice", "no-such-user-here"] {
+            let run = try harness(fixture, "passcode", user, answers("000000", "000001", "000002"))
+            #expect(run.text.contains("prompt: Passcode: "), "\(run.text)")
+        }
+        let enrolled = awaitNote("alice") { $0 != nil }
+        let absent = awaitNote("no-such-user-here") { $0 != nil }
+        #expect(enrolled != nil && enrolled?.concealing == absent?.concealing)
+        #expect(enrolled?.plain == [.passcode])
+        #expect(absent?.plain == [])
+    }
+
+    @Test("a flood of names keeps at most --notes notes, the latest; a new keywayd starts with none; 0 keeps none")
+    func bounded() throws {
+        defer { fixture.remove() }
+        // Left by an earlier keywayd: gone once this one serves.
+        mkdir(notes, 0o700)
+        let leftover = notes + "/" + AvailabilityNote.fileName(for: "mallory")!
+        _ = FileManager.default.createFile(
+            atPath: leftover,
+            contents: Data(AvailabilityNote(user: "mallory", concealing: [.passcode], plain: []).encoded))
+        _ = try fixture.vault()
+        fixture.startDaemon(["--notes", "8"])
+        #expect(!FileManager.default.fileExists(atPath: leftover))
+        let client = DaemonVault(socketPath: fixture.socket, via: "keyway-tests")
+        let names = (0..<40).map { "flood-\($0)" }
+        for name in names {
+            let answer = client.availability(of: .passcode, for: UserContext(name: name, concealsEnrollment: true))
+            #expect(answer == .available, "\(name): \(answer)")
+        }
+        // Written after each answer, on the thread that served it: waited for. Two threads serve, and a refresh can
+        // be delayed past later ones, so which eight are kept is nearly, not exactly, the last eight.
+        _ = awaitNote(names.last!) { $0 != nil }
+        usleep(100_000)
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: notes)) ?? []
+        #expect(files.count == 8, "\(files)")
+        #expect(note(names.last!) != nil, "\(files)")
+        #expect(names.prefix(20).filter { note($0) != nil }.count <= 2, "\(files)")
+        fixture.stopDaemon()
+        // --notes 0: the directory and what an earlier keywayd left in it are removed, and nothing is written.
+        fixture.startDaemon(["--notes", "0"])
+        #expect(!FileManager.default.fileExists(atPath: notes))
+        _ = client.availability(of: .passcode, for: UserContext(name: "flood-0", concealsEnrollment: true))
+        usleep(100_000)
+        #expect(!FileManager.default.fileExists(atPath: notes))
+    }
+}
