@@ -208,7 +208,13 @@ echo "test-deb: sudo with a wrong pattern and a wrong password → refused"
 kept=$(find /run/keyway -maxdepth 1 -name 'keyway.conf-*.compiled' -user root -perm 644 | head -1)
 [ -n "$kept" ] || fail "the module in sudo kept no compiled keyway.conf in /run/keyway: $(ls -la /run/keyway)"
 echo "test-deb: the module in sudo kept the compiled keyway.conf: $kept"
+# keywayd noted the user's availability for the module (keywayd(8), --notes): root's alone, named by the name in hex.
+note=/run/keyway/keywayd.sock.notes/$(printf %s "$user" | od -An -tx1 | tr -d ' \n')
+[ "$(stat -c %U:%a "$note" 2>/dev/null)" = root:600 ] ||
+    fail "keywayd left no root-only note about $user: $(ls -la /run/keyway/keywayd.sock.notes 2>&1)"
+echo "test-deb: keywayd noted $user's availability: $note"
 stop_daemon
+[ ! -e /run/keyway/keywayd.sock.notes ] || fail "keywayd, stopped with SIGTERM, left its notes"
 out=$(as_user_sudo "$password") || fail "sudo with keywayd stopped failed: $(cat "$work/sudo.err")"
 [ "$out" = 0 ] || fail "sudo with keywayd stopped printed '$out'"
 echo "test-deb: keywayd stopped: sudo goes straight to the password → id -u = 0"
@@ -219,6 +225,7 @@ cmp "$work/common-auth" /etc/pam.d/common-auth || fail "apt-get remove did not r
 [ ! -e "/lib/$multiarch/security/pam_keyway.so" ] || fail "apt-get remove left the module"
 [ -d /var/lib/keyway ] && [ -e /etc/keyway/keyway.conf ] || fail "apt-get remove did not keep the store and the conffile"
 [ ! -e "$kept" ] || fail "apt-get remove left the compiled keyway.conf $kept"
+[ ! -e /run/keyway/keywayd.sock.notes ] || fail "apt-get remove left keywayd's notes: $(ls -la /run/keyway)"
 out=$(as_user_sudo "$password") || fail "sudo with the password failed after removal: $(cat "$work/sudo.err")"
 [ "$out" = 0 ] || fail "sudo with the password after removal printed '$out'"
 printf '%s\n' "$password" | pamtester login "$user" authenticate >/dev/null 2>&1 ||

@@ -30,7 +30,8 @@ public final class AvailabilityNotes: Sendable {
     }
 
     /// Opens (making it, mode 0700) and empties the directory; throws why it cannot be used: it is not a directory
-    /// owned by this process's user (root) that nobody else may enter, or cannot be made or listed.
+    /// owned by this process's user (root), or cannot be made, closed to others, or emptied. One of this user's
+    /// that others may enter (made by hand, or by an older keywayd) is closed to them and emptied like any other.
     public init(
         directory: String, limit: Int = 1024,
         judge:
@@ -45,11 +46,13 @@ public final class AvailabilityNotes: Sendable {
         let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
         guard dir >= 0 else { throw refuse("cannot be opened: \(String(cString: strerror(keyway_errno())))") }
         var info = stat()
-        guard fstat(dir, &info) == 0, info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
+        guard fstat(dir, &info) == 0, info.st_uid == geteuid() else {
             close(dir)
-            throw refuse(
-                "it must be a directory of uid \(geteuid()) with mode 0700 (it is uid \(info.st_uid), "
-                    + "mode 0\(String(info.st_mode & 0o7777, radix: 8)))")
+            throw refuse("it must be a directory of uid \(geteuid()), not of uid \(info.st_uid)")
+        }
+        if info.st_mode & 0o077 != 0 && fchmod(dir, 0o700) != 0 {
+            close(dir)
+            throw refuse("cannot be made mode 0700: \(String(cString: strerror(keyway_errno())))")
         }
         guard Self.empty(dir) else {
             close(dir)
@@ -123,7 +126,4 @@ public final class AvailabilityNotes: Sendable {
             if let file = AvailabilityNote.fileName(for: oldest) { unlinkat(state.dir, file, 0) }
         }
     }
-
-    /// The names with a note now (for tests).
-    public var count: Int { state.withLock { $0.noted.count } }
 }

@@ -62,6 +62,7 @@ struct Keywayd {
 
     static func main() {
         BrokenPipe.ignoreSignal()
+        Termination.holdSignals()  // before any thread: each inherits it
         var options = Server.Options()
         var socketPath = "/run/keyway/keywayd.sock"
         var vaultOptions = SystemVault.Options()
@@ -187,10 +188,11 @@ struct Keywayd {
                 + "with \(options.workers) workers, queue \(options.queueLimit)")
         // Notes let the module prompt without asking first (docs/ARCHITECTURE.md §10, "Notes"). Not for a shared
         // database: another host's changes would not refresh them.
-        var notes: AvailabilityNotes? = nil
         let notesDirectory = AvailabilityNote.directory(besideSocket: socketPath)
+        let notes: AvailabilityNotes?
         if noteLimit == 0 || vault.store is PostgresStore {
             AvailabilityNotes.discard(directory: notesDirectory)
+            notes = nil
         } else {
             do {
                 notes = try AvailabilityNotes(directory: notesDirectory, limit: noteLimit) {
@@ -199,6 +201,7 @@ struct Keywayd {
                 Server.log("availability notes: \(notesDirectory), at most \(noteLimit)")
             } catch {
                 Server.log("availability notes are off (every prompt asks first): \(error.reason)")
+                notes = nil
             }
         }
         let limit = options.unenrolledCounterLimit
@@ -224,10 +227,23 @@ struct Keywayd {
                 Server.log("cannot prune the audit trail: \(error.reason)")
             }
         }
-        guard server.run(listener) else { exit(71) }
         // Only the socket this process made: another keywayd may have replaced it since.
-        var now = stat()
-        if let ownSocket, let ownInode, stat(ownSocket, &now) == 0, now.st_ino == ownInode { unlink(ownSocket) }
+        let madeSocket = ownSocket
+        @Sendable func removeOwnSocket() {
+            var now = stat()
+            if let madeSocket, let ownInode, stat(madeSocket, &now) == 0, now.st_ino == ownInode { unlink(madeSocket) }
+        }
+        // Stopped: no note may outlive the keywayd that wrote it, or a module would prompt for what nobody can check.
+        // An idle exit keeps them: the socket (systemd's) starts the next keywayd, which empties them.
+        let keepsNotes = notes != nil
+        let stopping = Termination.onSignal { signal in
+            removeOwnSocket()
+            if keepsNotes { AvailabilityNotes.discard(directory: notesDirectory) }
+            Server.log("stopping on signal \(signal)")
+        }
+        if !stopping { Server.log("cannot wait for SIGTERM: keywayd will stop without removing its socket and notes") }
+        guard server.run(listener) else { exit(71) }
+        removeOwnSocket()
         Server.log("idle for \(options.idleExit / 1000) s; exiting")
         exit(0)
     }

@@ -51,6 +51,24 @@ struct NotesTests {
         let gone = try harness(fixture, "passcode", "alice", answers("739155"))
         #expect(!gone.text.contains("prompt:"), "\(gone.text)")
         #expect(gone.result == "PAM_AUTHINFO_UNAVAIL", "\(gone.text)")
+        // Stopped in order (SIGTERM, as systemd and kill stop it): keywayd takes its socket and its notes with it.
+        fixture.startDaemon()
+        let again = try harness(fixture, "passcode", "alice", answers("739155"))
+        #expect(again.result == "PAM_SUCCESS", "\(again.text)")
+        #expect(awaitNote("alice") { $0 != nil } != nil)
+        guard let daemon = fixture.daemonProcess else {
+            Issue.record("keywayd is not running")
+            return
+        }
+        kill(daemon.processIdentifier, SIGTERM)
+        daemon.waitUntilExit()
+        #expect(daemon.terminationStatus == 0 && daemon.terminationReason == .exit)
+        #expect(!FileManager.default.fileExists(atPath: notes), "\(fixture.daemonLog)")
+        #expect(!FileManager.default.fileExists(atPath: fixture.socket))
+        #expect(fixture.daemonLog.contains("stopping on signal \(SIGTERM)"), "\(fixture.daemonLog)")
+        let stopped = try harness(fixture, "passcode", "alice", answers("739155"))
+        #expect(!stopped.text.contains("prompt:"), "\(stopped.text)")
+        #expect(stopped.result == "PAM_AUTHINFO_UNAVAIL", "\(stopped.text)")
     }
 
     @Test(
@@ -103,6 +121,55 @@ struct NotesTests {
         #expect(stale.result != "PAM_SUCCESS", "\(stale.text)")
     }
 
+    @Test("a flood of questions about one account writes its note once; the account still authenticates")
+    func floodOfQuestions() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPasscode("alice", "739155")
+        fixture.service("passcode", "policy=passcode")
+        let client = DaemonVault(socketPath: fixture.socket, via: "keyway-tests")
+        _ = client.availability(of: .passcode, for: UserContext(name: "alice"))
+        guard awaitNote("alice", { $0 != nil }) != nil else {
+            Issue.record("no note after the first question")
+            return
+        }
+        var before = stat()
+        stat(notePath("alice"), &before)
+        // Four clients at once, 500 questions each: each answer is followed by a refresh, which finds the same note.
+        DispatchQueue.concurrentPerform(iterations: 4) { _ in
+            for _ in 0..<500 { _ = client.availability(of: .passcode, for: UserContext(name: "alice")) }
+        }
+        usleep(100_000)
+        var after = stat()
+        stat(notePath("alice"), &after)
+        #expect(after.st_ino == before.st_ino && after.st_mtim.tv_nsec == before.st_mtim.tv_nsec)
+        let run = try harness(fixture, "passcode", "alice", answers("739155"))
+        #expect(run.result == "PAM_SUCCESS", "\(run.text)")
+    }
+
+    @Test("a notes directory someone else made first: keywayd writes nothing there and the module reads nothing")
+    func plantedDirectory() throws {
+        defer { fixture.remove() }
+        try fixture.enrollPasscode("alice", "739155")
+        mkdir(notes, 0o755)
+        chown(notes, 65534, 65534)
+        let planted = notes + "/" + AvailabilityNote.fileName(for: "alice")!
+        _ = FileManager.default.createFile(
+            atPath: planted,
+            contents: Data(AvailabilityNote(user: "alice", concealing: [.passcode], plain: [.passcode]).encoded))
+        chown(planted, 65534, 65534)
+        fixture.service("passcode", "policy=passcode unenrolled=fail")
+        #expect(fixture.daemonLog.contains("availability notes are off"), "\(fixture.daemonLog)")
+        // Switched off by its owner (told, without concealment), so keywayd says so before any prompt, whatever the
+        // planted note claims.
+        _ = try fixture.vault().set("passcode.enabled", to: false, of: "alice", by: "test")
+        let run = try harness(fixture, "passcode", "alice", answers("739155"))
+        #expect(!run.text.contains("prompt:"), "\(run.text)")
+        #expect(run.result != "PAM_SUCCESS", "\(run.text)")
+        usleep(100_000)
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: notes)) ?? []
+        #expect(files == [AvailabilityNote.fileName(for: "alice")!], "\(files)")
+    }
+
     @Test("a name with nothing enrolled gets the note an enrolled one gets, as a concealing prompt sees it")
     func concealed() throws {
         defer { fixture.remove() }
@@ -122,8 +189,10 @@ struct NotesTests {
     @Test("a flood of names keeps at most --notes notes, the latest; a new keywayd starts with none; 0 keeps none")
     func bounded() throws {
         defer { fixture.remove() }
-        // Left by an earlier keywayd: gone once this one serves.
-        mkdir(notes, 0o700)
+        // Left by an earlier keywayd, in a directory others may enter: gone once this one serves, the directory
+        // closed to them.
+        mkdir(notes, 0o755)
+        chmod(notes, 0o755)
         let leftover = notes + "/" + AvailabilityNote.fileName(for: "mallory")!
         _ = FileManager.default.createFile(
             atPath: leftover,
@@ -131,6 +200,8 @@ struct NotesTests {
         _ = try fixture.vault()
         fixture.startDaemon(["--notes", "8"])
         #expect(!FileManager.default.fileExists(atPath: leftover))
+        var info = stat()
+        #expect(stat(notes, &info) == 0 && info.st_mode & 0o777 == 0o700)
         let client = DaemonVault(socketPath: fixture.socket, via: "keyway-tests")
         let names = (0..<40).map { "flood-\($0)" }
         for name in names {
