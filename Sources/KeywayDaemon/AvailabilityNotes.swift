@@ -22,7 +22,7 @@ public final class AvailabilityNotes: Sendable {
     private let state: Mutex<State>
 
     private struct State {
-        /// The open directory.
+        /// The open directory; -1 once the notes are removed.
         var dir: Int32
         /// When each noted name was last refreshed (a counter), and the note last written for it.
         var noted: [String: (tick: UInt64, bytes: [UInt8])] = [:]
@@ -77,7 +77,20 @@ public final class AvailabilityNotes: Sendable {
         if ours { rmdir(directory) }
     }
 
-    deinit { state.withLock { _ = close($0.dir) } }
+    deinit { state.withLock { if $0.dir >= 0 { _ = close($0.dir) } } }
+
+    /// Removes every note and the directory, and writes none after: keywayd is stopping. Waits for a refresh in
+    /// progress, so none can leave a note behind.
+    public func removeAll() {
+        state.withLock { state in
+            guard state.dir >= 0 else { return }
+            _ = Self.empty(state.dir)
+            close(state.dir)
+            state.dir = -1
+            state.noted = [:]
+            rmdir(directory)
+        }
+    }
 
     /// Removes every entry of the open directory; false when it cannot be listed.
     private static func empty(_ dir: Int32) -> Bool {
@@ -87,6 +100,7 @@ public final class AvailabilityNotes: Sendable {
             return false
         }
         defer { closedir(stream) }
+        rewinddir(stream)  // the copy shares the directory's offset, which an earlier listing left at the end
         var names: [String] = []
         while let entry = readdir(stream) {
             let name = String(cString: keyway_dirent_name(entry))
@@ -102,6 +116,7 @@ public final class AvailabilityNotes: Sendable {
     public func refresh(_ user: String) {
         guard let name = AvailabilityNote.fileName(for: user) else { return }
         state.withLock { state in
+            guard state.dir >= 0 else { return }  // removed: keywayd is stopping
             var bytes: [UInt8] = []
             if let lists = try? judge(user), !(lists.concealing.isEmpty && lists.plain.isEmpty) {
                 bytes = AvailabilityNote(user: user, concealing: lists.concealing, plain: lists.plain).encoded

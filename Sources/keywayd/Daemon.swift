@@ -235,10 +235,9 @@ struct Keywayd {
         }
         // Stopped: no note may outlive the keywayd that wrote it, or a module would prompt for what nobody can check.
         // An idle exit keeps them: the socket (systemd's) starts the next keywayd, which empties them.
-        let keepsNotes = notes != nil
         let stopping = Termination.onSignal { signal in
             removeOwnSocket()
-            if keepsNotes { AvailabilityNotes.discard(directory: notesDirectory) }
+            notes?.removeAll()
             Server.log("stopping on signal \(signal)")
         }
         if !stopping { Server.log("cannot wait for SIGTERM: keywayd will stop without removing its socket and notes") }
