@@ -71,10 +71,7 @@ public final class AvailabilityNotes: Sendable {
         let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
         guard dir >= 0 else { return }
         var info = stat()
-        let ours = fstat(dir, &info) == 0 && info.st_uid == geteuid()
-        if ours { _ = empty(dir) }
-        close(dir)
-        if ours { rmdir(directory) }
+        if fstat(dir, &info) == 0 && info.st_uid == geteuid() { remove(dir, at: directory) } else { close(dir) }
     }
 
     deinit { state.withLock { if $0.dir >= 0 { _ = close($0.dir) } } }
@@ -84,12 +81,17 @@ public final class AvailabilityNotes: Sendable {
     public func removeAll() {
         state.withLock { state in
             guard state.dir >= 0 else { return }
-            _ = Self.empty(state.dir)
-            close(state.dir)
+            Self.remove(state.dir, at: directory)
             state.dir = -1
             state.noted = [:]
-            rmdir(directory)
         }
+    }
+
+    /// Empties the open directory `dir`, closes it and removes it from `directory`.
+    private static func remove(_ dir: Int32, at directory: String) {
+        _ = empty(dir)
+        close(dir)
+        rmdir(directory)
     }
 
     /// Removes every entry of the open directory; false when it cannot be listed.
@@ -114,7 +116,9 @@ public final class AvailabilityNotes: Sendable {
     /// nothing is available (then the note is removed). Refreshes run one at a time, each reading the store after the
     /// change that asked for it, so the last note written is never older than the last change.
     public func refresh(_ user: String) {
-        guard let name = AvailabilityNote.fileName(for: user) else { return }
+        // No note for a name no account can have (keywayd refuses to answer about it; a concealing list would
+        // otherwise note it like any other).
+        guard UserContext.nameProblem(user) == nil, let name = AvailabilityNote.fileName(for: user) else { return }
         state.withLock { state in
             guard state.dir >= 0 else { return }  // removed: keywayd is stopping
             var bytes: [UInt8] = []

@@ -334,16 +334,11 @@ public final class Server: Sendable {
         // The account's note from what the store holds now: before the answer when the request may have changed it
         // (the client's next question must find it current), after it, off the client's time, when it only read.
         // A refused request changed nothing.
-        var noting: String? = nil
-        if notes != nil, let user = request.user, UserContext.nameProblem(user) == nil,
-            VaultService.refusal(of: request, by: caller) == nil
-        {
-            noting = user
-        }
+        let noted = VaultService.refusal(of: request, by: caller) == nil ? request.user : nil
         let changed = VaultService.changesAccount(request)
-        if changed, let noting { notes?.refresh(noting) }
+        if changed, let noted { notes?.refresh(noted) }
         reply(answer, to: fd)
-        if !changed, let noting { notes?.refresh(noting) }
+        if !changed, let noted { notes?.refresh(noted) }
     }
 
     /// Runs `body` on one of the pool's workers, or returns nil (busy) when the queue is full or the wait too long.

@@ -1,8 +1,4 @@
 import KeywayCore
-import KeywayCrypto
-import KeywayFactors
-import KeywayGesture
-import KeywayPasscode
 import KeywayTestSupport
 import KeywayWire
 import Testing
@@ -43,15 +39,7 @@ struct AvailabilityNoteTests {
 
     @Test("noted: what availability answers, both ways; a throttled or switched-off factor is not listed")
     func noted() throws {
-        let store = InMemoryStore()
-        let clock = ManualClock()
-        let hasher = try Argon2idHasher(cost: .minimum)
-        let vault = LocalVault(
-            store: store, clock: clock,
-            keepers: [
-                GestureAuthenticator.keeper(store: store, clock: clock, hasher: hasher),
-                PasscodeAuthenticator.keeper(store: store, clock: clock, hasher: hasher),
-            ])
+        let vault = try patternAndPasscodeVault(InMemoryStore())
         let passcode = Secret(copying: Array("739155".utf8))
         try vault.enroll(.secret(passcode), of: .passcode, for: "alice", label: nil, by: "t")
         func agrees(_ user: String) throws {

@@ -1,8 +1,5 @@
 import KeywayCore
-import KeywayCrypto
 import KeywayFactors
-import KeywayGesture
-import KeywayPasscode
 import KeywayTestSupport
 import KeywayWire
 import Synchronization
@@ -19,14 +16,7 @@ struct VaultServiceTests {
     let nameless = VaultService.Caller(uid: 4242, name: nil)
 
     init() throws {
-        let clock = ManualClock()
-        let hasher = try Argon2idHasher(cost: .minimum)
-        let vault = LocalVault(
-            store: store, clock: clock,
-            keepers: [
-                GestureAuthenticator.keeper(store: store, clock: clock, hasher: hasher),
-                PasscodeAuthenticator.keeper(store: store, clock: clock, hasher: hasher),
-            ])
+        let vault = try patternAndPasscodeVault(store)
         service = VaultService(vault: vault)
         for user in ["alice", "bob"] {
             try vault.enroll(.secret(Secret(copying: Array("2493".utf8))), of: .gesture, for: user, label: nil, by: "t")

@@ -208,6 +208,9 @@ struct NotesTests {
             let answer = client.availability(of: .passcode, for: UserContext(name: name, concealsEnrollment: true))
             #expect(answer == .available, "\(name): \(answer)")
         }
+        // A name no account can have is refused, and gets no note.
+        let refused = client.availability(of: .passcode, for: UserContext(name: "x/y", concealsEnrollment: true))
+        #expect(refused != .available, "\(refused)")
         // Written after each answer, on the thread that served it: waited for. Two threads serve, and a refresh can
         // be delayed past later ones, so which eight are kept is nearly, not exactly, the last eight.
         _ = awaitNote(names.last!) { $0 != nil }
@@ -216,6 +219,7 @@ struct NotesTests {
         #expect(files.count == 8, "\(files)")
         #expect(note(names.last!) != nil, "\(files)")
         #expect(names.prefix(20).filter { note($0) != nil }.count <= 2, "\(files)")
+        #expect(note("x/y") == nil && !files.contains(AvailabilityNote.fileName(for: "x/y")!), "\(files)")
         fixture.stopDaemon()
         // --notes 0: the directory and what an earlier keywayd left in it are removed, and nothing is written.
         fixture.startDaemon(["--notes", "0"])
