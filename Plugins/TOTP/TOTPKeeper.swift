@@ -29,6 +29,8 @@ public final class TOTPKeeper: FactorKeeper {
     private let pending = Mutex<[String: (secret: [UInt8], at: Int64)]>([:])
     /// Makes a new secret.
     private let random: @Sendable (Int) -> [UInt8]
+    /// Keys the fingerprints of codes typed for a name with no code enrolled (made at start, never stored).
+    private let absentKey: [UInt8]
 
     /// Creates the keeper. `random` makes secrets (the system's generator unless given: tests).
     public init(
@@ -43,6 +45,16 @@ public final class TOTPKeeper: FactorKeeper {
                 var generator = SystemRandomNumberGenerator()
                 return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
             }
+        var generator = SystemRandomNumberGenerator()
+        absentKey = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+
+    /// The fingerprint of a wrong code: the code and the step it was judged in, keyed by the secret it was checked
+    /// against. A repeat is refunded only while its fingerprint is remembered, so only within the step where it was
+    /// already wrong: the same digits in a later step are checked against new codes and counted as a new guess.
+    static func mismatchFingerprint(_ code: [UInt8], step: Int64, key: [UInt8]) -> [UInt8] {
+        let stepBytes = (0..<8).map { UInt8(truncatingIfNeeded: step >> (56 - 8 * $0)) }
+        return Array(HMAC.sha1(key: key, Array("mismatch".utf8) + stepBytes + code).prefix(16))
     }
 
     public var store: any Store { gate.store }
@@ -62,10 +74,15 @@ public final class TOTPKeeper: FactorKeeper {
     }
 
     public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
-        guard try Self.code(of: evidence, digits: digits) != nil else {
+        guard let entered = try Self.code(of: evidence, digits: digits) else {
             return .failure(.malformed("a code is \(digits) digits"))
         }
-        _ = try gate.settleFailure(try gate.reserve(for: user.name), fingerprint: nil)
+        // Counted, and a repeat refunded, exactly as an enrolled name's wrong code is (by step), so the counts do
+        // not tell the two apart.
+        let reservation = try gate.reserve(for: user.name)
+        let step = OneTimeCode(secret: absentKey, digits: digits).step(at: gate.clock.now())
+        let fingerprint = Self.mismatchFingerprint(entered, step: step, key: absentKey + Array(user.name.utf8))
+        _ = try gate.settleFailure(reservation, fingerprint: fingerprint)
         return .failure(.notEnrolled)
     }
 
@@ -126,9 +143,10 @@ public final class TOTPKeeper: FactorKeeper {
         {
             return .success
         }
-        // A wrong code, or one already used. A repeat of the same wrong code within the window is refunded, as every
-        // factor's is; the fingerprint is bound to the secret, so it says nothing about another user's codes.
-        let fingerprint = Array(HMAC.sha1(key: generator.secret, Array("mismatch".utf8) + entered).prefix(16))
+        // A wrong code, or one already used. A repeat of the same wrong code in the same step is refunded, as every
+        // factor's repeat is; in a later step it is a new guess. The fingerprint is bound to the secret, so it says
+        // nothing about another user's codes.
+        let fingerprint = Self.mismatchFingerprint(entered, step: generator.step(at: now), key: generator.secret)
         return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
     }
 

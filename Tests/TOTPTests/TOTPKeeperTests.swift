@@ -97,6 +97,62 @@ struct TOTPKeeperTests {
         #expect(try failures() == 0)
     }
 
+    /// The outcome of each of `codes` typed in each of `steps` steps for `user`, as a word per attempt.
+    func outcomes(_ codes: [String], steps: Int, for user: UserContext) -> [String] {
+        var seen: [String] = []
+        for _ in 0..<steps {
+            for wrong in codes {
+                let evidence = Evidence.secret(Secret(copying: Array(wrong.utf8)))
+                let word: String
+                do {
+                    let verdict: Verdict = try vault.verify(evidence, of: .totp, for: user)
+                    switch verdict {
+                    case .failure(.mismatch), .failure(.notEnrolled): word = "counted"
+                    case .failure(.repeatedMismatch): word = "refunded"
+                    default: word = "unexpected"
+                    }
+                } catch {
+                    word = error.code == .throttled ? "throttled" : "error"
+                }
+                seen.append(word)
+            }
+            clock.advance(by: .seconds(30))
+        }
+        return seen
+    }
+
+    @Test("a wrong code repeated in a later step is a new guess: 16 over 4 steps throttle, enrolled or not, alike")
+    func repeatsAcrossSteps() throws {
+        try enroll()
+        clock.advance(by: .seconds(30))
+        let codes: [String] = ["000000", "111111", "222222", "333333"]
+        let enrolled: [String] = outcomes(codes, steps: 4, for: UserContext(name: "alice", concealsEnrollment: true))
+        let refunded: Bool = enrolled.contains("refunded")
+        #expect(!refunded, "\(enrolled)")
+        let counted: Int = enrolled.prefix(5).filter { $0 == "counted" }.count
+        #expect(counted == 5, "\(enrolled)")
+        let throttled: Bool = enrolled.contains("throttled")
+        #expect(throttled, "\(enrolled)")
+        let aliceFailures: Int = try failures()
+        #expect(aliceFailures >= 5)
+        let absent: [String] = outcomes(codes, steps: 4, for: UserContext(name: "nobody", concealsEnrollment: true))
+        #expect(absent == enrolled, "a name with nothing enrolled is answered alike")
+        let nobodyFailures: Int = try failures("nobody")
+        #expect(nobodyFailures == aliceFailures)
+    }
+
+    @Test("within one step a repeat is refunded for a name with nothing enrolled too")
+    func concealedRepeat() throws {
+        let hidden = UserContext(name: "nobody", concealsEnrollment: true)
+        let wrong = Evidence.secret(Secret(copying: Array("000000".utf8)))
+        #expect(try vault.verify(wrong, of: .totp, for: hidden) == .failure(.notEnrolled))
+        #expect(try vault.verify(wrong, of: .totp, for: hidden) == .failure(.notEnrolled))
+        #expect(try failures("nobody") == 1)
+        clock.advance(by: .seconds(30))
+        #expect(try vault.verify(wrong, of: .totp, for: hidden) == .failure(.notEnrolled))
+        #expect(try failures("nobody") == 2, "a later step counts it")
+    }
+
     @Test("a malformed code is refused without counting; spaces as apps show them are dropped")
     func malformed() throws {
         try enroll()
