@@ -28,13 +28,19 @@ public final class TOTPAuthenticator: TypedAuthenticator {
         -> [String]
     {
         guard request.label == nil else { throw AuthenticationError(.invalidPolicy, "a totp has no named parts") }
+        guard conversation.showsSecrets else {
+            throw AuthenticationError(
+                .notInteractive,
+                "the new totp secret is shown only on a terminal, and standard error is not one here "
+                    + "(a file or a log would keep it); run this on a terminal")
+        }
         var secret = try vault.offer(.totp, for: request.user, by: request.actor)
         defer { secret.withUnsafeMutableBytes { secureZero($0) } }
         let key = Base32.encode(secret)
         conversation.tell(.info("Scan this code with an authenticator app, or add the key by hand:"))
         let account = request.user + (Self.hostName.map { "@\($0)" } ?? "")
         conversation.tell(.scannable(Self.uri(secret: key, user: account, issuer: issuer, digits: digits)))
-        conversation.tell(.info("Key: \(Self.grouped(key)) (time-based, \(digits) digits, every 30 seconds)"))
+        conversation.tell(.secret("Key: \(Self.grouped(key)) (time-based, \(digits) digits, every 30 seconds)"))
         var problem: AuthenticationError? = nil
         for _ in 0..<3 {
             switch try conversation.ask(Prompt("Code from the app: ", echo: true)) {

@@ -15,11 +15,18 @@ public protocol Conversation: AnyObject {
     /// True when the person has asked to stop although nothing is being asked (Ctrl-C while the sensor waits): a
     /// factor that waits without a prompt checks it, and ends with `.userCancel`. Cheap: it is polled.
     var personHasStopped: Bool { get }
+
+    /// True when a message marked `isSecret` reaches only the person (a terminal), never a file or a log that
+    /// stands in for one: a factor that must show a new secret asks this before it makes one.
+    var showsSecrets: Bool { get }
 }
 
 extension Conversation {
     /// Most conversations learn of a stop only through their prompts.
     public var personHasStopped: Bool { false }
+
+    /// Unless a conversation knows where its messages go, a secret is not shown through it.
+    public var showsSecrets: Bool { false }
 }
 
 /// A request for input.
@@ -97,6 +104,8 @@ public struct Message: Sendable, Equatable, CustomStringConvertible {
     public var isInstruction = false
     /// True when the text should also be drawn as a QR code (`scannable`).
     public var isScannable = false
+    /// True when the text is a secret (a new TOTP key): shown only where `Conversation.showsSecrets` holds.
+    public var isSecret = false
 
     /// A message of `kind`; `isInstruction` makes it one the person cannot go on without.
     public init(kind: Kind, text: String, isInstruction: Bool = false) {
@@ -113,9 +122,16 @@ public struct Message: Sendable, Equatable, CustomStringConvertible {
     public static func instruction(_ text: String) -> Message { Message(kind: .info, text: text, isInstruction: true) }
     /// A text to be shown as a scannable (QR) code as well, where the conversation can draw one (`keyway` on a
     /// terminal does; the PAM module shows the text): an `otpauth://` URI an authenticator app reads.
+    /// It carries a secret, so it is a `secret` message too.
     public static func scannable(_ text: String) -> Message {
-        var message = Message(kind: .info, text: text)
+        var message = secret(text)
         message.isScannable = true
+        return message
+    }
+    /// A text that holds a secret the person must copy (a new TOTP key): never written where others may read it.
+    public static func secret(_ text: String) -> Message {
+        var message = Message(kind: .info, text: text)
+        message.isSecret = true
         return message
     }
 

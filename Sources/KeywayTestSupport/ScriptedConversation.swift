@@ -43,6 +43,9 @@ public final class ScriptedConversation: Conversation, Sendable {
     /// Lets a test invalidate a context in the middle of an evaluation.
     public func onAsk(_ action: @escaping @Sendable (Int) -> Void) { state.withLock { $0.onAsk = action } }
 
+    /// A script stands for a person at a terminal.
+    public var showsSecrets: Bool { true }
+
     /// Everything shown so far.
     public var events: [Event] { state.withLock { $0.events } }
 

@@ -440,6 +440,7 @@ final class RepeatingConversation: Conversation {
         return line.map(Reply.secret) ?? .cancel
     }
     func tell(_ message: Message) { TerminalConversation.show(message) }
+    var showsSecrets: Bool { TerminalConversation.showsSecrets }
 }
 
 /// `change --stdin`: the current secret, then the new one for both entries.

@@ -47,8 +47,20 @@ final class TerminalConversation: Conversation {
         Self.show(message)
     }
 
-    /// Writes `message` to standard error, drawn as a QR code first when it is scannable (`Message.scannable`).
+    var showsSecrets: Bool { Self.showsSecrets }
+
+    /// Secrets are written to standard error only while it is a terminal, where the person reads them and no file or
+    /// log (sudo's I/O log keeps what a terminal shows only when asked to) keeps them.
+    static var showsSecrets: Bool { isatty(2) == 1 }
+
+    /// Writes `message` to standard error, drawn as a QR code first when it is scannable (`Message.scannable`). A
+    /// secret is written only to a terminal; elsewhere a line says it was withheld.
     static func show(_ message: Message) {
+        if message.isSecret && !showsSecrets {
+            let withheld = "(a secret is shown only on a terminal; standard error is not one)\n"
+            _ = withheld.withCString { write(2, $0, strlen($0)) }
+            return
+        }
         var text = message.text + "\n"
         if message.isScannable, let code = QRCode.lines(message.text) {
             text = code.joined(separator: "\n") + "\n" + text

@@ -100,6 +100,20 @@ struct TOTPModuleTests {
         #expect(!fixture.daemonLog.contains(key), "the secret is never logged")
     }
 
+    @Test("with standard error not a terminal (a pipe, as a log would be), no secret is made or shown")
+    func secretOnlyOnATerminal() throws {
+        defer { uninstall() }
+        try install(policy: "totp-only", config: fixture.writeConfig("[policy totp-only]\nrequire = totp\n"))
+        let piped = try run(cliPath, ["--socket", fixture.socket, "enroll", "totp", "--user", user, "--stdin"])
+        #expect(piped.status != 0, "\(piped.text)")
+        #expect(piped.text.contains("shown only on a terminal"), "\(piped.text)")
+        #expect(!piped.text.contains("otpauth://") && !piped.text.contains("Key:"), "\(piped.text)")
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
+        #expect(!status.text.contains("totp: enrolled"), "nothing was enrolled: \(status.text)")
+        // On a terminal it still works (enrollInTerminal reads the key off the screen).
+        _ = try enrollInTerminal()
+    }
+
     @Test("2 of (gesture, passcode, totp) through pamtester: the pattern and a code pass; the pattern alone does not")
     func twoOfThree() throws {
         defer { uninstall() }
