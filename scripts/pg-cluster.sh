@@ -16,9 +16,10 @@
 #
 # The server runs as the system's `postgres` user (PostgreSQL refuses root; setpriv, no PAM session) with its data, socket and log in DIR.
 # A watchdog stops it and removes DIR when the process that started it (WATCH_PID, default the caller) is gone, so
-# a test killed with SIGKILL leaves no server behind. Roles: keyway_owner (trust, on the socket only) owns the
-# schema; keyway_host and the roles made by `role` log in with scram-sha-256 passwords kept in DIR/pgpass (root's,
-# 0600), the way keywayd is meant to (keywayd(8), FLEETS).
+# a test killed with SIGKILL leaves no server behind. Roles: keyway_owner (a superuser) owns the schema; it,
+# keyway_host and the roles made by `role` log in with scram-sha-256 passwords kept in DIR/pgpass (root's, 0600),
+# the way keywayd is meant to (keywayd(8), FLEETS). Nothing is trusted: DIR is postgres's, mode 0700, so no other
+# local user reaches the socket, and a connection that does (root, postgres) still needs a password.
 set -euo pipefail
 # Descriptors the caller leaked (a test process's pipes: Foundation makes them without close-on-exec) must not
 # reach the server or the watchdog, which outlive the call and would hold another program's pipe open. 255 is the
@@ -33,7 +34,7 @@ bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 # capture syslog would then stall the server's start. From /, which postgres may enter.
 as_postgres() { (cd / && setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"); }
 psql_owner() {
-    "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U keyway_owner -d keyway "${@:2}"
+    PGPASSFILE="$1/pgpass" "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U keyway_owner -d keyway "${@:2}"
 }
 
 command=${1:-}
@@ -44,8 +45,16 @@ case $command in
         port=${3:-}
         [ -d "$dir" ] && [ -z "$(ls -A "$dir")" ] || { echo "pg-cluster: $dir must be an empty directory" >&2; exit 1; }
         chown postgres: "$dir"
-        chmod 0755 "$dir"
-        as_postgres "$bin/initdb" -D "$dir/data" -U keyway_owner -A trust -E UTF8 --locale=C.UTF-8 -N >"$dir/initdb.log"
+        chmod 0700 "$dir"
+        owner_password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+        install -m 600 /dev/null "$dir/pgpass"
+        echo "*:*:*:keyway_owner:$owner_password" >"$dir/pgpass"
+        # initdb (as postgres) reads the owner's password from a file of its own, gone once it has.
+        install -m 600 -o postgres -g postgres /dev/null "$dir/owner-password"
+        echo "$owner_password" >"$dir/owner-password"
+        as_postgres "$bin/initdb" -D "$dir/data" -U keyway_owner --pwfile="$dir/owner-password" \
+            --auth-local=scram-sha-256 --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 -N >"$dir/initdb.log"
+        rm -f "$dir/owner-password"
         listen="''"
         [ -n "$port" ] && listen="'127.0.0.1'"
         cat >>"$dir/data/postgresql.conf" <<EOF
@@ -56,7 +65,6 @@ max_connections = 120
 shared_buffers = 32MB
 EOF
         cat >"$dir/data/pg_hba.conf" <<EOF
-local all keyway_owner trust
 local all all scram-sha-256
 host all all 127.0.0.1/32 scram-sha-256
 EOF
@@ -71,8 +79,8 @@ EOF
                 rm -rf "$2"
             fi' pg-cluster-watchdog "$watch" "$dir" "$bin" </dev/null >/dev/null 2>&1 &
         echo "${port:-5432}" >"$dir/port"
-        "$bin/psql" -X -q -h "$dir" -p "${port:-5432}" -U keyway_owner -d postgres -c "CREATE DATABASE keyway" >/dev/null
-        install -m 600 /dev/null "$dir/pgpass"
+        PGPASSFILE="$dir/pgpass" "$bin/psql" -X -q -h "$dir" -p "${port:-5432}" -U keyway_owner -d postgres \
+            -c "CREATE DATABASE keyway" >/dev/null
         "$0" role "$dir" keyway_host >/dev/null
         echo "postgresql://keyway_host@/keyway?host=$dir&port=${port:-5432}"
         ;;

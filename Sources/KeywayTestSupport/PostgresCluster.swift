@@ -13,7 +13,7 @@ public final class PostgresCluster: @unchecked Sendable {
 
     /// The password file holding every login role's password (root's, 0600).
     public var passfile: String { directory + "/pgpass" }
-    /// The owner's URI (trust on the socket): what `keyway store migrate` connects as.
+    /// The owner's URI (its password in `passfile`): what `keyway store migrate` connects as.
     public var ownerURI: String { "postgresql://keyway_owner@/keyway?host=\(directory)&port=\(port ?? 5432)" }
 
     /// The repository's scripts directory, found from this file's path.

@@ -261,6 +261,39 @@ struct PostgresStoreTests {
         #expect(getenv("PGPASSWORD") == nil, "libpq would read PGPASSWORD")
     }
 
+    @Test("the test cluster lets in no other local user, and nobody without a password (owner included)")
+    func clusterIsClosed() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        var info = stat()
+        #expect(stat(cluster.directory, &info) == 0)
+        #expect(info.st_mode & 0o077 == 0, "the directory others cannot enter: \(String(info.st_mode, radix: 8))")
+        /// psql as the system user `user` (group `group`), with no password file, trying the superuser.
+        func outsider(_ user: String, _ group: String) -> (Int32, String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            process.arguments = [
+                "--reuid=\(user)", "--regid=\(group)", "--clear-groups", "--", "/usr/bin/env", "-i",
+                "PGPASSFILE=/dev/null", "PGCONNECT_TIMEOUT=5", "psql", "-X", "-At", "-w",
+                "postgresql://keyway_owner@/keyway?host=\(cluster.directory)", "-c", "SELECT 1",
+            ]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            try? process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        let (nobody, nobodySaid) = outsider("65534", "65534")
+        #expect(nobody != 0, "\(nobodySaid)")
+        #expect(nobodySaid.contains("Permission denied") || nobodySaid.contains("No such file"), "\(nobodySaid)")
+        let (postgres, postgresSaid) = outsider("postgres", "postgres")
+        #expect(postgres != 0, "\(postgresSaid)")
+        #expect(postgresSaid.contains("password"), "the socket is reached, a password is asked: \(postgresSaid)")
+        #expect(try cluster.sql("SELECT 1") == "1", "the owner, with its password, still gets in")
+    }
+
     @Test("copying an SQLite store into PostgreSQL keeps every enrollment, counter, switch and audit row")
     func copyFromSQLite() throws {
         let fleet = try Fleet()
@@ -301,7 +334,8 @@ struct PostgresStoreTests {
         let cluster = try PostgresCluster()
         defer { cluster.stop() }
         let deadline = PostgresConnection.monotonicMilliseconds() + 20_000
-        let db = try PostgresConnection.connect([("dbname", cluster.ownerURI)], deadline: deadline)
+        let db = try PostgresConnection.connect(
+            [("dbname", cluster.ownerURI), ("passfile", cluster.passfile)], deadline: deadline)
         try db.query("CREATE TEMPORARY TABLE seen (n int)", deadline: deadline)
         db.roundTrips = 0
         let rows = try db.pipeline(
