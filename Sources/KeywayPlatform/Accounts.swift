@@ -14,6 +14,8 @@ public enum Accounts {
     static let largestBuffer = 1 << 20
 
     /// Runs a reentrant NSS lookup with a buffer that grows on ERANGE; `.success(nil)` when there is no entry.
+    /// glibc says "no entry" as 0 with no result; any error number is a source that could not answer, ENOENT
+    /// included (nss_hesiod without its configuration, sssd stopped): the entry may exist there.
     private static func lookup<Entry, Value>(
         _ what: String, _ empty: Entry,
         _ call: (
@@ -32,7 +34,7 @@ public enum Accounts {
                 size *= 4
                 continue
             }
-            guard status == 0 || status == ENOENT || status == ESRCH else {
+            guard status == 0 else {
                 return .failure(LookupFailure(description: "\(what): \(String(cString: strerror(status)))"))
             }
             return .success(found == nil ? nil : read(entry))

@@ -367,4 +367,32 @@ struct GroupLookupTests {
         }
         #expect(try String(contentsOfFile: "/etc/group", encoding: .utf8) == original)
     }
+
+    @Test("a group source that cannot answer (nss_hesiod's ENOENT) fails closed, never the base policy")
+    func groupSourceDown() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        try fixture.enrollPattern("root", "2-4-9-3")
+        // The variant's group is in no file: only the second source could say, and it cannot.
+        let config = fixture.writeConfig(
+            "[policy p]\nrequire = gesture\n[policy p for group kwremotegroup]\nrequire = gesture and passcode\n")
+        fixture.service("kwnssdown", "policy=p \(config)")
+        let answered = try harness(fixture, "kwnssdown", "root", answers("2-4-9-3"))
+        #expect(answered.result == "PAM_SUCCESS", "with files alone the group has no members: \(answered.text)")
+        let nsswitch = fixture.directory + "/nsswitch.conf"
+        try "passwd: files\ngroup: files hesiod\nshadow: files\n".write(
+            toFile: nsswitch, atomically: true, encoding: .utf8)
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        // The harness alone sees the changed nsswitch.conf (its own mount namespace), and syslog in the capture.
+        let script =
+            "mount --bind \(nsswitch) /etc/nsswitch.conf && mount --bind \(capture.socketPath) /dev/log && "
+            + "exec \(harnessPath) --answer 2-4-9-3 \(fixture.services) kwnssdown root"
+        let refused = try run("/usr/bin/unshare", ["--mount", "/bin/sh", "-c", script])
+        #expect(refused.result == "PAM_SERVICE_ERR", "\(refused.text)")
+        #expect(!refused.text.contains("prompt:"), "\(refused.text)")
+        #expect(
+            capture.lines.contains { $0.contains("kwremotegroup") && $0.contains("No such file") },
+            "\(capture.lines)")
+    }
 }
