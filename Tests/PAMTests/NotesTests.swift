@@ -119,6 +119,11 @@ struct NotesTests {
         #expect(stale.text.contains("prompt: Passcode: "), "\(stale.text)")
         #expect(stale.text.contains("Too many failed attempts"), "\(stale.text)")
         #expect(stale.result != "PAM_SUCCESS", "\(stale.text)")
+        // The account's answer never trusts a note: keywayd says the account is locked.
+        _ = FileManager.default.createFile(atPath: notePath("alice"), contents: Data(forged))
+        let account = try harness(fixture, "passcode", "alice", ["--acct-only"])
+        #expect(account.result == "PAM_PERM_DENIED", "\(account.text)")
+        #expect(account.text.contains("Too many failed attempts"), "\(account.text)")
     }
 
     @Test("a flood of questions about one account writes its note once; the account still authenticates")

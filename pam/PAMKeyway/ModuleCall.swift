@@ -59,7 +59,8 @@ struct ModuleCall {
         let harmless: Set<AuthenticationError.Code> = [
             .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled, .biometryNotAvailable, .factorNotAvailable,
         ]
-        let outcome = run { call in
+        // A note only ever says "available", and may be older than a lockout: the account's answer asks keywayd.
+        let outcome = run(readingNotes: false) { call in
             let policy = call.definition.policy
             guard let error = call.runtime.context().canEvaluate(policy, for: call.user) else { return .success }
             if harmless.contains(error.code) { return .success }
@@ -101,7 +102,9 @@ struct ModuleCall {
 
     /// Parses, reads the configuration, resolves the policy for the user, builds the runtime, and runs `body`; any
     /// error before or inside becomes a logged failure.
-    private func run(_ body: (Call) -> PAMOutcome) -> PAMOutcome {
+    /// With `readingNotes`, a factor keywayd's note lists is taken as available without asking (authentication's
+    /// first prompt); without, keywayd is asked.
+    private func run(readingNotes: Bool = true, _ body: (Call) -> PAMOutcome) -> PAMOutcome {
         let parsed: ModuleArguments
         switch ModuleArguments.parse(arguments) {
         case .success(let arguments): parsed = arguments
@@ -157,7 +160,7 @@ struct ModuleCall {
         // keywayd owns the store and the slow hash; this process only talks (docs/ARCHITECTURE.md §10).
         let named = Set(resolved.policy.rule.factors)
         let runtime = Runtime(
-            vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)", readsNotes: true),
+            vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)", readsNotes: readingNotes),
             options: options,
             settings: settings, plugins: plugins.filter { named.contains($0.kind) })
         // A factor not typed at a prompt waits at a device (the sensor, a reader), which serves local sessions only.
