@@ -66,7 +66,9 @@ let package = Package(
         // The biometric factor's second backend: fprintd's readers over the system bus (libdbus-1). Only keywayd
         // links it: the module and the CLI never talk to D-Bus (docs/ARCHITECTURE.md §18).
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
-        library("KeywayFprintd", ["KeywayCore", "KeywayBiometricSimulator", "CDBus", "CKeywayLibc"], path: "Plugins/Fprintd"),
+        library(
+            "KeywayFprintd", ["KeywayCore", "KeywayPlatform", "KeywayBiometricSimulator", "CDBus", "CKeywayLibc"],
+            path: "Plugins/Fprintd"),
 
         // The one list of factors, below both sides: the module, the CLI and keywayd all read it (Factors.all).
         library(

@@ -1,6 +1,7 @@
 import CKeywayLibc
 public import KeywayBiometricSimulator
 public import KeywayCore
+import KeywayPlatform
 
 /// fprintd's reader, as keywayd uses it (`[biometric] backend = fprintd`, docs/ARCHITECTURE.md §18): keywayd is
 /// fprintd's only client on the system bus. Each use opens its own private connection, so one stalled call holds up
@@ -30,31 +31,67 @@ public final class FprintdReader: EnrollingDevice {
 
     public var name: String { "fprintd" }
 
-    /// The connection and the default device's object path.
-    func connect() throws(AuthenticationError) -> (DBusConnection, String) {
+    /// A connection to fprintd: the bus, the default device's object path, and fprintd's unique name, to which
+    /// every call goes and whose signals alone are believed.
+    struct Link {
+        let bus: DBusConnection
+        let device: String
+        let owner: String
+    }
+
+    /// Connects and finds fprintd: the unique name that owns `net.reactivated.Fprint`, believed only when its
+    /// process is root's (fprintd runs as root): on a bus that lets any user own the name, a user's impostor would
+    /// otherwise answer "verify-match" to anyone. Then the default device, asked of that unique name.
+    func connect() throws(AuthenticationError) -> Link {
         let bus: DBusConnection
         do { bus = try DBusConnection.open(address: busAddress) } catch {
             throw failed(
                 AuthenticationError(.biometryNotAvailable, "fprintd cannot be reached: the system bus: \(error)"))
         }
+        let busName = "org.freedesktop.DBus"
+        func ask(_ method: String, _ argument: String, doing what: String) throws(AuthenticationError) -> DBusValue? {
+            do {
+                return try bus.call(
+                    busName, "/org/freedesktop/DBus", busName, method, [.string(argument)],
+                    timeout: callTimeout
+                ).first
+            } catch {
+                throw failed(Self.outcome(error, doing: what))
+            }
+        }
+        guard let owner = try ask("GetNameOwner", Self.service, doing: "finding fprintd on the bus")?.text,
+            !owner.isEmpty
+        else {
+            throw failed(AuthenticationError(.biometryNotAvailable, "fprintd has no name on the bus"))
+        }
+        guard case .uint32(let uid)? = try ask("GetConnectionUnixUser", owner, doing: "asking who runs fprintd")
+        else {
+            throw failed(AuthenticationError(.biometryNotAvailable, "the bus did not say who owns \(Self.service)"))
+        }
+        guard uid == 0 else {
+            throw failed(
+                AuthenticationError(
+                    .biometryNotAvailable,
+                    "\(Self.service) is owned by a process of uid \(uid), not root's: not fprintd, so not believed"))
+        }
         let reply: [DBusValue]
         do {
             reply = try bus.call(
-                Self.service, Self.managerPath, Self.managerInterface, "GetDefaultDevice", timeout: callTimeout)
+                owner, Self.managerPath, Self.managerInterface, "GetDefaultDevice", timeout: callTimeout)
         } catch {
             throw failed(Self.outcome(error, doing: "finding the reader"))
         }
         guard let path = reply.first?.text else {
             throw failed(AuthenticationError(.biometryNotAvailable, "fprintd named no default reader"))
         }
-        return (bus, path)
+        return Link(bus: bus, device: path, owner: owner)
     }
 
     public func labels(of user: String) throws(AuthenticationError) -> [String] {
-        let (bus, device) = try connect()
+        let link = try connect()
         do {
-            let reply = try bus.call(
-                Self.service, device, Self.deviceInterface, "ListEnrolledFingers", [.string(user)],
+            let reply = try link.bus.call(
+                link.owner, link.device, Self.deviceInterface, "ListEnrolledFingers", [.string(user)],
                 timeout: callTimeout)
             guard case .array(let names)? = reply.first else { return [] }
             return names.compactMap { $0.text }.sorted()
@@ -285,15 +322,9 @@ final class FprintdSession {
     init(_ reader: FprintdReader, user: String) throws(DeviceHoldFailure) {
         self.reader = reader
         do throws(AuthenticationError) {
-            (bus, device) = try reader.connect()
+            let link = try reader.connect()
+            (bus, device, owner) = (link.bus, link.device, link.owner)
             // fprintd leaving the bus (killed, restarted) ends the wait: its unique name is the one to watch.
-            let reply = try Self.call(
-                reader, bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "GetNameOwner",
-                [.string(FprintdReader.service)], doing: "finding fprintd on the bus")
-            owner = reply.first?.text ?? ""
-            guard !owner.isEmpty else {
-                throw reader.failed(AuthenticationError(.biometryNotAvailable, "fprintd has no name on the bus"))
-            }
             for rule in [
                 "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
                     + "member='NameOwnerChanged',arg0='\(FprintdReader.service)'",
@@ -308,7 +339,7 @@ final class FprintdSession {
         }
         do {
             try bus.call(
-                FprintdReader.service, device, FprintdReader.deviceInterface, "Claim", [.string(user)],
+                owner, device, FprintdReader.deviceInterface, "Claim", [.string(user)],
                 timeout: reader.callTimeout)
         } catch {
             if error.name == "net.reactivated.Fprint.Error.AlreadyInUse" { throw .busy }
@@ -333,18 +364,17 @@ final class FprintdSession {
         -> [DBusValue]
     {
         try Self.call(
-            reader, bus, FprintdReader.service, device, FprintdReader.deviceInterface, method, arguments, doing: what)
+            reader, bus, owner, device, FprintdReader.deviceInterface, method, arguments, doing: what)
     }
 
     /// Calls one of the device's methods whose failure changes nothing (VerifyStop, EnrollStop, Release).
     func callIgnoringErrors(_ method: String) {
-        _ = try? bus.call(
-            FprintdReader.service, device, FprintdReader.deviceInterface, method, timeout: reader.callTimeout)
+        _ = try? bus.call(owner, device, FprintdReader.deviceInterface, method, timeout: reader.callTimeout)
     }
 
     private func property(_ name: String) -> DBusValue? {
         let reply = try? bus.call(
-            FprintdReader.service, device, "org.freedesktop.DBus.Properties", "Get",
+            owner, device, "org.freedesktop.DBus.Properties", "Get",
             [.string(FprintdReader.deviceInterface), .string(name)], timeout: reader.callTimeout)
         return reply?.first
     }
@@ -361,11 +391,16 @@ final class FprintdSession {
     /// A text property of the device (`scan-type`: "press" or "swipe"), or nil.
     func textProperty(_ name: String) -> String? { property(name)?.text }
 
-    /// Waits up to `milliseconds` for fprintd's next signal on the device, or its leaving.
+    /// Waits up to `milliseconds` for fprintd's next signal on the device, or its leaving. The wait ends then however
+    /// many other messages arrive meanwhile: any peer may send signals straight to this connection (a unicast
+    /// signal passes no match rule), and each one skipped must not start the wait again, or a flood of them would
+    /// keep the caller from ever looking at its cancellation (docs/ARCHITECTURE.md §18).
     func next(within milliseconds: Int32) -> Next {
+        let deadline = UnixSocket.monotonicMilliseconds() + Int64(milliseconds)
         while true {
+            let left = Int32(clamping: max(0, deadline - UnixSocket.monotonicMilliseconds()))
             let signal: DBusSignal
-            switch bus.nextSignal(within: milliseconds) {
+            switch bus.nextSignal(within: left) {
             case .timedOut: return .quiet
             case .disconnected:
                 return .gone(AuthenticationError(.systemCancel, "the system bus closed while fprintd had the reader"))
@@ -384,7 +419,10 @@ final class FprintdSession {
             // Any peer may emit a signal on fprintd's path: only the claimed fprintd's own count.
             guard signal.sender == owner, signal.interface == FprintdReader.deviceInterface, signal.path == device,
                 let result = signal.arguments.first?.text
-            else { continue }
+            else {
+                if left == 0 { return .quiet }
+                continue
+            }
             var done = false
             if case .boolean(true)? = signal.arguments.dropFirst().first { done = true }
             return .status(signal.member, result: result, done: done)

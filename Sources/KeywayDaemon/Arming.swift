@@ -122,15 +122,35 @@ extension Server {
         let timeout = arming.timeout
         guard let ticket = placeInLine(waits: waits, for: factor, on: fd) else { return }
         let device = arming.listener(for: user)
-        do throws(DeviceHoldFailure) { try device.hold() } catch {
-            sensorLine.release(ticket)
-            switch error {
-            case .busy: reply(.failure(service.deviceBusy(factor)), to: fd)
-            case .unavailable(let why):
-                Server.logLimited("\(caller.label): the sensor is unavailable: \(why.reason)")
-                reply(.failure(why), to: fd)
+        // A device another program holds (fprintd's reader claimed by another client) is said in the log; a
+        // sequential wait waits for it, within its timeout, as it would in keywayd's own line.
+        let holdUntil = UnixSocket.monotonicMilliseconds() + timeout
+        var toldBusy = false
+        while true {
+            do throws(DeviceHoldFailure) {
+                try device.hold()
+                break
+            } catch {
+                switch error {
+                case .busy:
+                    if !toldBusy {
+                        toldBusy = true
+                        Server.logLimited(
+                            "\(caller.label): the \(factor) device is held by another program"
+                                + (waits ? "; waiting for it up to \(timeout / 1000) s" : "; answered busy"))
+                    }
+                    if waits && UnixSocket.monotonicMilliseconds() < holdUntil && !UnixSocket.peerHasClosed(fd) {
+                        usleep(250_000)
+                        continue
+                    }
+                    reply(.failure(service.deviceBusy(factor)), to: fd)
+                case .unavailable(let why):
+                    Server.logLimited("\(caller.label): the sensor is unavailable: \(why.reason)")
+                    reply(.failure(why), to: fd)
+                }
+                sensorLine.release(ticket)
+                return
             }
-            return
         }
         let heldSince = UnixSocket.monotonicMilliseconds()
         let leases = service.leases

@@ -1,5 +1,6 @@
 import Foundation
 import KeywayCore
+import KeywayPlatform
 import KeywayTestSupport
 import Testing
 
@@ -443,6 +444,160 @@ struct FprintdTests {
         let matched = waiting.finish()
         #expect(matched.result == "PAM_SUCCESS", "\(matched.text)\n\(fixture.daemonLog)")
         #expect(try failures() == 0)
+    }
+
+    /// A program of a user's that owns fprintd's name on a bus that allows it and answers every verification with
+    /// a match: what keywayd must not believe.
+    static let impostor = """
+        import dbus, dbus.service, dbus.mainloop.glib
+        from gi.repository import GLib
+        dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
+        bus = dbus.SystemBus()
+        name = dbus.service.BusName("net.reactivated.Fprint", bus)
+        DEVICE = "/net/reactivated/Fprint/Device/9"
+        class Manager(dbus.service.Object):
+            @dbus.service.method("net.reactivated.Fprint.Manager", out_signature="o")
+            def GetDefaultDevice(self): return DEVICE
+        class Device(dbus.service.Object):
+            @dbus.service.method("net.reactivated.Fprint.Device", in_signature="s")
+            def Claim(self, user): pass
+            @dbus.service.method("net.reactivated.Fprint.Device", in_signature="s")
+            def VerifyStart(self, finger): GLib.timeout_add(200, self.match)
+            def match(self):
+                self.VerifyStatus("verify-match", True)
+                return False
+            @dbus.service.signal("net.reactivated.Fprint.Device", signature="sb")
+            def VerifyStatus(self, result, done): pass
+            @dbus.service.method("net.reactivated.Fprint.Device")
+            def VerifyStop(self): pass
+            @dbus.service.method("net.reactivated.Fprint.Device")
+            def Release(self): pass
+        Manager(bus, "/net/reactivated/Fprint/Manager")
+        Device(bus, DEVICE)
+        GLib.MainLoop().run()
+        """
+
+    @Test("fprintd's name owned by a user's program that answers every verify with a match: not believed")
+    func impostorOnTheBus() throws {
+        var bus: FprintdBus? = nil
+        defer { tearDown(bus) }
+        let reader = try setUp()
+        bus = reader
+        reader.script("kill-fprintd")
+        let impostor = try Started(
+            "/usr/bin/env",
+            [
+                "DBUS_SYSTEM_BUS_ADDRESS=\(reader.address)", "setpriv", "--reuid=65534", "--regid=65534",
+                "--clear-groups", "/usr/bin/python3", "-c", Self.impostor,
+            ])
+        defer { impostor.process.terminate() }
+        var owned = false
+        for _ in 0..<100 where !owned {
+            let asked = reader.script(
+                "run", "dbus-send", "--system", "--print-reply", "--dest=org.freedesktop.DBus", "/org/freedesktop/DBus",
+                "org.freedesktop.DBus.NameHasOwner", "string:net.reactivated.Fprint")
+            owned = asked.output.contains("boolean true")
+            if !owned { usleep(100_000) }
+        }
+        #expect(owned, "the impostor did not take the name")
+        let refused = try authenticate("bio").finish()
+        #expect(refused.result != "PAM_SUCCESS", "\(refused.text)\n\(fixture.daemonLog)")
+        #expect(fixture.daemonLog.contains("uid 65534, not root's"), "\(fixture.daemonLog)")
+        #expect(try failures() == 0)
+    }
+
+    /// Sends signals straight to every bus connection of process `argv[1]` for `argv[2]` seconds (a unicast signal
+    /// passes no match rule), and prints how many it sent.
+    static let flood = """
+        import dbus, dbus.lowlevel, sys, time
+        bus = dbus.SystemBus()
+        names = dbus.Interface(
+            bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus"), "org.freedesktop.DBus")
+        pid, end, sent = int(sys.argv[1]), time.time() + float(sys.argv[2]), 0
+        while time.time() < end:
+            for name in names.ListNames():
+                try:
+                    if not name.startswith(":") or int(names.GetConnectionUnixProcessID(name)) != pid: continue
+                except dbus.DBusException:
+                    continue
+                for _ in range(100):
+                    message = dbus.lowlevel.SignalMessage("/flood", "org.example.Flood", "Ping")
+                    message.set_destination(name)
+                    bus.send_message(message)
+                    sent += 1
+            bus.flush()
+        print(sent)
+        """
+
+    @Test("a flood of signals at keywayd during a wait: it still ends at its timeout, and the reader is free after")
+    func floodDuringWait() throws {
+        var bus: FprintdBus? = nil
+        defer { tearDown(bus) }
+        let reader = try setUp()
+        bus = reader
+        let pid = try #require(fixture.daemonProcess?.processIdentifier)
+        let flood = try Started(
+            "/usr/bin/env",
+            [
+                "DBUS_SYSTEM_BUS_ADDRESS=\(reader.address)", "setpriv", "--reuid=65534", "--regid=65534",
+                "--clear-groups", "/usr/bin/python3", "-c", Self.flood, "\(pid)", "8",
+            ])
+        // "brief" waits 2 s at the reader, then asks the passcode.
+        let began = UnixSocket.monotonicMilliseconds()
+        let waited = try authenticate("brief", ["739155"]).finish()
+        let took = UnixSocket.monotonicMilliseconds() - began
+        #expect(waited.result == "PAM_SUCCESS", "\(waited.text)\n\(fixture.daemonLog)")
+        #expect(waited.text.contains("Timed out"), "\(waited.text)")
+        #expect(took < 2000 + 2500, "the wait ended \(took) ms after it began; its timeout is 2 s")
+        #expect(try failures() == 0)
+        // The reader was given back: while the flood goes on, the next 2 s wait gets it, and the finger decides.
+        var count = reader.verificationsStarted
+        let next = try authenticate("brief")
+        scan(reader, "print-a", after: &count)
+        let matched = next.finish()
+        #expect(flood.process.isRunning, "the flood ended before the second wait: it proves nothing")
+        #expect(matched.result == "PAM_SUCCESS", "\(matched.text)\n\(fixture.daemonLog)")
+        let sent = flood.finish()
+        #expect(Int(sent.output.first ?? "") ?? 0 > 1000, "the flood sent too little to matter: \(sent.text)")
+        print("fprintd flood: the 2 s wait ended after \(took) ms under \(sent.output.first ?? "?") signals")
+    }
+
+    /// Claims the default reader for root as another fprintd client would, makes the file `argv[2]`, holds the reader
+    /// `argv[1]` seconds, and releases it.
+    static let otherClient = """
+        import dbus, sys, time
+        bus = dbus.SystemBus()
+        manager = dbus.Interface(
+            bus.get_object("net.reactivated.Fprint", "/net/reactivated/Fprint/Manager"), "net.reactivated.Fprint.Manager")
+        device = dbus.Interface(
+            bus.get_object("net.reactivated.Fprint", manager.GetDefaultDevice()), "net.reactivated.Fprint.Device")
+        device.Claim("root")
+        open(sys.argv[2], "w").close()
+        time.sleep(float(sys.argv[1]))
+        device.Release()
+        """
+
+    @Test("a reader another program holds: said in the log; a sequential wait gets it once it is given back")
+    func readerHeldElsewhere() throws {
+        var bus: FprintdBus? = nil
+        defer { tearDown(bus) }
+        let reader = try setUp()
+        bus = reader
+        let flag = fixture.directory + "/claimed"
+        let other = try Started(
+            "/usr/bin/env",
+            ["DBUS_SYSTEM_BUS_ADDRESS=\(reader.address)", "/usr/bin/python3", "-c", Self.otherClient, "2", flag])
+        // Its claim is made before the authentication starts.
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: flag) { usleep(50_000) }
+        #expect(FileManager.default.fileExists(atPath: flag), "the other client did not claim the reader")
+        var count = reader.verificationsStarted
+        let waiting = try authenticate("bio")
+        scan(reader, "print-a", after: &count)
+        let matched = waiting.finish()
+        #expect(matched.result == "PAM_SUCCESS", "\(matched.text)\n\(fixture.daemonLog)")
+        #expect(fixture.daemonLog.contains("held by another program"), "\(fixture.daemonLog)")
+        let released = other.finish()
+        #expect(released.status == 0, "\(released.text)")
     }
 
     @Test("a verify unanswered, fprintd killed mid-verify, fprintd absent: the passcode follows, nothing counted")
