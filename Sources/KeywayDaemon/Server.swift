@@ -100,6 +100,8 @@ public final class Server: Sendable {
     let disposer = Disposer()
     /// Who has the sensor and who waits for it.
     let sensorLine = SensorLine()
+    /// How long a slow-hash request takes a worker, so faster answers can be made to take as long.
+    let guessTime = GuessTime()
 
     /// A server answering with `service`; `maintenance` runs at start and every `maintenanceInterval`.
     public init(
@@ -321,10 +323,16 @@ public final class Server: Sendable {
             let account = request.user ?? ""
             let owner = service.startedByOwner(account, startedBy: request.startedBy, caller: caller)
             let share = Share(account: Array(account.utf8), owner: owner)
+            var took: Int64? = nil
             answer =
                 onPool(share, for: Holder(pid: peer.pid, uid: peer.uid, startedBy: startedBy), client: fd) {
-                    service.answer(request, from: caller)
+                    let began = UnixSocket.monotonicMilliseconds()
+                    defer { took = UnixSocket.monotonicMilliseconds() - began }
+                    return service.answer(request, from: caller)
                 } ?? .failure(busy("too many requests wait for the slow hash"))
+            // Answered in a guess's time: a request a worker answered faster (a repeat, a lockout) waits out the rest
+            // here, on this connection's own thread, with the worker already free (docs/ARCHITECTURE.md §10).
+            if let took, case let pad = guessTime.padding(after: took), pad > 0 { usleep(UInt32(pad) * 1000) }
         } else {
             answer = service.answer(request, from: caller)
         }
@@ -406,5 +414,29 @@ public final class Server: Sendable {
     func reply(_ response: Response, to fd: Int32) {
         let deadline = UnixSocket.monotonicMilliseconds() + options.requestTimeout
         _ = UnixSocket.send(WireWriter.frame(response.encoded), to: fd, until: deadline)
+    }
+}
+
+/// How long a worker takes to answer a request that runs the slow hash, as a moving average of the answers that took
+/// at least `GuessTime.floor` (a guess that ran the hash); faster answers (a repeat of a remembered wrong secret, a
+/// lockout) are padded to it, so their timing does not tell an attacker which wrong secrets the account's owner
+/// typed lately (docs/ARCHITECTURE.md §10, "Fair to the owner").
+final class GuessTime: Sendable {
+    /// Answers faster than this ran no slow hash and do not move the average.
+    static let floor: Int64 = 5
+    /// No answer is padded beyond this.
+    static let ceiling: Int64 = 2000
+    private let average = Mutex<Int64?>(nil)
+
+    /// Records an answer that took `took` ms of a worker, and returns how many more ms it should take.
+    func padding(after took: Int64) -> Int64 {
+        average.withLock { average in
+            if took >= Self.floor {
+                // An eighth of each new answer: a slow machine's average follows within a few guesses.
+                average = average.map { $0 + (min(took, Self.ceiling) - $0) / 8 } ?? min(took, Self.ceiling)
+                return 0
+            }
+            return max(0, (average ?? 0) - took)
+        }
     }
 }

@@ -23,10 +23,13 @@ struct ServerTests {
         try store.save(Enrollment(user: "alice", factor: kind, payload: [1], changedAt: clock.now(), changedBy: "t"))
     }
 
-    /// Serves until idle for `idle` milliseconds; `done` is signalled when `run` returns.
-    func serve(idle: Int64, done: DispatchSemaphore) throws {
+    /// Serves until idle for `idle` milliseconds; `done` is signalled when `run` returns. With `slow`, a secret
+    /// starting "slow" takes a worker that many milliseconds before it is judged (a slow hash).
+    func serve(idle: Int64, done: DispatchSemaphore, slow: UInt32 = 0) throws {
         let gate = AttemptGate(factor: kind, store: store, clock: clock, schedule: .passcode)
-        let vault = LocalVault(store: store, clock: clock, keepers: [ScriptedKeeper(gate: gate)])
+        let keeper: any FactorKeeper =
+            slow > 0 ? SlowKeeper(gate: gate, milliseconds: slow) : ScriptedKeeper(gate: gate)
+        let vault = LocalVault(store: store, clock: clock, keepers: [keeper])
         var options = Server.Options()
         options.idleExit = idle
         options.requestTimeout = 300
@@ -76,5 +79,61 @@ struct ServerTests {
         #expect(poll(&entry, 1, 3000) == 1, "the server closes the silent connection")
         #expect(read(silent, &byte, 1) <= 0)
         #expect(done.wait(timeout: .now() + 10) == .success)
+    }
+
+    @Test("an answer a worker gives at once (a repeat) is sent in the time a guess takes, the worker freed first")
+    func repeatTakesAGuessTime() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let done = DispatchSemaphore(value: 0)
+        try serve(idle: 1500, done: done, slow: 80)
+        let client = DaemonVault(socketPath: socket, via: "test")
+        let alice = UserContext(name: "alice")
+        func timed(_ typed: String) throws -> (Verdict, Int64) {
+            let began = UnixSocket.monotonicMilliseconds()
+            let verdict = try client.verify(.secret(Secret(copying: Array(typed.utf8))), of: kind, for: alice)
+            return (verdict, UnixSocket.monotonicMilliseconds() - began)
+        }
+        // The first answer, before any guess was timed, is as fast as it is.
+        for guess in ["slow-1", "slow-2", "slow-3"] { #expect(try timed(guess).0 == .failure(.mismatch)) }
+        let (verdict, took) = try timed("slow-1")
+        #expect(verdict == .failure(.repeatedMismatch))
+        // Every guess took a worker 80 ms, so the average is at least that: the repeat waited it out (load only adds).
+        #expect(took >= 80, "a repeat answered in \(took) ms, a guess takes 80")
+        #expect(try store.attempts(user: "alice")[kind].consecutiveFailures == 3, "the repeat counted nothing")
+        #expect(done.wait(timeout: .now() + 10) == .success)
+    }
+}
+
+/// The scripted keeper behind a slow hash: a secret starting "slow" takes a worker `milliseconds` before it is judged;
+/// a repeat of a remembered one is answered at once, as a knowledge keeper's is.
+final class SlowKeeper: FactorKeeper {
+    let gate: AttemptGate
+    let milliseconds: UInt32
+    let repeats = RepeatMemory()
+    init(gate: AttemptGate, milliseconds: UInt32) {
+        self.gate = gate
+        self.milliseconds = milliseconds
+    }
+    var factor: FactorKind { gate.factor }
+    var store: any Store { gate.store }
+
+    func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
+        gate.availability(of: book, whenAllowed: .available)
+    }
+
+    func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        guard case .secret(let secret) = evidence else { throw AuthenticationError(.invalidPolicy, "a secret") }
+        let typed = Array(secret.withUnsafeBytes { Array($0) })
+        if repeats.contains(typed, for: user.name) { return .failure(.repeatedMismatch) }
+        usleep(milliseconds * 1000)
+        let reservation = try gate.reserve(for: user.name)
+        repeats.remember(typed, for: user.name)
+        return .failure(try gate.settleFailure(reservation, fingerprint: typed))
+    }
+
+    func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Enrollment
+    {
+        throw AuthenticationError(.invalidPolicy, "not enrolled here")
     }
 }
