@@ -13,6 +13,11 @@
 #   /var/log/{lastlog,faillog,wtmp,btmp}   are copies (useradd and login write them),
 #   /dev       is a tmpfs mirroring the real devices, so a test may bind its own /dev/log socket, with pseudo-
 #              terminals of its own (a new devpts instance) for the tests that drive programs in tmux,
+# and the command runs in a local login session as logind records one (/run/systemd/sessions/keywaytest, REMOTE=0,
+# and the cgroup session-keywaytest.scope under keyway-test-RUN in the systemd hierarchy): the tests are a person at this
+# machine, so the terminals their tmux servers and harnesses hold are local by what pam_keyway believes, not by
+# a root process merely holding them (pam_keyway(8), LOCAL AND REMOTE). A test that needs a terminal outside any
+# session moves its holder out (Tests/PAMTests/PAMFixture.swift, `Cgroup`).
 # Nothing the command writes there reaches the real files, and when its last process ends the mounts vanish with
 # the namespace. The copies live in /var/tmp/keyway-test-runs/run.* (root only, on local disk, never in the checkout;
 # SSH host keys and /etc/ssl/private are left out of the copy); a run killed with SIGKILL leaves only that directory,
@@ -66,6 +71,16 @@ reap() {
     done
 }
 
+# Where cgroups are made: systemd's hierarchy, which /proc/PID/cgroup names as logind reads it (a named v1 hierarchy
+# on hybrid machines, the unified one otherwise).
+hierarchy() {
+    local dir
+    for dir in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do
+        if [ -f "$dir/cgroup.procs" ]; then echo "$dir"; return; fi
+    done
+    echo /sys/fs/cgroup
+}
+
 # Removes the directories of runs whose runner is gone; `list` only prints them.
 cleanup() {
     [ -d "$runs" ] || return 0
@@ -84,6 +99,12 @@ cleanup() {
             reap "$dir"
         done
         echo "test-isolated: removed $dir, left by a run that did not finish"
+    done
+    # The session cgroups of runs that are gone (emptied when their processes were killed).
+    for dir in "$(hierarchy)"/keyway-test-run.*; do
+        [ -d "$dir" ] && [ ! -d "$runs/${dir##*/keyway-test-}" ] || continue
+        [ "${1:-}" = list ] && { echo "$dir"; continue; }
+        find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
     done
 }
 
@@ -105,6 +126,7 @@ finish() {
     trap - EXIT INT TERM
     reap "$root"  # what the tests started in other process groups (keywayd, a terminal server's programs)
     rm -rf "$root" 2>/dev/null || { sleep 0.2; reap "$root"; rm -rf "$root"; }
+    [ ! -d "${cgroup:-}" ] || find "$cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true
     local after
     after=$(snapshot)
     if [ "$before" = "$after" ]; then
@@ -123,6 +145,10 @@ trap finish EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# The run's local session: a cgroup named as systemd names a session's scope (the tests' own cgroups go beside it).
+cgroup=$(hierarchy)/keyway-test-${root##*/}
+mkdir -p "$cgroup/session-keywaytest.scope" && [ -f "$cgroup/session-keywaytest.scope/cgroup.procs" ] \
+    || { echo "test-isolated: cannot make the session's cgroup $cgroup" >&2; exit 1; }
 cp -a /etc "$root/etc"
 rm -rf "$root"/etc/ssh/ssh_host_*_key "$root/etc/ssl/private"   # secrets the tests never need
 mkdir -m 1777 "$root/tmp"
@@ -158,9 +184,12 @@ mount --bind "$ROOT/run" /run
 for f in lastlog faillog wtmp btmp; do
     if [ -f "$ROOT/log/$f" ]; then mount --bind "$ROOT/log/$f" "/var/log/$f"; fi
 done
+mkdir -p /run/systemd/sessions
+printf "UID=0\nUSER=root\nACTIVE=1\nREMOTE=0\nSEAT=seat0\nTYPE=tty\n" >/run/systemd/sessions/keywaytest
+echo $$ >"$CGROUP/session-keywaytest.scope/cgroup.procs"
 exec "$@"
 '
 status=0
 # KEYWAY_TEST_ROOT tells the tests that write system files that they are isolated (Tests/PAMTests/PAMFixture.swift).
-ROOT=$root KEYWAY_TEST_ROOT=$root unshare --mount --propagation private -- bash -c "$inside" test-isolated "$@" || status=$?
+ROOT=$root CGROUP=$cgroup KEYWAY_TEST_ROOT=$root KEYWAY_TEST_CGROUP=$cgroup unshare --mount --propagation private -- bash -c "$inside" test-isolated "$@" || status=$?
 exit "$status"

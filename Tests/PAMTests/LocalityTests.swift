@@ -7,24 +7,33 @@ import Testing
 @Suite("local or remote: proven, never assumed", .serialized)
 struct LocalityTests {
     enum Terminal {
-        case none, value(String), held(name: String, user: String?, startedBy: String?)
+        case none, value(String)
+        /// A pseudo-terminal whose master a process of `name` holds (see `PseudoTerminalHolder`).
+        case held(name: String, user: String? = nil, startedBy: String? = nil, session: Bool = true, on: String? = nil)
     }
 
+    /// The suite runs in a local login session of its own (scripts/test-isolated.sh); `session: false` moves the
+    /// holder out of it.
     static let cases: [(String, Terminal, rhost: String?, local: Bool)] = [
         ("no PAM_TTY (ssh -T host sudo -S)", .none, nil, false),
         ("an empty PAM_TTY", .value(""), nil, false),
         ("PAM_TTY /dev/null, not a terminal", .value("/dev/null"), nil, false),
-        ("PAM_RHOST set, on a local terminal", .held(name: "python3", user: nil, startedBy: nil), "203.0.113.9", false),
-        ("a pseudo-terminal held by sshd", .held(name: "sshd", user: nil, startedBy: nil), nil, false),
-        (
-            "a pseudo-terminal held by a process sshd started", .held(name: "xterm", user: nil, startedBy: "sshd"), nil,
-            false
-        ),
+        ("PAM_RHOST set, on a local terminal", .held(name: "python3"), "203.0.113.9", false),
+        ("a pseudo-terminal held by sshd", .held(name: "sshd"), nil, false),
+        ("a pseudo-terminal held by a process sshd started", .held(name: "xterm", startedBy: "sshd"), nil, false),
         (
             "a pseudo-terminal held by a user's process, no logind",
-            .held(name: "xterm", user: "nobody", startedBy: nil), nil, false
+            .held(name: "xterm", user: "nobody", session: false), nil, false
         ),
-        ("a pseudo-terminal held by root's terminal", .held(name: "xterm", user: nil, startedBy: nil), nil, true),
+        ("a pseudo-terminal held by root's process in a local logind session", .held(name: "xterm"), nil, true),
+        (
+            "a pseudo-terminal held by root's process outside any session, on no terminal (systemd-run -t)",
+            .held(name: "systemd-run", session: false), nil, false
+        ),
+        (
+            "a pseudo-terminal held by root's process outside any session, on a virtual console",
+            .held(name: "script", session: false, on: consoleDevice), nil, true
+        ),
         ("the local X display :0", .value(":0"), nil, true),
     ]
 
@@ -56,8 +65,9 @@ struct LocalityTests {
         switch terminal {
         case .none: break
         case .value(let text): items = ["-I", "tty=\(text)"]
-        case .held(let name, let user, let startedBy):
-            holder = try PseudoTerminalHolder(name: name, user: user, startedBy: startedBy)
+        case .held(let name, let user, let startedBy, let session, let terminal):
+            holder = try PseudoTerminalHolder(
+                name: name, user: user, startedBy: startedBy, session: session, on: terminal)
             items = ["-I", "tty=\(holder!.path)"]
         }
         if let rhost { items += ["-I", "rhost=\(rhost)"] }
@@ -95,36 +105,27 @@ struct LocalityTests {
         try requireIsolation()
         let (label, group, template, local) = Self.logindCases[index]
         let uid = try #require(getpwnam("nobody")).pointee.pw_uid
-        let sessions = "/run/systemd/sessions"
-        let existed = FileManager.default.fileExists(atPath: sessions)
-        try FileManager.default.createDirectory(atPath: sessions, withIntermediateDirectories: true)
-        #expect(
-            try run("/bin/mount", ["-t", "tmpfs", "-o", "mode=755,size=1m", "keyway-test-sessions", sessions]).status
-                == 0)
-        defer {
-            _ = try? run("/bin/umount", [sessions])
-            if !existed { rmdir(sessions) }
-        }
-        let hierarchy = try #require(
-            ["/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"].first {
-                FileManager.default.fileExists(atPath: $0 + "/cgroup.procs")
-            }, "no writable cgroup hierarchy")
-        let parent = "\(hierarchy)/keyway-test-\(getpid())-\(index)"
-        let cgroup = parent + "/" + group.replacingOccurrences(of: "UID", with: "\(uid)")
-        try FileManager.default.createDirectory(atPath: cgroup, withIntermediateDirectories: true)
+        // A record of the test's own beside the run's session (a mount over the directory would take the run's
+        // session away from the suites running meanwhile).
+        let id = "kw\(getpid())x\(index)"
+        let recordPath = "/run/systemd/sessions/\(id)"
+        let cgroup = try Cgroup(
+            "logind-\(index)/"
+                + group.replacingOccurrences(of: "UID", with: "\(uid)").replacingOccurrences(
+                    of: "session-kw1", with: "session-\(id)"))
         let fixture = PAMFixture()
         let service = "kwlogind-\(getpid())-\(index)"
         let holder = try PseudoTerminalHolder(name: "xterm", user: "nobody")
         defer {
             holder.stop()
-            rmdir(cgroup)
-            rmdir(parent)
+            cgroup.remove()
+            unlink(recordPath)
             unlink("/etc/pam.d/\(service)")
             fixture.remove()
         }
-        try "\(holder.pid)\n".write(toFile: cgroup + "/cgroup.procs", atomically: false, encoding: .utf8)
+        try cgroup.add(holder.pid)
         let record = template.replacingOccurrences(of: "UID=UID", with: "UID=\(uid)")
-        try record.write(toFile: "\(sessions)/kw1", atomically: false, encoding: .utf8)
+        try record.write(toFile: recordPath, atomically: false, encoding: .utf8)
         let config = fixture.writeConfig("[policy console]\nrequire = gesture\nwhen = local\n")
         try fixture.enrollPattern("alice", "2-4-9-3")
         fixture.startDaemon()
@@ -135,5 +136,64 @@ struct LocalityTests {
             "/usr/bin/pamtester", ["-v", "-I", "tty=\(holder.path)", service, "alice", "authenticate"],
             input: "2-4-9-3\n")
         #expect((console.status == 0) == local, "\(label): \(console.text)")
+    }
+
+    /// Runs `when = local` through pamtester on the terminal `path`; true when it was let through.
+    func localPolicy(on path: String, _ label: String) throws -> Bool {
+        let fixture = PAMFixture()
+        let service = "kwchain-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        defer {
+            unlink("/etc/pam.d/\(service)")
+            fixture.remove()
+        }
+        let config = fixture.writeConfig("[policy console]\nrequire = gesture\nwhen = local\n")
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        fixture.startDaemon()
+        _ = FileManager.default.createFile(
+            atPath: "/etc/pam.d/\(service)",
+            contents: Data("auth required \(modulePath) \(fixture.moduleArguments) policy=console \(config)\n".utf8))
+        let result = try run(
+            "/usr/bin/pamtester", ["-v", "-I", "tty=\(path)", service, "alice", "authenticate"], input: "2-4-9-3\n")
+        if result.status != 0 {
+            #expect(result.text.contains("Permission denied"), "\(label): \(result.text)")
+        }
+        return result.status == 0
+    }
+
+    @Test("a root process holding a master vouches only through its own terminal: su --pty on sshd's is remote")
+    func terminalChain() throws {
+        try requireIsolation()
+        // sshd's terminal, and root's su --pty started from it and set loose (no sshd among its ancestors), outside
+        // any logind session: the inner terminal is judged by the outer one.
+        let ssh = try PseudoTerminalHolder(name: "sshd", session: false)
+        defer { ssh.stop() }
+        let su = try PseudoTerminalHolder(name: "su", session: false, on: ssh.path)
+        defer { su.stop() }
+        #expect(try !localPolicy(on: su.path, "su --pty on sshd's terminal"))
+        // The same chain from a virtual console is local: a console, a terminal made there, one made in that.
+        let script = try PseudoTerminalHolder(name: "script", session: false, on: consoleDevice)
+        defer { script.stop() }
+        let inner = try PseudoTerminalHolder(name: "su", session: false, on: script.path)
+        defer { inner.stop() }
+        #expect(try localPolicy(on: inner.path, "su --pty on a terminal made at a console"))
+    }
+
+    @Test("another devpts instance's terminal of the same number is not the test's, both ways")
+    func otherInstance() throws {
+        try requireIsolation()
+        // The test's terminal is local (made at a console); a stranger's of the same number, held by "sshd", in
+        // another instance, must not make it remote.
+        let local = try PseudoTerminalHolder(name: "script", session: false, on: consoleDevice)
+        defer { local.stop() }
+        let remoteStranger = try ForeignTerminal(index: local.index, name: "sshd")
+        defer { remoteStranger.stop() }
+        #expect(try localPolicy(on: local.path, "a local terminal beside a remote stranger's of the same number"))
+        // The test's terminal is vouched for by nothing; a stranger's of the same number, at a console, in another
+        // instance, must not make it local.
+        let loose = try PseudoTerminalHolder(name: "systemd-run", session: false)
+        defer { loose.stop() }
+        let localStranger = try ForeignTerminal(index: loose.index, name: "script", on: consoleDevice)
+        defer { localStranger.stop() }
+        #expect(try !localPolicy(on: loose.path, "an unvouched terminal beside a local stranger's of the same number"))
     }
 }

@@ -395,8 +395,17 @@ final class PseudoTerminalHolder: @unchecked Sendable {  // used from one test a
     /// The process that holds the master side (a child of `process` with a user or `startedBy`).
     let pid: Int32
 
+    /// The process that holds the master side, when it was moved out of the run's local session.
+    private var outside: Cgroup? = nil
+
     /// `startedBy`: the holder is the child of a process of that name (as a shell's terminal under sshd).
-    init(name: String = "python3", user: String? = nil, startedBy: String? = nil) throws {
+    /// `session` false: the holder is moved out of the run's local login session (scripts/test-isolated.sh), so no
+    /// logind record vouches for it. `on`: a terminal the holder runs on (its standard error), as a program run at a
+    /// console, or in another terminal, makes one.
+    init(
+        name: String = "python3", user: String? = nil, startedBy: String? = nil, session: Bool = true,
+        on terminal: String? = nil
+    ) throws {
         let script = """
             import ctypes, os, pty, sys
             name = lambda n: ctypes.CDLL(None).prctl(15, n.encode(), 0, 0, 0)
@@ -405,11 +414,13 @@ final class PseudoTerminalHolder: @unchecked Sendable {  // used from one test a
                 os.wait()
                 sys.exit(0)
             name(sys.argv[1])
+            if sys.argv[3]:
+                os.dup2(os.open(sys.argv[3], os.O_RDWR | os.O_NOCTTY), 2)
             master, slave = pty.openpty()
             print(os.ttyname(slave), os.getpid(), flush=True)
             sys.stdin.read()
             """
-        var arguments = ["/usr/bin/python3", "-c", script, name, startedBy ?? ""]
+        var arguments = ["/usr/bin/python3", "-c", script, name, startedBy ?? "", terminal ?? ""]
         if let user { arguments = ["/usr/sbin/runuser", "-u", user, "--"] + arguments }
         process.executableURL = URL(fileURLWithPath: arguments[0])
         process.arguments = Array(arguments.dropFirst())
@@ -426,6 +437,96 @@ final class PseudoTerminalHolder: @unchecked Sendable {  // used from one test a
         let words = String(decoding: line, as: UTF8.self).split(separator: " ")
         path = words.first.map { String($0) } ?? ""
         pid = words.count > 1 ? Int32(words[1].trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0 : 0
+        if !session {
+            let cgroup = try Cgroup("outside-\(pid)")
+            try cgroup.add(pid)
+            outside = cgroup
+        }
+    }
+
+    /// The terminal's index in its devpts instance (N of /dev/pts/N).
+    var index: Int { Int(path.split(separator: "/").last ?? "") ?? -1 }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        outside?.remove()
+    }
+}
+
+/// A virtual console (or the system console) a test's process may run on: a terminal only a person at this machine
+/// types on.
+let consoleDevice = ["/dev/tty63", "/dev/console"].first { FileManager.default.fileExists(atPath: $0) } ?? "/dev/tty63"
+
+/// A cgroup of a test's own, beside the run's local session (scripts/test-isolated.sh): a process moved into one is
+/// outside that session, or, named `session-ID.scope` with a record in /run/systemd/sessions, in a session of the
+/// test's making.
+struct Cgroup {
+    let path: String
+
+    /// Makes `name` (a path: parents are made too) under the run's cgroup.
+    init(_ name: String) throws {
+        guard let base = ProcessInfo.processInfo.environment["KEYWAY_TEST_CGROUP"] else {
+            throw TerminalError(text: "KEYWAY_TEST_CGROUP is not set: run the suite through scripts/test-isolated.sh")
+        }
+        path = base + "/" + name
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    /// Moves `pid` into this cgroup.
+    func add(_ pid: Int32) throws {
+        try "\(pid)\n".write(toFile: path + "/cgroup.procs", atomically: false, encoding: .utf8)
+    }
+
+    /// Removes it (and its parents up to the run's), once its processes have gone.
+    func remove() {
+        guard let base = ProcessInfo.processInfo.environment["KEYWAY_TEST_CGROUP"] else { return }
+        var current = path
+        while current.count > base.count, current.hasPrefix(base + "/") {
+            rmdir(current)
+            current = String(current[..<(current.lastIndex(of: "/") ?? current.startIndex)])
+        }
+    }
+}
+
+/// A pseudo-terminal of index `index` in a devpts instance of its own (another mount namespace's /dev/pts, as a
+/// container's), its master held by a process named `name`, on `terminal` when given: a stranger's terminal that
+/// shares a number with the test's.
+final class ForeignTerminal: @unchecked Sendable {
+    let process = Process()
+    private let input = Pipe()
+
+    init(index: Int, name: String, on terminal: String? = nil) throws {
+        let script = """
+            import ctypes, os, sys
+            ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)
+            if sys.argv[3]:
+                os.dup2(os.open(sys.argv[3], os.O_RDWR | os.O_NOCTTY), 2)
+            held = []
+            while True:
+                master = os.open("/dev/pts/ptmx", os.O_RDWR | os.O_NOCTTY)
+                held.append(master)
+                number = int(open("/proc/self/fdinfo/%d" % master).read().split("tty-index:")[1].split()[0])
+                if number >= int(sys.argv[2]):
+                    break
+            print(number, flush=True)
+            sys.stdin.read()
+            """
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+        process.arguments = [
+            "--mount", "/bin/sh", "-c",
+            "mount -t devpts -o newinstance,ptmxmode=0666 keyway-test-foreign /dev/pts && exec \"$@\"", "foreign",
+            "/usr/bin/python3", "-c", script, name, "\(index)", terminal ?? "",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardInput = input
+        try process.run()
+        let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        guard Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) == index else {
+            stop()
+            throw TerminalError(text: "the foreign devpts instance gave no terminal \(index): \(line)")
+        }
     }
 
     func stop() {

@@ -6,9 +6,11 @@ import CKeywayLibc
 ///
 /// The evidence, in order: PAM_RHOST (set by sshd, login -h, a remote greeter); utmp, which only root and sshd
 /// write; the device PAM_TTY names (a virtual console is local, a serial line is not known to be); and for a
-/// pseudo-terminal, the process that holds its master side (found in /proc): a remote server (sshd, telnetd,
-/// mosh-server, …) or one started by one makes it remote, logind's record of the holder's session decides when
-/// there is one, and otherwise only a holder root runs is trusted, since a user can give their own processes any
+/// pseudo-terminal, the process that holds its master side in the same devpts instance (found in /proc): a remote
+/// server (sshd, telnetd, mosh-server, …) or one started by one makes it remote, logind's record of the holder's
+/// session decides when there is one, and otherwise a holder root runs vouches only through its own terminal, judged
+/// the same way (a virtual console, or a chain of terminals back to one): a root process holding a master proves
+/// nothing by itself (`su --pty`, `systemd-run -t` run one for anyone), and a user can give their own processes any
 /// name.
 enum RemoteSession {
     /// The verdict and the evidence, for the log.
@@ -55,10 +57,10 @@ enum RemoteSession {
         if let rhost, !rhost.isEmpty { return .remote("PAM_RHOST is set (\(rhost))") }
         guard var line = tty, !line.isEmpty else { return .remote("PAM_TTY is not set") }
         if line.hasPrefix("/dev/") { line.removeFirst(5) }
-        if let host = utmpHost(of: line) { return .remote("utmp records \(line) as logged in from \(host)") }
         if line.hasPrefix(":"), line.dropFirst().allSatisfy({ ("0"..."9").contains($0) || $0 == "." }),
             line.count > 1
         {
+            if let host = utmpHost(of: line) { return .remote("utmp records \(line) as logged in from \(host)") }
             return .local("PAM_TTY is the local X display \(line)")
         }
         var info = stat()
@@ -67,6 +69,15 @@ enum RemoteSession {
         else {
             return .remote("PAM_TTY \(line) is not a terminal device")
         }
+        return terminal(line, info, depth: 0)
+    }
+
+    /// How far a chain of terminals is followed (a root process on a terminal made this one, on a terminal …).
+    static let chainLimit = 4
+
+    /// The terminal device `info` (its devpts instance in `st_dev`, its number in `st_rdev`), named `line`.
+    private static func terminal(_ line: String, _ info: stat, depth: Int) -> Finding {
+        if let host = utmpHost(of: line) { return .remote("utmp records \(line) as logged in from \(host)") }
         let device = UInt64(info.st_rdev)
         let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
         let minor = (device & 0xff) | ((device >> 12) & ~0xff)
@@ -75,12 +86,13 @@ enum RemoteSession {
         guard (136...143).contains(major) else {
             return .remote("\(line) is neither a console nor a pseudo-terminal (a serial line may be remote)")
         }
-        return pseudoTerminal(line, index: Int((major - 136) * 256 + minor))
+        let index = Int((major - 136) * 256 + minor)
+        return pseudoTerminal(line, instance: UInt64(info.st_dev), index: index, depth: depth)
     }
 
-    /// The pseudo-terminal's case: who holds its master side.
-    private static func pseudoTerminal(_ line: String, index: Int) -> Finding {
-        let holders = masterHolders(of: index)
+    /// The pseudo-terminal's case: who holds its master side, in its own devpts instance.
+    private static func pseudoTerminal(_ line: String, instance: UInt64, index: Int, depth: Int) -> Finding {
+        let holders = masterHolders(of: index, in: instance)
         guard !holders.isEmpty else { return .remote("no process in sight holds the master side of \(line)") }
         for holder in holders {
             if let server = remoteAncestor(of: holder) {
@@ -101,32 +113,47 @@ enum RemoteSession {
                 "the master side of \(line) is held by \(describe(user)), a user's process, and no logind session"
                     + " vouches for it")
         }
-        return .local("the master side of \(line) is held by \(describe(holders[0])), run by root")
+        // Root's holders, outside any logind session: each vouches only through the terminal it runs on.
+        for holder in holders {
+            guard depth < chainLimit, let (name, info) = terminalOf(holder, besides: instance, index) else { continue }
+            let found = terminal(name, info, depth: depth + 1)
+            let reason = "the master side of \(line) is held by \(describe(holder)), on \(name): \(found.reason)"
+            return Finding(isRemote: found.isRemote, reason: reason)
+        }
+        return .remote(
+            "the master side of \(line) is held by \(describe(holders[0])), run by root on no terminal a person is"
+                + " known to sit at, and no logind session vouches for it")
     }
 
-    /// The processes holding a descriptor of /dev/ptmx whose pseudo-terminal is `index` (at most 8).
-    private static func masterHolders(of index: Int) -> [Int32] {
+    /// The processes holding the master side of pseudo-terminal `index` of the devpts instance `instance` (at most
+    /// 8). Another instance's terminal of the same index (a container's, another namespace's) is not this one.
+    private static func masterHolders(of index: Int, in instance: UInt64) -> [Int32] {
         // The likely holders first: the host itself (a program that made its own terminal), then the parent of its
         // session's leader (sshd for a login shell's sudo, the terminal emulator, tmux's server).
-        if holdsMaster(getpid(), index) { return [getpid()] }
+        if holdsMaster(getpid(), index, instance) { return [getpid()] }
         let leader = getsid(0)
-        if leader > 0, let parent = process(leader).parent, parent > 1, holdsMaster(parent, index) { return [parent] }
+        if leader > 0, let parent = process(leader).parent, parent > 1, holdsMaster(parent, index, instance) {
+            return [parent]
+        }
         var found: [Int32] = []
         guard let directory = opendir("/proc") else { return [] }
         defer { closedir(directory) }
         while let entry = readdir(directory), found.count < 8 {
             let name = String(cString: keyway_dirent_name(entry))
             guard let pid = Int32(name), pid > 0 else { continue }
-            if holdsMaster(pid, index) { found.append(pid) }
+            if holdsMaster(pid, index, instance) { found.append(pid) }
         }
         return found
     }
 
-    private static func holdsMaster(_ pid: Int32, _ index: Int) -> Bool {
+    /// True when `pid` holds the master side of terminal `index` of devpts instance `instance`. A master opened
+    /// through an instance's own `ptmx` node lives on that instance; one opened through the device node /dev/ptmx
+    /// belongs to the instance mounted at /dev/pts beside it, in the holder's own mount namespace.
+    private static func holdsMaster(_ pid: Int32, _ index: Int, _ instance: UInt64) -> Bool {
         let base = "/proc/\(pid)/fd"
         guard let directory = opendir(base) else { return false }
         defer { closedir(directory) }
-        var link = [CChar](repeating: 0, count: 64)
+        var link = [CChar](repeating: 0, count: 256)
         while let entry = readdir(directory) {
             let fd = String(cString: keyway_dirent_name(entry))
             guard fd.first.map({ ("0"..."9").contains($0) }) ?? false else { continue }
@@ -134,10 +161,48 @@ enum RemoteSession {
             guard length > 0 else { continue }
             link[length] = 0
             let target = String(cString: link)
-            guard target == "/dev/ptmx" || target == "/dev/pts/ptmx" else { continue }
-            if let text = bytes("/proc/\(pid)/fdinfo/\(fd)"), field(text, "tty-index:") == "\(index)" { return true }
+            guard target == "/dev/ptmx" || target.hasSuffix("/ptmx") else { continue }
+            guard let text = bytes("/proc/\(pid)/fdinfo/\(fd)"), field(text, "tty-index:") == "\(index)" else {
+                continue
+            }
+            var node = stat()
+            guard stat(base + "/" + fd, &node) == 0 else { continue }
+            if UInt64(node.st_dev) == instance { return true }
+            var pts = stat()
+            if target == "/dev/ptmx", stat("/proc/\(pid)/root/dev/pts", &pts) == 0, UInt64(pts.st_dev) == instance {
+                return true
+            }
         }
         return false
+    }
+
+    /// The terminal `pid` runs on: the first of its standard descriptors that is a terminal device other than
+    /// terminal `index` of `instance` itself, with the name its holder sees it by.
+    private static func terminalOf(_ pid: Int32, besides instance: UInt64, _ index: Int) -> (String, stat)? {
+        var link = [CChar](repeating: 0, count: 256)
+        for fd in 0...2 {
+            let path = "/proc/\(pid)/fd/\(fd)"
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFCHR) else { continue }
+            let device = UInt64(info.st_rdev)
+            let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
+            let minor = (device & 0xff) | ((device >> 12) & ~0xff)
+            if (136...143).contains(major) {
+                // Not the terminal being judged (a holder with its own terminal on its standard input).
+                if UInt64(info.st_dev) == instance && Int((major - 136) * 256 + minor) == index { continue }
+            } else if !((major == 4 && (1...63).contains(minor)) || (major == 5 && minor == 1)) {
+                continue
+            }
+            var name = "fd \(fd) of pid \(pid)"
+            let length = readlink(path, &link, link.count - 1)
+            if length > 0 {
+                link[length] = 0
+                name = String(cString: link)
+                if name.hasPrefix("/dev/") { name.removeFirst(5) }
+            }
+            return (name, info)
+        }
+        return nil
     }
 
     /// The first remote server among `pid` and its ancestors (its name and pid), or nil.

@@ -13,8 +13,10 @@
  *                        sees a C string, so it ends at the first NUL)
  *     --rhost HOST       set PAM_RHOST (a remote session)
  *     --tty TTY          set PAM_TTY (as sudo does: /dev/pts/N); without it PAM_TTY is a pseudo-terminal this
- *                        process opens and holds the master side of, as a local terminal does (pam_keyway(8),
- *                        LOCAL AND REMOTE: a root-held master that no remote server started is local)
+ *                        process opens and holds the master side of, as a program run at a console makes one:
+ *                        when its standard input is not a terminal, a virtual console (/dev/tty63, else
+ *                        /dev/console) becomes it (pam_keyway(8), LOCAL AND REMOTE: a root-held master is local
+ *                        only through the holder's own terminal, or a local logind session)
  *     --no-tty           leave PAM_TTY unset (as `ssh -T host sudo -S` does)
  *     --user-hex HEX     authenticate the user with these bytes instead of USER (invalid UTF-8, say)
  *     --silent           pass PAM_SILENT
@@ -233,6 +235,11 @@ int main(int argc, char **argv) {
     if (!tty && !no_tty) {  /* a terminal of our own: this process holds its master side for as long as it runs */
         int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
         if (master >= 0 && grantpt(master) == 0 && unlockpt(master) == 0) tty = ptsname(master);
+        if (!isatty(0)) {
+            int console = open("/dev/tty63", O_RDWR | O_NOCTTY);
+            if (console < 0) console = open("/dev/console", O_RDWR | O_NOCTTY);
+            if (console > 0) { dup2(console, 0); close(console); }
+        }
     }
     const char *confdir = argv[i], *service = argv[i + 1], *user = user_override ? user_override : argv[i + 2];
     if (cycles > 1) script.quiet = 1;
