@@ -2,7 +2,7 @@ import CKeywayLibc
 import Dispatch
 import Glibc
 public import KeywayCore
-import KeywayPlatform
+public import KeywayPlatform
 public import KeywayWire
 import Synchronization
 
@@ -33,7 +33,8 @@ public final class Server: Sendable {
         public var maximumRootConnections = 128
         /// Connections from all other users together.
         public var maximumOtherConnections = 128
-        /// Connections open at once for one user other than root.
+        /// Connections open at once for one person other than root: a user and their subordinate uids together
+        /// (`SubordinateIDs`).
         public var maximumPerUser = 4
         /// Names without an enrollment whose counters are kept.
         public var unenrolledCounterLimit = 100_000
@@ -43,7 +44,7 @@ public final class Server: Sendable {
         public var maintenanceInterval: Int64 = 60_000
     }
 
-    /// Open connections, and when the last one ended.
+    /// Open connections, and when the last one ended; `byUser` is by person (`SubordinateIDs.person`).
     private struct Connections {
         var byUser: [UInt32: Int] = [:]
         var root = 0
@@ -102,12 +103,16 @@ public final class Server: Sendable {
     let sensorLine = SensorLine()
     /// How long a slow-hash request takes a worker, so faster answers can be made to take as long.
     let guessTime = GuessTime()
+    /// Whose subordinate uids are whose: a person's connection places count them all.
+    let subordinates: SubordinateIDs
 
     /// A server answering with `service`; `maintenance` runs at start and every `maintenanceInterval`.
     public init(
         service: VaultService, options: Options, arming: ArmingOptions = ArmingOptions(),
-        notes: AvailabilityNotes? = nil, maintenance: @escaping @Sendable () -> Void
+        notes: AvailabilityNotes? = nil, subordinates: SubordinateIDs = SubordinateIDs(),
+        maintenance: @escaping @Sendable () -> Void
     ) {
+        self.subordinates = subordinates
         self.service = service
         self.options = options
         self.arming = arming
@@ -214,7 +219,7 @@ public final class Server: Sendable {
                 disposer.refuse(fd, answer: nil)
                 continue
             }
-            guard admit(peer) else {
+            guard let place = admit(peer) else {
                 Self.logLimited("pid \(peer.pid) uid \(peer.uid): too many connections; answered busy")
                 disposer.refuse(fd, answer: frame(busy("too many connections are open")))
                 continue
@@ -230,40 +235,50 @@ public final class Server: Sendable {
             if wasLast {
                 guard spawn({ [self] in lead(listener, finished: finished) }) else {
                     disposer.refuse(fd, answer: frame(busy("no thread could be started")))
-                    release(peer)
+                    release(place)
                     continue
                 }
             }
             serve(fd, peer)
             UnixSocket.dispose(fd)  // on this connection's thread, before it is handed anyone else's work
-            release(peer)
+            release(place)
             guard joinAccepting() else { return }
         }
     }
 
-    private func admit(_ peer: UnixSocket.Peer) -> Bool {
-        connections.withLock { state in
-            if peer.uid == 0 {
-                guard state.root < options.maximumRootConnections else { return false }
+    /// Whose connection place a connection takes: root's, or a person's (a user with their subordinate uids).
+    enum Place {
+        case root
+        case person(UInt32)
+    }
+
+    /// Takes a place for `peer`, or nil when its share is full.
+    private func admit(_ peer: UnixSocket.Peer) -> Place? {
+        let place: Place = peer.uid == 0 ? .root : .person(subordinates.person(of: peer.uid))
+        return connections.withLock { state in
+            switch place {
+            case .root:
+                guard state.root < options.maximumRootConnections else { return nil }
                 state.root += 1
-                return true
+            case .person(let person):
+                let mine = state.byUser[person, default: 0]
+                guard state.others < options.maximumOtherConnections, mine < options.maximumPerUser else { return nil }
+                state.byUser[person] = mine + 1
+                state.others += 1
             }
-            let mine = state.byUser[peer.uid, default: 0]
-            guard state.others < options.maximumOtherConnections, mine < options.maximumPerUser else { return false }
-            state.byUser[peer.uid] = mine + 1
-            state.others += 1
-            return true
+            return place
         }
     }
 
-    private func release(_ peer: UnixSocket.Peer) {
+    private func release(_ place: Place) {
         connections.withLock { state in
-            if peer.uid == 0 {
+            switch place {
+            case .root:
                 state.root -= 1
-            } else {
+            case .person(let person):
                 state.others -= 1
-                let left = state.byUser[peer.uid, default: 1] - 1
-                state.byUser[peer.uid] = left > 0 ? left : nil
+                let left = state.byUser[person, default: 1] - 1
+                state.byUser[person] = left > 0 ? left : nil
             }
             state.lastActivity = UnixSocket.monotonicMilliseconds()
         }

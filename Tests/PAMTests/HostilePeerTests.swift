@@ -221,3 +221,96 @@ struct BoundedWriteTests {
         #expect(try auditRows() <= rows + 1, "a set that changes nothing was audited")
     }
 }
+
+/// One person's subordinate uids (/etc/subuid, which useradd fills for every user) are that person: holding
+/// connections from 32 of them takes one person's places, never everyone else's (keywayd(8), LIMITS).
+@Suite("hostile peers: subordinate uids", .serialized)
+struct SubordinateUidTests {
+    /// Keeps `argv[2]` connections to keywayd's socket `argv[1]` open until the file `argv[3]` exists, connecting
+    /// again as keywayd closes them; prints how many it made.
+    static let holder = """
+        import os, select, socket, sys, time
+        path, width, stop = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+        held, made = [], 0
+        while not os.path.exists(stop):
+            while len(held) < width:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(path)
+                    held.append(s)
+                    made += 1
+                except OSError:
+                    s.close()
+                    break
+            ready, _, _ = select.select(held, [], [], 0.05)
+            for s in ready:
+                held.remove(s)
+                s.close()
+            time.sleep(0.01)
+        print(made)
+        """
+
+    @Test("32 subordinate uids of one user hold connections: another user's keyway and PAM host get in 30 of 30")
+    func subordinateFlood() throws {
+        try requireIsolation()
+        let fixture = PAMFixture()
+        let (owner, victim) = ("kwsubowner", "kwsubvictim")
+        #expect(try TestAccounts.add(owner))
+        #expect(try TestAccounts.add(victim))
+        let line = "\(owner):300000:65536\n"
+        let original = try TestAccounts.withAccountFilesLocked { () throws -> String in
+            let before = (try? String(contentsOfFile: "/etc/subuid", encoding: .utf8)) ?? ""
+            try (before + line).write(toFile: "/etc/subuid", atomically: true, encoding: .utf8)
+            return before
+        }
+        var flooders: [Started] = []
+        let stop = fixture.directory + "/stop-flooding"
+        defer {
+            for flooder in flooders { flooder.process.terminate() }
+            _ = try? TestAccounts.withAccountFilesLocked {
+                try original.write(toFile: "/etc/subuid", atomically: true, encoding: .utf8)
+            }
+            TestAccounts.remove(owner)
+            TestAccounts.remove(victim)
+            fixture.remove()
+        }
+        try fixture.enrollPattern(victim, "2-4-9-3")
+        chmod(fixture.directory, 0o755)
+        fixture.startDaemon()
+        fixture.service("locker", "policy=pattern")
+        // 32 of the owner's subordinate uids, 8 connections each: 256, twice what all users but root may hold.
+        for offset in 0..<32 {
+            let uid = "\(300_000 + offset)"
+            flooders.append(
+                try Started(
+                    "/usr/bin/setpriv",
+                    [
+                        "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups", "--", "/usr/bin/python3", "-c",
+                        Self.holder, fixture.socket, "8", stop,
+                    ]))
+        }
+        usleep(1_500_000)
+        let (uid, gid) = try TestAccounts.ids(victim)
+        let asUser = ["--reuid=\(uid)", "--regid=\(gid)", "--clear-groups", "--"]
+        var statuses = 0
+        var lockers = 0
+        for _ in 0..<30 {
+            let status = try run("/usr/bin/setpriv", asUser + [cliPath, "--socket", fixture.socket, "status"])
+            if status.status == 0 { statuses += 1 } else { print("keyway status as \(victim): \(status.text)") }
+            // The person's own screen locker: a PAM host running as the person.
+            let locker = try run(
+                "/usr/bin/setpriv",
+                asUser + [harnessPath] + answers("2-4-9-3") + [fixture.services, "locker", victim])
+            if locker.result == "PAM_SUCCESS" { lockers += 1 } else { print("locker as \(victim): \(locker.text)") }
+        }
+        let stillFlooding = flooders.allSatisfy { $0.process.isRunning }
+        _ = FileManager.default.createFile(atPath: stop, contents: nil)
+        let made = flooders.map { Int($0.finish().output.first ?? "") ?? 0 }.reduce(0, +)
+        flooders = []
+        print("subordinate uids: 32 uids made \(made) connections; status \(statuses)/30, locker \(lockers)/30")
+        #expect(stillFlooding, "a flooder ended before the victim's tries were over")
+        #expect(statuses == 30)
+        #expect(lockers == 30)
+        #expect(fixture.daemonLog.contains("too many connections"), "the flood was never refused: it proved nothing")
+    }
+}
