@@ -74,9 +74,33 @@ public final class InMemoryStore: Store {
     @discardableResult
     public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
         contents.withLock { contents in
-            let excess = max(contents.audit.count - max(limit, 0), 0)
-            contents.audit.removeFirst(excess)
-            return excess
+            let before = contents.audit.count
+            // An account's routine rows beyond its latest few, newest counted first.
+            var routine: [String: Int] = [:]
+            var kept: [AuditEntry] = []
+            for entry in contents.audit.reversed() {
+                if entry.action.isRoutine {
+                    routine[entry.user, default: 0] += 1
+                    if routine[entry.user, default: 0] > AuditEntry.routineRowsPerAccount { continue }
+                }
+                kept.append(entry)
+            }
+            kept.reverse()
+            // Then the oldest routine rows, then the oldest of the rest.
+            var excess = max(kept.count - max(limit, 0), 0)
+            for routinePass in [true, false] where excess > 0 {
+                var index = 0
+                while index < kept.count && excess > 0 {
+                    if kept[index].action.isRoutine == routinePass {
+                        kept.remove(at: index)
+                        excess -= 1
+                    } else {
+                        index += 1
+                    }
+                }
+            }
+            contents.audit = kept
+            return before - kept.count
         }
     }
 

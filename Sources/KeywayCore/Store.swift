@@ -59,8 +59,12 @@ public protocol Store: AnyObject, Sendable {
     /// The user's switches and preferences (`keyway enable|disable|set`), key → value; a key not stored has its
     /// declared default (UserSetting).
     func preferences(user: String) throws(AuthenticationError) -> [String: String]
-    /// Keeps only the latest `limit` rows of the audit trail; returns how many older ones it dropped. keywayd runs it
-    /// every minute, so no flood of changes can fill the disk that holds the store (keywayd(8), LIMITS).
+    /// Keeps the audit trail within `limit` rows and returns how many it dropped: first an account's routine rows
+    /// (`AuditEntry.Action.isRoutine`: a switch set) beyond its latest `AuditEntry.routineRowsPerAccount`, then,
+    /// while over the limit, the oldest routine rows of all, and only then the oldest of the rest (enrollments,
+    /// removals, resets). So one user toggling a setting never pushes out another's rows, nor the rows that matter
+    /// first. keywayd runs it every minute, so no flood of changes can fill the disk that holds the store (keywayd(8),
+    /// LIMITS).
     @discardableResult
     func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int
     /// Stores (or with nil, forgets) one preference and records it in the audit trail, in one transaction. A value
@@ -144,7 +148,19 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
         case reset
         /// A per-user switch or preference was set (the key and value are in `detail`).
         case set
+
+        /// A row pruning drops first (`Store.pruneAudit`): what a user may do to their own account any number of
+        /// times, as opposed to an enrollment, a removal or a reset.
+        public var isRoutine: Bool {
+            switch self {
+            case .set: true
+            case .enroll, .remove, .reset: false
+            }
+        }
     }
+
+    /// Routine rows kept per account before any other pruning (`Store.pruneAudit`).
+    public static let routineRowsPerAccount = 64
 
     /// When.
     public var at: Timestamp

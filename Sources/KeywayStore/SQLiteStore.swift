@@ -384,13 +384,23 @@ public final class SQLiteStore: LoadableStore {
     public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
         try run("cannot prune the audit trail") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
-                let count = try db.query("SELECT count(*) FROM audit").first?.first?.integer ?? 0
-                let excess = Int(count) - max(limit, 0)
-                guard excess > 0 else { return 0 }
+                // Store.pruneAudit: an account's routine rows beyond its latest few, then routine rows first.
+                let count = { () throws(SQLiteError) -> Int in
+                    Int(try db.query("SELECT count(*) FROM audit").first?.first?.integer ?? 0)
+                }
+                let before = try count()
+                let routine = SQLiteConnection.Value.text(AuditEntry.Action.set.rawValue)
                 try db.query(
-                    "DELETE FROM audit WHERE id IN (SELECT id FROM audit ORDER BY id LIMIT ?)",
-                    [.integer(Int64(excess))])
-                return excess
+                    "DELETE FROM audit WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+                        + "(PARTITION BY user ORDER BY id DESC) AS n FROM audit WHERE action = ?) WHERE n > ?)",
+                    [routine, .integer(Int64(AuditEntry.routineRowsPerAccount))])
+                let excess = try count() - max(limit, 0)
+                if excess > 0 {
+                    try db.query(
+                        "DELETE FROM audit WHERE id IN (SELECT id FROM audit ORDER BY action = ? DESC, id LIMIT ?)",
+                        [routine, .integer(Int64(excess))])
+                }
+                return before - (try count())
             }
         }
     }

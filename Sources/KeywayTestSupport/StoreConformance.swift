@@ -155,15 +155,35 @@ public enum StoreConformance {
             try store.setPreference(user: switcher, key: "gesture.enabled", value: nil, by: Attribution("c", at: at))
             expect(try store.auditTrail(user: switcher).count == 4, "setting what is already set is not audited")
 
-            // The audit trail is capped: the oldest rows go first, and the count of those dropped is returned.
-            let total = try store.auditTrail(user: nil).count
-            expect(try store.pruneAudit(keeping: total) == 0, "a trail within its cap loses nothing")
-            expect(try store.pruneAudit(keeping: 2) == total - 2, "pruning reports the rows it dropped")
+            // The audit trail is capped: routine rows (a switch set) go first, then the oldest of the rest, and the
+            // count of those dropped is returned.
+            let fullTrail = try store.auditTrail(user: nil)
+            let important = fullTrail.filter { !$0.action.isRoutine }
+            expect(important.count >= 2 && important.count < fullTrail.count, "the trail has rows of both kinds")
+            expect(try store.pruneAudit(keeping: fullTrail.count) == 0, "a trail within its cap loses nothing")
             expect(
-                try store.auditTrail(user: nil).map { $0.detail ?? "" } == [
-                    "gesture.show-trail=on", "gesture.enabled=default",
-                ],
-                "the latest rows are kept")
+                try store.pruneAudit(keeping: important.count) == fullTrail.count - important.count,
+                "pruning reports the rows it dropped")
+            expect(
+                try store.auditTrail(user: nil) == important,
+                "enrollments, removals and resets are kept before a switch set")
+            expect(try store.pruneAudit(keeping: 1) == important.count - 1, "the oldest important rows go next")
+            expect(try store.auditTrail(user: nil) == Array(important.suffix(1)), "then the latest rows are kept")
+            // One account toggling a switch keeps only its latest routine rows, however high the cap.
+            let toggler = "store-conformance-toggler"
+            for round in 0..<(AuditEntry.routineRowsPerAccount + 6) {
+                try store.setPreference(
+                    user: toggler, key: "gesture.enabled", value: round % 2 == 0 ? "off" : "on",
+                    by: Attribution(toggler, at: at))
+            }
+            try store.setPreference(
+                user: switcher, key: "gesture.enabled", value: "off", by: Attribution(switcher, at: at))
+            expect(try store.pruneAudit(keeping: 100_000) == 6, "the toggler's oldest routine rows are dropped")
+            expect(
+                try store.auditTrail(user: toggler).count == AuditEntry.routineRowsPerAccount,
+                "the toggler keeps its latest routine rows")
+            expect(try store.auditTrail(user: switcher).count == 1, "another account's routine row is kept")
+            expect(try store.auditTrail(user: nil).count == AuditEntry.routineRowsPerAccount + 2, "nothing else goes")
 
             // The account in one read: what the three reads give.
             let account = try store.account(user: user)
