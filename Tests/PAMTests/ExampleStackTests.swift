@@ -142,7 +142,7 @@ struct ExampleStackTests {
             fixture.remove()
         }
         #expect(try TestAccounts.add(user))
-        #expect(try run("/bin/sh", ["-c", "echo '\(user):Correct-horse-739' | chpasswd"]).status == 0)
+        #expect(try TestAccounts.setPassword(user, "Correct-horse-739"))
         try fixture.enrollPattern(user, "2-4-9-3")
         fixture.startDaemon()
         let rules =

@@ -177,7 +177,7 @@ struct FleetTests {
         }
         let host = fleet.hosts[0]
         #expect(try TestAccounts.add(user))
-        #expect(try run("/bin/sh", ["-c", "echo '\(user):Correct-horse-739' | chpasswd"]).status == 0)
+        #expect(try TestAccounts.setPassword(user, "Correct-horse-739"))
         try host.installSudoers(
             "Defaults:\(user) pam_service=\(service), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n", at: sudoers)
         let stack = """

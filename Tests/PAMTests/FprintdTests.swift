@@ -150,7 +150,7 @@ struct FprintdTests {
         }
         let reader = try setUp()
         bus = reader
-        #expect(try run("/bin/sh", ["-c", "echo '\(Self.user):Correct-horse-739' | chpasswd"]).status == 0)
+        #expect(try TestAccounts.setPassword(Self.user, "Correct-horse-739"))
         let example = try String(contentsOfFile: packageRoot + "/pam/examples/sudo-fingerprint", encoding: .utf8)
         let config = "config=\(fixture.configPath)"
         var seen = reader.verificationsStarted
@@ -285,7 +285,7 @@ struct FprintdTests {
         // too (in the isolated /run).
         let reader = try setUp(systemSocket: true)
         bus = reader
-        #expect(try run("/bin/sh", ["-c", "echo '\(Self.user):Correct-horse-739' | chpasswd"]).status == 0)
+        #expect(try TestAccounts.setPassword(Self.user, "Correct-horse-739"))
         let keyway = try String(contentsOfFile: packageRoot + "/pam/examples/sudo-fingerprint", encoding: .utf8)
         let fprintd = """
             auth     [success=done default=ignore] pam_fprintd.so max-tries=3 timeout=10

@@ -338,17 +338,39 @@ func answers(_ texts: String...) -> [String] { texts.flatMap { ["--answer", $0] 
 enum TestAccounts {
     private static let lock = NSLock()
 
-    /// Adds `name` (no home directory, bash); true on success.
+    /// Adds `name` (no home directory, bash, no subordinate ids: /etc/subuid is one more file to lock, and a test
+    /// that needs a range writes its own); true on success.
     static func add(_ name: String) throws -> Bool {
         try requireIsolation()
         return try lock.withLock {
             _ = try? remove(locked: name)
-            for _ in 0..<50 {
-                let added = try run("/usr/sbin/useradd", ["-M", "-s", "/bin/bash", name])
+            var last = ""
+            for _ in 0..<100 {
+                let added = try run(
+                    "/usr/sbin/useradd",
+                    ["-M", "-s", "/bin/bash", "-K", "SUB_UID_COUNT=0", "-K", "SUB_GID_COUNT=0", name])
                 if added.status == 0 { return true }
-                guard added.status == 1 || added.status == 10 else { return false }  // 1, 10: files busy
+                last = added.text
+                // 1, 10: the files are busy (a program a test runs, such as login or passwd, holds their lock).
+                guard added.status == 1 || added.status == 10 else { break }
                 usleep(100_000)
             }
+            print("useradd \(name) failed: \(last)")
+            return false
+        }
+    }
+
+    /// Sets `name`'s password with chpasswd, retried while the files are busy; true on success.
+    static func setPassword(_ name: String, _ password: String) throws -> Bool {
+        try lock.withLock {
+            var last = ""
+            for _ in 0..<100 {
+                let set = try run("/usr/sbin/chpasswd", [], input: "\(name):\(password)\n")
+                if set.status == 0 { return true }
+                last = set.text
+                usleep(100_000)
+            }
+            print("chpasswd \(name) failed: \(last)")
             return false
         }
     }
