@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -202,7 +203,9 @@ static inline ssize_t keyway_receive_message(int socket, void *data, size_t capa
 
 /// Disarms and closes a descriptor keywayd did not ask for, so that its close cannot block: a socket's lingering
 /// close becomes an abortive one (SO_LINGER with 0 seconds), and a Unix socket is shut down and emptied first,
-/// since descriptors still queued on it would be released by its close (the kernel nests them at most 4 deep).
+/// since descriptors still queued on it would be released by its close (the kernel nests them at most 4 deep). A
+/// listening Unix socket is emptied too: each connection still waiting on it is accepted and disposed of, since its
+/// queue may hold descriptors that the listener's close would release here (a lingering TCP socket).
 static inline void keyway_dispose_descriptor_at(int fd, int depth) {
     struct stat info;
     if (fstat(fd, &info) == 0 && S_ISSOCK(info.st_mode)) {
@@ -210,7 +213,20 @@ static inline void keyway_dispose_descriptor_at(int fd, int depth) {
         (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive);
         struct sockaddr_storage address;
         socklen_t length = sizeof address;
-        if (depth < 8 && getsockname(fd, (struct sockaddr *)&address, &length) == 0 && address.ss_family == AF_UNIX) {
+        int local = depth < 8 && getsockname(fd, (struct sockaddr *)&address, &length) == 0
+            && address.ss_family == AF_UNIX;
+        int listening = 0;
+        socklen_t size = sizeof listening;
+        if (local && getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) == 0 && listening) {
+            // Not waiting for more: a connection that arrives meanwhile is accepted only if it is already there.
+            (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+            for (int connections = 0; connections < 4096; connections++) {
+                int waiting = accept(fd, NULL, NULL);  // accept4 is declared only under _GNU_SOURCE
+                if (waiting < 0) break;
+                (void)fcntl(waiting, F_SETFD, FD_CLOEXEC);
+                keyway_dispose_descriptor_at(waiting, depth + 1);
+            }
+        } else if (local) {
             (void)shutdown(fd, SHUT_RDWR);
             char bytes[512];
             int inner[KEYWAY_MAX_PASSED];

@@ -181,6 +181,15 @@ struct Keywayd {
         } else {
             Server.log("passed descriptors: received and disposed of by keywayd (no SO_PASSRIGHTS)")
         }
+        // Room for what the limits let clients make keywayd hold at once: every connection place with a message's
+        // worth of passed descriptors in hand, at each depth a Unix socket can nest them (keywayd(8), DESCRIPTORS).
+        let places = options.maximumRootConnections + options.maximumOtherConnections + 64
+        let wanted = UInt64(places * Int(KEYWAY_MAX_PASSED) * 5 + 1024)
+        switch DescriptorLimit.raise(to: wanted) {
+        case .success(let limit): Server.log("descriptors: up to \(limit) open at once")
+        case .failure(let limit):
+            Server.log("descriptors: up to \(limit.limit) open at once, fewer than the \(wanted) the limits need")
+        }
         var bound = stat()
         let ownInode = ownSocket.flatMap { stat($0, &bound) == 0 ? bound.st_ino : nil }
         Server.log(

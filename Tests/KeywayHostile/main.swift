@@ -2,9 +2,14 @@
 // hostile-peer tests (keywayd(8), "Descriptors"). Not installed; built with the tests. Each prints one line of
 // counts and exits 0; an unexpected failure prints "error ..." and exits 2.
 //
-//   keyway-hostile refused SOCKET SECONDS          hold this user's connections and pass a lingering TCP socket
-//                                                  on every connection beyond them, for SECONDS
-//   keyway-hostile admitted SOCKET SECONDS         pass a lingering TCP socket on admitted connections, for SECONDS
+//   keyway-hostile refused SOCKET SECONDS [KIND]   hold this user's connections and pass a descriptor of KIND on
+//                                                  every connection beyond them, for SECONDS
+//   keyway-hostile admitted SOCKET SECONDS [KIND]  pass a descriptor of KIND on admitted connections, for SECONDS
+//                                                  KIND: tcp (a lingering TCP socket, the default), listener (a
+//                                                  listening Unix socket whose unaccepted connection carries one),
+//                                                  pty (a pseudo-terminal's master side)
+//   keyway-hostile churn SOCKET COUNT              COUNT connections one after another, each asking a status:
+//                                                  how many were answered
 //   keyway-hostile lease SOCKET USER COUNT PER     arm USER's sensor, send COUNT messages of PER descriptors each
 //                                                  (PER 0: one lingering TCP socket); says whether keywayd
 //                                                  then ended the lease (within 3 s)
@@ -74,6 +79,48 @@ func lingeringSocket() -> Int32 {
     return sender
 }
 
+/// Listeners made so far (each gets an abstract name of its own).
+nonisolated(unsafe) var listenersMade = 0
+
+/// A listening Unix socket (abstract address) with one connection it has not accepted, whose queue carries `carried`
+/// (closed here, so the queue holds its last reference): the listener's last close would release it.
+func listenerCarrying(_ carried: Int32) -> Int32 {
+    listenersMade += 1
+    let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let name = Array("keyway-hostile-\(getpid())-\(listenersMade)".utf8)
+    withUnsafeMutableBytes(of: &address.sun_path) { path in
+        for (index, byte) in name.enumerated() { path[index + 1] = byte }  // path[0] = 0: abstract
+    }
+    let length = socklen_t(MemoryLayout<sa_family_t>.size + 1 + name.count)
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 }
+    }
+    guard bound, listen(listener, 8) == 0 else { fail("unix listener: \(String(cString: strerror(errno)))") }
+    let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(client, $0, length) == 0 }
+    }
+    guard connected, pass([carried], over: client) else { fail("unix connect: \(String(cString: strerror(errno)))") }
+    close(client)
+    close(carried)  // the connection's queue holds it now
+    return listener
+}
+
+/// The descriptor of `kind` to pass.
+func descriptor(_ kind: String) -> Int32 {
+    switch kind {
+    case "tcp": return lingering
+    case "listener": return listenerCarrying(lingeringSocket())
+    case "pty":
+        let master = open("/dev/ptmx", O_RDWR | O_NOCTTY)
+        guard master >= 0 else { fail("/dev/ptmx: \(String(cString: strerror(errno)))") }
+        return master
+    default: fail("unknown kind \(kind)")
+    }
+}
+
 /// Sends one byte with `fds` (SCM_RIGHTS); true when the kernel took it (false with EPERM: the receiver refuses).
 func pass(_ fds: [Int32], over connection: Int32, byte: UInt8 = 0x41) -> Bool {
     var data = byte
@@ -135,14 +182,25 @@ let lingering = lingeringSocket()
 switch arguments[0] {
 case "refused", "admitted":
     let end = UnixSocket.monotonicMilliseconds() + Int64(arguments[2])! * 1000
+    let kind = arguments.count > 3 ? arguments[3] : "tcp"
     var passed = 0, refusedByKernel = 0, rounds = 0
     while UnixSocket.monotonicMilliseconds() < end {
         rounds += 1
         // The user's connections held open (each times out after keywayd's request deadline, so re-opened).
         let held = arguments[0] == "refused" ? (0..<4).map { _ in connectOrFail(socketPath) } : []
         usleep(20_000)
+        // Made before connecting, so the pass follows the connect at once and is queued before keywayd has accepted
+        // (and refused) the connection: what it disposes of on its way out.
+        let passing = descriptor(kind)
         let extra = connectOrFail(socketPath)
-        if pass([lingering], over: extra) { passed += 1 } else { refusedByKernel += 1 }
+        let took = pass([passing], over: extra)
+        if took { passed += 1 } else { refusedByKernel += 1 }
+        // The attacker's own copy goes at once, while the passed one is in flight, so keywayd's close is the last;
+        // when the kernel refused the pass, this close is the last, and it goes on a thread of its own (releasing a
+        // lingering socket would block this loop).
+        if passing != lingering {
+            if took { close(passing) } else { _ = spawn { close(passing) } }
+        }
         if arguments[0] == "admitted" { request(.status(user: "nobody-here"), over: extra) }
         usleep(50_000)
         close(extra)
@@ -199,6 +257,16 @@ case "rearm":
         close(fd)
     }
     say("leases \(leases) busy \(busy)")
+case "churn":
+    // One after another, each asked something and answered, as clients come.
+    var served = 0
+    for _ in 0..<Int(arguments[2])! {
+        guard case .success(let fd) = UnixSocket.connect(to: socketPath) else { continue }
+        request(.status(user: "nobody-here"), over: fd)
+        if answer(fd) != nil { served += 1 }
+        close(fd)
+    }
+    say("served \(served)")
 case "set":
     guard arguments.count == 4, let count = Int(arguments[3]) else { fail("set args") }
     var done = 0, refused = 0, busy = 0, other = 0

@@ -86,29 +86,89 @@ struct HostilePeerTests {
     }
 
     @Test(
-        "a lingering TCP socket passed on a refused and on an admitted connection: the victim's pattern keeps its time",
+        "a lingering socket, a listener carrying one, a pty, on refused and admitted connections; then 1,200 more",
         arguments: ["refuse", "receive"])
     func lingeringConnections(mode: String) throws {
         defer { tearDown(mode) }
         let attacker = try setUp(mode)
         let normal = try normalTime()
         let before = descriptors()
-        for kind in ["refused", "admitted"] {
-            let running = try startAttack(attacker, [kind, fixture.socket, "4"])
+        for (kind, passing) in [
+            ("refused", "tcp"), ("admitted", "tcp"), ("refused", "listener"),
+            ("admitted", "listener"), ("refused", "pty"), ("admitted", "pty"),
+        ] {
+            let running = try startAttack(attacker, [kind, fixture.socket, "3", passing])
             usleep(700_000)
             var slowest: Int64 = 0
             for _ in 0..<5 { slowest = max(slowest, try victim()) }
             let report = running.finish()
             #expect(report.status == 0, "\(report.text)")
-            #expect(slowest <= normal + 1000, "\(mode) \(kind): \(slowest) ms, \(normal) ms normally; \(report.text)")
+            #expect(
+                slowest <= normal + 1000,
+                "\(mode) \(kind) \(passing): \(slowest) ms, \(normal) ms normally; \(report.text)")
             if mode == "refuse" {
                 #expect(report.text.contains("passed 0 "), "the kernel took a descriptor: \(report.text)")
             } else {
                 #expect(!report.text.contains("passed 0 "), "no descriptor was passed: \(report.text)")
             }
-            #expect(try victim() <= normal + 1000, "after: \(mode) \(kind)")
-            #expect(settle(to: before) <= before, "\(mode) \(kind): \(before) descriptors before, \(descriptors())")
+            #expect(try victim() <= normal + 1000, "after: \(mode) \(kind) \(passing)")
+            #expect(
+                settle(to: before) <= before,
+                "\(mode) \(kind) \(passing): \(before) descriptors before, \(descriptors())")
         }
+        // keywayd still takes and lets go of connections as before: 1,200 in a row, then the victim.
+        let churn = try attack(mode, attacker, ["churn", fixture.socket, "1200"])
+        #expect(churn.text.contains("served 1200"), "\(churn.text)")
+        #expect(try victim() <= normal + 1000, "after 1,200 connections: \(mode)")
+        #expect(settle(to: before) <= before, "\(mode) churn: \(before) descriptors before, \(descriptors())")
+    }
+
+    /// A listening Unix socket whose unaccepted connection carries a lingering TCP socket (SO_LINGER 60 s, a full send
+    /// queue, a peer that never reads), passed to keywayd's socket `argv[1]` and let go of at once, so keywayd's close
+    /// of the listener would be the one to release it; the program then waits `argv[2]` seconds.
+    static let listenerAttack = """
+        import array, socket, struct, sys, time
+        tcp = socket.socket(); tcp.bind(("127.0.0.1", 0)); tcp.listen(1)
+        sender = socket.socket(); sender.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        sender.connect(tcp.getsockname()); receiver, _ = tcp.accept()
+        receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sender.setblocking(False)
+        try:
+            while True: sender.send(b"A" * 65536)
+        except BlockingIOError:
+            pass
+        sender.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 60))
+        listener = socket.socket(socket.AF_UNIX); listener.bind("\\0keyway-listener-attack"); listener.listen(1)
+        client = socket.socket(socket.AF_UNIX); client.connect("\\0keyway-listener-attack")
+        client.sendmsg([b"A"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [sender.fileno()]))])
+        client.close(); sender.close()
+        keywayd = socket.socket(socket.AF_UNIX); keywayd.connect(sys.argv[1])
+        keywayd.sendmsg([b"A"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [listener.fileno()]))])
+        listener.close()
+        time.sleep(float(sys.argv[2]))
+        """
+
+    @Test("a listener carrying a lingering socket, received: no keywayd thread waits in its close")
+    func listenerCarryingLingering() throws {
+        let mode = "receive"
+        defer { tearDown(mode) }
+        let attacker = try setUp(mode)
+        let pid = try #require(fixture.daemonProcess?.processIdentifier)
+        let running = try Started(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=\(attacker.uid)", "--regid=\(attacker.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c",
+                Self.listenerAttack, fixture.socket, "3",
+            ])
+        usleep(1_500_000)
+        // A thread in a lingering close waits in the kernel's wait_woken (sk_stream_wait_close).
+        let waits = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).compactMap {
+            try? String(contentsOfFile: "/proc/\(pid)/task/\($0)/wchan", encoding: .utf8)
+        }
+        #expect(
+            !waits.contains { $0.contains("wait_woken") || $0.contains("wait_close") }, "keywayd's threads: \(waits)")
+        _ = running.finish()
+        #expect(try victim() > 0)
     }
 
     @Test(
