@@ -81,6 +81,19 @@ hierarchy() {
     echo /sys/fs/cgroup
 }
 
+# Removes a run's cgroups (its session's and the tests' own): whatever still runs in them belongs to that run and is
+# killed first; a process killed a moment ago may still be leaving, so it is tried for up to two seconds.
+remove_cgroup() {
+    local dir=$1 try
+    for try in 1 2 3 4 5 6 7 8 9 10; do
+        find "$dir" -name cgroup.procs -exec cat {} + 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+        find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null && return 0
+        [ -d "$dir" ] || return 0
+        sleep 0.2
+    done
+    echo "test-isolated: could not remove the cgroup $dir yet; the next run will" >&2
+}
+
 # Removes the directories of runs whose runner is gone; `list` only prints them.
 cleanup() {
     [ -d "$runs" ] || return 0
@@ -104,7 +117,7 @@ cleanup() {
     for dir in "$(hierarchy)"/keyway-test-run.*; do
         [ -d "$dir" ] && [ ! -d "$runs/${dir##*/keyway-test-}" ] || continue
         [ "${1:-}" = list ] && { echo "$dir"; continue; }
-        find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        remove_cgroup "$dir"
     done
 }
 
@@ -126,7 +139,7 @@ finish() {
     trap - EXIT INT TERM
     reap "$root"  # what the tests started in other process groups (keywayd, a terminal server's programs)
     rm -rf "$root" 2>/dev/null || { sleep 0.2; reap "$root"; rm -rf "$root"; }
-    [ ! -d "${cgroup:-}" ] || find "$cgroup" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    [ ! -d "${cgroup:-}" ] || remove_cgroup "$cgroup"
     local after
     after=$(snapshot)
     if [ "$before" = "$after" ]; then
