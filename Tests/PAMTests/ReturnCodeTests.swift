@@ -155,7 +155,8 @@ struct ReturnCodeTests {
         #expect(!remote.text.contains("Place your finger"), "\(remote.text)")
         #expect(remote.text.contains("prompt: Passcode: "))
         #expect(try harness(fixture, "bio", "alice", ["--tty", "/dev/" + remoteLine]).result == "PAM_AUTHINFO_UNAVAIL")
-        // A local one: the harness's own terminal (a root-held master); the utmp line of ":0" alone proves nothing.
+        // A local one: the harness's own terminal (held in the run's local session); the utmp line of ":0" alone
+        // proves nothing.
         #expect(try harness(fixture, "bio", "alice", ["--tty", "/dev/" + localLine]).result == "PAM_AUTHINFO_UNAVAIL")
         let local = try Started(harnessPath, [fixture.services, "bio", "alice"])
         _ = try run(cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])

@@ -154,7 +154,8 @@ struct SudoTests {
         try fixture.enrollFinger(user, "right-index")
         try fixture.enrollPasscode(user, "739155")
         try install(policy: "biometrics-or-passcode")
-        // In tmux: the terminal's master is held by root's tmux server, a local session (pam_keyway(8)).
+        // In tmux: the terminal's master is held by root's tmux server, in the run's local logind session
+        // (scripts/test-isolated.sh; pam_keyway(8), LOCAL AND REMOTE).
         let terminal = try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
         _ = try terminal.waitFor("Place your finger on the sensor.")
         let touch = try run(
