@@ -2,8 +2,12 @@ import Foundation
 import Testing
 
 /// Receives what processes send to syslog: a datagram socket at /dev/log (bound there when no syslog daemon owns
-/// it, or bind-mounted over it in a private mount namespace when one does).
+/// it, or bind-mounted over it in a private mount namespace when one does). One capture at a time in this process:
+/// two in suites running side by side raced for /dev/log (the second saw the first's socket and bind-mounted over
+/// it, which the first then removed).
 final class SyslogCapture: @unchecked Sendable {
+    /// Held from a capture's start to its `stop()`.
+    private static let exclusive = DispatchSemaphore(value: 1)  // not a lock: no owning thread
     let socketPath: String
     private let descriptor: Int32
     private let lock = NSLock()
@@ -13,6 +17,7 @@ final class SyslogCapture: @unchecked Sendable {
 
     init(directory: String) throws {
         try requireIsolation()  // may create /dev/log
+        Self.exclusive.wait()
         ownsDevLog = !FileManager.default.fileExists(atPath: "/dev/log")
         socketPath = ownsDevLog ? "/dev/log" : directory + "/log.sock"
         descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
@@ -28,7 +33,11 @@ final class SyslogCapture: @unchecked Sendable {
                 bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
             }
         }
-        guard bound == 0 else { throw CocoaError(.fileWriteUnknown) }
+        guard bound == 0 else {
+            close(descriptor)
+            Self.exclusive.signal()
+            throw CocoaError(.fileWriteUnknown)
+        }
         chmod(socketPath, 0o666)
         var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -75,6 +84,7 @@ final class SyslogCapture: @unchecked Sendable {
         usleep(300_000)
         close(descriptor)
         unlink(socketPath)
+        Self.exclusive.signal()
     }
 }
 
