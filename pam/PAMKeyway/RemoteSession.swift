@@ -75,19 +75,39 @@ enum RemoteSession {
     /// How far a chain of terminals is followed (a root process on a terminal made this one, on a terminal …).
     static let chainLimit = 4
 
+    /// What a character device is, by its number (`st_rdev`).
+    enum Kind: Equatable {
+        case virtualConsole, systemConsole, other
+        /// A pseudo-terminal's slave side, N of /dev/pts/N.
+        case pseudoTerminal(index: Int)
+
+        init(_ info: stat) {
+            let device = UInt64(info.st_rdev)
+            let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
+            let minor = (device & 0xff) | ((device >> 12) & ~0xff)
+            if major == 4 && (1...63).contains(minor) {
+                self = .virtualConsole
+            } else if major == 5 && minor == 1 {
+                self = .systemConsole
+            } else if (136...143).contains(major) {
+                self = .pseudoTerminal(index: Int((major - 136) * 256 + minor))
+            } else {
+                self = .other
+            }
+        }
+    }
+
     /// The terminal device `info` (its devpts instance in `st_dev`, its number in `st_rdev`), named `line`.
     private static func terminal(_ line: String, _ info: stat, depth: Int) -> Finding {
         if let host = utmpHost(of: line) { return .remote("utmp records \(line) as logged in from \(host)") }
-        let device = UInt64(info.st_rdev)
-        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
-        let minor = (device & 0xff) | ((device >> 12) & ~0xff)
-        if major == 4 && (1...63).contains(minor) { return .local("\(line) is a virtual console") }
-        if major == 5 && minor == 1 { return .local("\(line) is the system console") }
-        guard (136...143).contains(major) else {
+        switch Kind(info) {
+        case .virtualConsole: return .local("\(line) is a virtual console")
+        case .systemConsole: return .local("\(line) is the system console")
+        case .other:
             return .remote("\(line) is neither a console nor a pseudo-terminal (a serial line may be remote)")
+        case .pseudoTerminal(let index):
+            return pseudoTerminal(line, instance: UInt64(info.st_dev), index: index, depth: depth)
         }
-        let index = Int((major - 136) * 256 + minor)
-        return pseudoTerminal(line, instance: UInt64(info.st_dev), index: index, depth: depth)
     }
 
     /// The pseudo-terminal's case: who holds its master side, in its own devpts instance.
@@ -184,14 +204,12 @@ enum RemoteSession {
             let path = "/proc/\(pid)/fd/\(fd)"
             var info = stat()
             guard stat(path, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFCHR) else { continue }
-            let device = UInt64(info.st_rdev)
-            let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~0xfff)
-            let minor = (device & 0xff) | ((device >> 12) & ~0xff)
-            if (136...143).contains(major) {
+            switch Kind(info) {
+            case .other: continue
+            case .virtualConsole, .systemConsole: break
+            case .pseudoTerminal(let number):
                 // Not the terminal being judged (a holder with its own terminal on its standard input).
-                if UInt64(info.st_dev) == instance && Int((major - 136) * 256 + minor) == index { continue }
-            } else if !((major == 4 && (1...63).contains(minor)) || (major == 5 && minor == 1)) {
-                continue
+                if UInt64(info.st_dev) == instance && number == index { continue }
             }
             var name = "fd \(fd) of pid \(pid)"
             let length = readlink(path, &link, link.count - 1)
