@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -239,6 +240,16 @@ static inline void keyway_dispose_descriptor_at(int fd, int depth) {
         }
     }
     close(fd);
+}
+
+/// Shuts the connected socket `fd` down both ways (after which no peer can queue anything on it) and says whether its
+/// receive queue is empty: 1 when it is (its close then releases no one's descriptors, so it cannot block), 0 when
+/// something is queued, -1 when it could not be told.
+static inline int keyway_shut_and_empty(int fd) {
+    (void)shutdown(fd, SHUT_RDWR);
+    int queued = 0;
+    if (ioctl(fd, FIONREAD, &queued) != 0) return -1;
+    return queued == 0 ? 1 : 0;
 }
 
 /// keyway_dispose_descriptor_at for a descriptor received from a client.

@@ -102,7 +102,7 @@ extension Server {
     /// `request` is vouched for already (`VaultService.vouched`): `user.startedBy` is the one keywayd trusts.
     func serveArm(
         _ request: Request, factor: FactorKind, user: UserContext, waits: Bool, from caller: VaultService.Caller,
-        on fd: Int32
+        at place: Place, on fd: Int32
     ) {
         guard factor == .biometric else {
             reply(.failure(AuthenticationError(.factorNotAvailable, "only the sensor can be armed")), to: fd)
@@ -165,7 +165,8 @@ extension Server {
         }
         defer { giveBack() }
         // The one connection that may carry a descriptor: the terminal the module in a root host deposits.
-        let custody = TerminalHolder(acceptsCustody: caller.isRoot)
+        let disposer = self.disposer
+        let custody = TerminalHolder(acceptsCustody: caller.isRoot) { disposer.dispose($0, for: place) }
         if caller.isRoot { UnixSocket.acceptDescriptors(true, on: fd) }
         let answer = service.answer(request, from: caller)
         reply(answer, to: fd)
@@ -289,9 +290,15 @@ final class TerminalHolder: Sendable {
     private let refusal = Mutex<String?>(nil)
     /// Whether a terminal may be deposited here: only by the module inside a root host (keywayd(8), "Descriptors").
     let acceptsCustody: Bool
+    /// Where descriptors the client passed but may not deposit go: its own disposal line (`Disposer`), never the
+    /// thread that holds the sensor, since their close may block.
+    private let discard: @Sendable ([Int32]) -> Void
 
-    /// Creates an empty holder; `acceptsCustody` for a root client.
-    init(acceptsCustody: Bool) { self.acceptsCustody = acceptsCustody }
+    /// Creates an empty holder; `acceptsCustody` for a root client; what it refuses goes to `discard`.
+    init(acceptsCustody: Bool, discard: @escaping @Sendable ([Int32]) -> Void) {
+        self.acceptsCustody = acceptsCustody
+        self.discard = discard
+    }
 
     deinit { release() }
 
@@ -328,7 +335,7 @@ final class TerminalHolder: Sendable {
                 if let earlier { UnixSocket.dispose(earlier) }
                 continue
             }
-            for descriptor in passed { UnixSocket.dispose(descriptor) }
+            discard(passed)
             if count <= 0 { return true }  // closed, or failed: the client is as good as gone
             if !passed.isEmpty || odd {
                 refusal.withLock {

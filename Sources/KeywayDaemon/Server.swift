@@ -216,12 +216,13 @@ public final class Server: Sendable {
             // The accept loop serves everyone, so it never reads, waits on or closes a client's connection: a refused
             // one goes to the disposer with its answer (keywayd(8), "Descriptors").
             guard let peer = UnixSocket.peer(of: fd) else {
-                disposer.refuse(fd, answer: nil)
+                disposer.refuse(fd, answer: nil, for: nil)
                 continue
             }
-            guard let place = admit(peer) else {
+            let place = self.place(of: peer)
+            guard admit(place) else {
                 Self.logLimited("pid \(peer.pid) uid \(peer.uid): too many connections; answered busy")
-                disposer.refuse(fd, answer: frame(busy("too many connections are open")))
+                disposer.refuse(fd, answer: frame(busy("too many connections are open")), for: place)
                 continue
             }
             // The loop goes on elsewhere before this thread touches the connection: on the threads still in accept,
@@ -234,12 +235,12 @@ public final class Server: Sendable {
             }
             if wasLast {
                 guard spawn({ [self] in lead(listener, finished: finished) }) else {
-                    disposer.refuse(fd, answer: frame(busy("no thread could be started")))
+                    disposer.refuse(fd, answer: frame(busy("no thread could be started")), for: place)
                     release(place)
                     continue
                 }
             }
-            serve(fd, peer)
+            serve(fd, peer, place)
             UnixSocket.dispose(fd)  // on this connection's thread, before it is handed anyone else's work
             release(place)
             guard joinAccepting() else { return }
@@ -247,26 +248,32 @@ public final class Server: Sendable {
     }
 
     /// Whose connection place a connection takes: root's, or a person's (a user with their subordinate uids).
-    enum Place {
+    enum Place: Hashable, Sendable {
         case root
         case person(UInt32)
     }
 
-    /// Takes a place for `peer`, or nil when its share is full.
-    private func admit(_ peer: UnixSocket.Peer) -> Place? {
-        let place: Place = peer.uid == 0 ? .root : .person(subordinates.person(of: peer.uid))
-        return connections.withLock { state in
+    /// The place `peer`'s connections take.
+    private func place(of peer: UnixSocket.Peer) -> Place {
+        peer.uid == 0 ? .root : .person(subordinates.person(of: peer.uid))
+    }
+
+    /// Takes a connection place at `place`; false when its share is full.
+    private func admit(_ place: Place) -> Bool {
+        connections.withLock { state in
             switch place {
             case .root:
-                guard state.root < options.maximumRootConnections else { return nil }
+                guard state.root < options.maximumRootConnections else { return false }
                 state.root += 1
             case .person(let person):
                 let mine = state.byUser[person, default: 0]
-                guard state.others < options.maximumOtherConnections, mine < options.maximumPerUser else { return nil }
+                guard state.others < options.maximumOtherConnections, mine < options.maximumPerUser else {
+                    return false
+                }
                 state.byUser[person] = mine + 1
                 state.others += 1
             }
-            return place
+            return true
         }
     }
 
@@ -305,7 +312,7 @@ public final class Server: Sendable {
     }
 
     /// Reads one request, answers it, and returns; the caller closes the connection.
-    private func serve(_ fd: Int32, _ peer: UnixSocket.Peer) {
+    private func serve(_ fd: Int32, _ peer: UnixSocket.Peer, _ place: Place) {
         let deadline = UnixSocket.monotonicMilliseconds() + options.requestTimeout
         var body: [UInt8]
         switch UnixSocket.receiveFrame(from: fd, limit: Wire.maximumRequest, until: deadline) {
@@ -327,7 +334,7 @@ public final class Server: Sendable {
             return
         }
         if case .arm(let factor, let user, _, let waits) = request {
-            return serveArm(request, factor: factor, user: user, waits: waits, from: caller, on: fd)
+            return serveArm(request, factor: factor, user: user, waits: waits, from: caller, at: place, on: fd)
         }
         if case .enrollAtDevice(let factor, _, _, _) = request {
             return serveEnrollmentAtDevice(request, factor: factor, from: caller, on: fd)

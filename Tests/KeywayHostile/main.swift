@@ -7,7 +7,8 @@
 //   keyway-hostile admitted SOCKET SECONDS [KIND]  pass a descriptor of KIND on admitted connections, for SECONDS
 //                                                  KIND: tcp (a lingering TCP socket, the default), listener (a
 //                                                  listening Unix socket whose unaccepted connection carries one),
-//                                                  pty (a pseudo-terminal's master side)
+//                                                  pty (a pseudo-terminal's master side), fuse:PATH (a file whose
+//                                                  close waits for its FUSE server: the same open file each time)
 //   keyway-hostile churn SOCKET COUNT              COUNT connections one after another, each asking a status:
 //                                                  how many were answered
 //   keyway-hostile lease SOCKET USER COUNT PER     arm USER's sensor, send COUNT messages of PER descriptors each
@@ -20,7 +21,10 @@
 //   keyway-hostile set SOCKET USER COUNT            COUNT `set gesture.show-trail` requests, on and off in turn,
 //                                                  each on its own connection: how many were done and refused
 //   keyway-hostile deposit SOCKET USER KIND        arm USER's sensor and deposit a descriptor of KIND (file, fifo,
-//                                                  tty) as if it were a terminal; whether keywayd ended the lease
+//                                                  tty, fuse:PATH) as if it were a terminal; whether keywayd ended
+//                                                  the lease
+//   keyway-hostile busy SOCKET                     hold this user's 4 connections and ask a status on a fifth: what
+//                                                  keywayd answered it, and in how many milliseconds
 import Glibc
 import KeywayCore
 import KeywayPlatform
@@ -108,8 +112,24 @@ func listenerCarrying(_ carried: Int32) -> Int32 {
     return listener
 }
 
+/// Files opened on a FUSE file system, by path: each is opened once and passed again and again (its server answers
+/// keywayd's flush never, and this user's at once).
+nonisolated(unsafe) var stalling: [String: Int32] = [:]
+
+func stallingFile(_ path: String) -> Int32 {
+    if let fd = stalling[path] { return fd }
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { fail("\(path): \(String(cString: strerror(errno)))") }
+    stalling[path] = fd
+    return fd
+}
+
+/// Whether `fd` is kept for the whole run (passed again and again), so the attacker must not close it after a pass.
+func kept(_ fd: Int32) -> Bool { fd == lingering || stalling.values.contains(fd) }
+
 /// The descriptor of `kind` to pass.
 func descriptor(_ kind: String) -> Int32 {
+    if kind.hasPrefix("fuse:") { return stallingFile(String(kind.dropFirst(5))) }
     switch kind {
     case "tcp": return lingering
     case "listener": return listenerCarrying(lingeringSocket())
@@ -176,7 +196,7 @@ func arm(_ socketPath: String, _ user: String) -> Int32 {
 }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-guard arguments.count >= 3 else { fail("usage: see Tests/KeywayHostile/main.swift") }
+guard arguments.count >= 2 else { fail("usage: see Tests/KeywayHostile/main.swift") }
 let socketPath = arguments[1]
 let lingering = lingeringSocket()
 switch arguments[0] {
@@ -198,7 +218,7 @@ case "refused", "admitted":
         // The attacker's own copy goes at once, while the passed one is in flight, so keywayd's close is the last;
         // when the kernel refused the pass, this close is the last, and it goes on a thread of its own (releasing a
         // lingering socket would block this loop).
-        if passing != lingering {
+        if !kept(passing) {
             if took { close(passing) } else { _ = spawn { close(passing) } }
         }
         if arguments[0] == "admitted" { request(.status(user: "nobody-here"), over: extra) }
@@ -295,6 +315,7 @@ case "deposit":
         descriptor = ends[0]
     case "tty":
         descriptor = open("/dev/ptmx", O_RDWR | O_NOCTTY)  // a pseudo-terminal's master: a terminal of its own
+    case let kind where kind.hasPrefix("fuse:"): descriptor = stallingFile(String(kind.dropFirst(5)))
     default: fail("kind")
     }
     var settings = termios()
@@ -303,6 +324,23 @@ case "deposit":
     let ended = endedByKeywayd(lease)
     close(lease)
     say("deposited \(sent) ended \(ended)")
+case "busy":
+    let held = (0..<4).map { _ in connectOrFail(socketPath) }
+    usleep(100_000)  // keywayd has admitted the four before the fifth comes
+    let start = UnixSocket.monotonicMilliseconds()
+    let fifth = connectOrFail(socketPath)
+    request(.status(user: "nobody-here"), over: fifth)
+    let answered = answer(fifth)
+    let milliseconds = UnixSocket.monotonicMilliseconds() - start
+    let what: String
+    switch answered {
+    case .failure(let error)? where error.code == .serviceUnavailable: what = "busy"
+    case nil: what = "nothing"
+    default: what = "other"
+    }
+    close(fifth)
+    held.forEach { close($0) }
+    say("answered \(what) in \(milliseconds) ms")
 default:
     fail("unknown command \(arguments[0])")
 }

@@ -26,8 +26,12 @@ struct HostilePeerTests {
     /// The attacker's account, one per mode: the cases of a parameterized test may run side by side, and adding an
     /// account ends whatever a leftover one of the same name still runs.
     static func attacker(_ mode: String) -> String { "kwpeer-\(mode)" }
+    /// A second person, at the sensor after an attack (`touchAuthenticates`) and over their own connections
+    /// (`busyProbe`).
+    static func toucher(_ mode: String) -> String { "kwtouch-\(mode)" }
 
-    /// The attacker (a finger enrolled, so it may arm its own sensor) and the victim (alice: a pattern).
+    /// The attacker (a finger enrolled, so it may arm its own sensor) and the victims (alice: a pattern; the toucher:
+    /// a finger).
     func setUp(_ mode: String) throws -> (uid: String, gid: String) {
         try requireIsolation()
         let name = Self.attacker(mode)
@@ -36,14 +40,21 @@ struct HostilePeerTests {
         try fixture.enrollPattern("alice", "2-4-9-3")
         try fixture.enrollPasscode(name, "482916")
         try fixture.enrollFinger(name, "right-index")
+        #expect(try TestAccounts.add(Self.toucher(mode)))
+        try fixture.enrollPasscode(Self.toucher(mode), "639217")  // the sensor's policies ask for a passcode set
+        try fixture.enrollFinger(Self.toucher(mode), "right-index")
         chmod(fixture.directory, 0o755)
-        fixture.startDaemon(["--passed-descriptors", mode, "--request-timeout", "500"])
+        let config = fixture.writeConfig("[biometric]\ntimeout = 3s\n")
+        fixture.startDaemon(
+            ["--passed-descriptors", mode, "--request-timeout", "500", "--config", fixture.configPath])
         fixture.service("pattern", "policy=pattern")
+        fixture.service("bio", "policy=biometrics-only timeout=20 \(config)")
         return (uid, gid)
     }
 
     func tearDown(_ mode: String) {
         TestAccounts.remove(Self.attacker(mode))
+        TestAccounts.remove(Self.toucher(mode))
         fixture.remove()
     }
 
