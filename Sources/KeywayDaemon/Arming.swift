@@ -120,8 +120,81 @@ extension Server {
             return
         }
         let timeout = arming.timeout
-        guard let ticket = placeInLine(waits: waits, for: factor, on: fd) else { return }
+        let leases = service.leases
+        // The one connection that may carry a descriptor: the terminal the module in a root host deposits.
+        let disposer = self.disposer
+        let custody = TerminalHolder(acceptsCustody: caller.isRoot) { disposer.dispose($0, for: place) }
+        if caller.isRoot { UnixSocket.acceptDescriptors(true, on: fd) }
+        // A terminal the module reads itself (read-tty) is deposited here with its settings, and put back if the
+        // client goes without withdrawing it: a host killed in the middle of the read.
+        func clientGone() -> Bool { custody.take(from: fd) }
+        defer {
+            if clientGone() { custody.restore() } else { custody.release() }
+            if let error = custody.protocolError { Server.logLimited("\(caller.label): lease ended: \(error)") }
+        }
+        func wake() {
+            var byte: UInt8 = 1
+            _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+        }
+        let startedAt = UnixSocket.monotonicMilliseconds()
+        // The lease stays claimable until the client closes the connection (or the limit passes).
+        func keepClaimable() {
+            while !clientGone() && UnixSocket.monotonicMilliseconds() < startedAt + Leases.maximumDuration {
+                var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, 1000)
+            }
+        }
+        // The sensor's turn. A sequential wait waits in line before it is answered. A `first of` finding the sensor
+        // held is answered armed at once (its prompt goes on meanwhile) and waits in the same line, so the holder's
+        // lease ends after the timeout for it as for a sequential wait, and no one holds the sensor against it.
+        var ticket = sensorLine.take(waits: false, within: 0, gone: { false })
+        if ticket == nil && waits {
+            guard let turn = placeInLine(waits: true, for: factor, on: fd) else { return }
+            ticket = turn
+        } else if ticket == nil {
+            let answer = service.answer(request, from: caller, inLine: true)
+            reply(answer, to: fd)
+            guard case .armed(let armed) = answer else { return }
+            defer { leases.close(armed) }
+            ticket = sensorLine.take(waits: true, within: timeout + SensorLine.handover, gone: clientGone)
+            guard let turn = ticket else {
+                leases.end(armed, with: service.deviceBusy(factor))
+                wake()
+                return keepClaimable()
+            }
+            guard leases.hold(armed) else {
+                sensorLine.release(turn)
+                leases.end(armed, with: service.deviceBusy(factor))
+                wake()
+                return keepClaimable()
+            }
+            return listen(
+                armed, ticket: turn, request, user: user, factor: factor, waits: true, from: caller, on: fd,
+                custody: custody, wake: wake, keepClaimable: keepClaimable)
+        }
+        guard let turn = ticket else { return }
+        listen(
+            nil, ticket: turn, request, user: user, factor: factor, waits: waits, from: caller, on: fd,
+            custody: custody, wake: wake, keepClaimable: keepClaimable)
+    }
+
+    /// The sensor held for one arming (`ticket`, its turn in the line): holds the device, answers the client unless it
+    /// was answered already (`early`, the nonce of a lease made in line), then listens until the lease has what it
+    /// can use, its client goes, or it has kept the sensor for the timeout while someone else waits.
+    private func listen(
+        _ early: [UInt8]?, ticket: UInt64, _ request: Request, user: UserContext, factor: FactorKind, waits: Bool,
+        from caller: VaultService.Caller, on fd: Int32, custody: TerminalHolder, wake: () -> Void,
+        keepClaimable: () -> Void
+    ) {
+        let timeout = arming.timeout
+        let leases = service.leases
         let device = arming.listener(for: user)
+        // Says why the sensor cannot serve this arming: to the client, or on the lease it was answered already.
+        func fail(_ error: AuthenticationError) {
+            guard let early else { return reply(.failure(error), to: fd) }
+            leases.end(early, with: error)
+            wake()
+        }
         // A device another program holds (fprintd's reader claimed by another client) is said in the log; a
         // sequential wait waits for it, within its timeout, as it would in keywayd's own line.
         let holdUntil = UnixSocket.monotonicMilliseconds() + timeout
@@ -143,18 +216,18 @@ extension Server {
                         usleep(250_000)
                         continue
                     }
-                    reply(.failure(service.deviceBusy(factor)), to: fd)
+                    fail(service.deviceBusy(factor))
                 case .unavailable(let why):
                     Server.logLimited("\(caller.label): the sensor is unavailable: \(why.reason)")
-                    reply(.failure(why), to: fd)
+                    fail(why)
                 }
                 sensorLine.release(ticket)
+                if early != nil { keepClaimable() }
                 return
             }
         }
         let heldSince = UnixSocket.monotonicMilliseconds()
-        let leases = service.leases
-        var nonce: [UInt8]? = nil
+        var nonce: [UInt8]? = early
         var holding = true
         func giveBack() {
             guard holding else { return }
@@ -164,23 +237,14 @@ extension Server {
             sensorLine.release(ticket)
         }
         defer { giveBack() }
-        // The one connection that may carry a descriptor: the terminal the module in a root host deposits.
-        let disposer = self.disposer
-        let custody = TerminalHolder(acceptsCustody: caller.isRoot) { disposer.dispose($0, for: place) }
-        if caller.isRoot { UnixSocket.acceptDescriptors(true, on: fd) }
-        let answer = service.answer(request, from: caller)
-        reply(answer, to: fd)
-        guard case .armed(let armed) = answer else { return }
-        nonce = armed
-        defer { leases.close(armed) }
-        let deadline = heldSince + Leases.maximumDuration  // the lease's whole life
-        // A terminal the module reads itself (read-tty) is deposited here with its settings, and put back if the
-        // client goes without withdrawing it: a host killed in the middle of the read.
-        func clientGone() -> Bool { custody.take(from: fd) }
-        defer {
-            if clientGone() { custody.restore() } else { custody.release() }
-            if let error = custody.protocolError { Server.logLimited("\(caller.label): lease ended: \(error)") }
+        if early == nil {
+            let answer = service.answer(request, from: caller)
+            reply(answer, to: fd)
+            guard case .armed(let armed) = answer else { return }
+            nonce = armed
         }
+        guard let armed = nonce else { return }
+        defer { if early == nil { leases.close(armed) } }
         let line = sensorLine
         @Sendable func overstaying() -> Bool {
             line.othersWaiting && UnixSocket.monotonicMilliseconds() - heldSince >= timeout
@@ -189,10 +253,6 @@ extension Server {
         // has kept the sensor for the timeout while someone else waits for it.
         let stop = CancellationFlag(following: CancellationFlag()) {
             custody.take(from: fd) || !leases.wantsMore(armed) || overstaying()
-        }
-        func wake() {
-            var byte: UInt8 = 1
-            _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
         }
         while let event = device.next(cancellation: stop) {
             switch event {
@@ -224,11 +284,7 @@ extension Server {
             wake()
         }
         giveBack()  // the lease has what it can use: the next in line need not wait for this client
-        // The lease stays claimable until the client closes the connection (or the limit passes).
-        while !clientGone() && UnixSocket.monotonicMilliseconds() < deadline {
-            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            _ = poll(&entry, 1, 1000)
-        }
+        keepClaimable()
     }
 }
 

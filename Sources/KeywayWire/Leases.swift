@@ -57,17 +57,32 @@ public final class Leases: Sendable {
     }
 
     /// Arms `factor` for `user` on behalf of `uid`: the new lease's nonce, or nil while another lease holds the device.
-    public func open(_ factor: FactorKind, user: String, uid: UInt32, attempts: Int) -> [UInt8]? {
+    /// With `inLine`, the lease waits in the daemon's line for the device instead: it is made without it, whoever
+    /// holds it, and holds it once `hold` is called on its turn.
+    public func open(_ factor: FactorKind, user: String, uid: UInt32, attempts: Int, inLine: Bool = false)
+        -> [UInt8]?
+    {
         let nonce = random()
         let time = now()
         return table.withLock { table in
             table.removeAll { time - $0.armedAt >= Self.maximumDuration }
-            guard !table.contains(where: { $0.factor == factor && $0.holding }) else { return nil }
-            table.append(
-                Lease(
-                    nonce: nonce, uid: uid, user: Array(user.utf8), factor: factor, attempts: attempts,
-                    armedAt: time))
+            guard inLine || !table.contains(where: { $0.factor == factor && $0.holding }) else { return nil }
+            var lease = Lease(
+                nonce: nonce, uid: uid, user: Array(user.utf8), factor: factor, attempts: attempts, armedAt: time)
+            lease.holding = !inLine
+            table.append(lease)
             return nonce
+        }
+    }
+
+    /// The lease `nonce`, made in line, holds the device now: its turn has come. False when another lease holds it.
+    public func hold(_ nonce: [UInt8]) -> Bool {
+        table.withLock { table in
+            guard let index = table.firstIndex(where: { Self.same($0.nonce, nonce) }) else { return false }
+            let factor = table[index].factor
+            guard !table.contains(where: { $0.factor == factor && $0.holding }) else { return false }
+            table[index].holding = true
+            return true
         }
     }
 

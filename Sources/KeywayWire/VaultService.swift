@@ -228,10 +228,11 @@ public struct VaultService: Sendable {
     }
 
     /// Answers one request from `caller`. An enrollment at the device tells each step through `progress` and stops
-    /// when `cancelled` says so (its client gone, its time up).
+    /// when `cancelled` says so (its client gone, its time up); an arming `inLine` is one the daemon answers before
+    /// its turn at the device (`Leases.open`).
     public func answer(
         _ request: Request, from caller: Caller, progress: (String) -> Void = { _ in },
-        cancelled: () -> Bool = { false }
+        cancelled: () -> Bool = { false }, inLine: Bool = false
     ) -> Response {
         let request = Self.vouched(request, by: caller)
         if let refusal = Self.refusal(of: request, by: caller) {
@@ -287,12 +288,16 @@ public struct VaultService: Sendable {
                     return .failure(AuthenticationError(.biometryNotAvailable, refusal))
                 }
                 // The daemon holds the device first and listens after this answer, for as long as the connection
-                // stays open; here: may the user use the factor now, and is the device free.
+                // stays open; here: may the user use the factor now, and is the device free. `inLine`: the daemon
+                // has this arming wait in its line for the device, so the lease is made without it.
                 let availability = vault.availability(of: factor, for: user)
                 if let error = availability.error(for: factor, codes: factors.codes(of: factor)) {
                     return .failure(error)
                 }
-                guard let nonce = leases.open(factor, user: user.name, uid: caller.uid, attempts: attempts) else {
+                guard
+                    let nonce = leases.open(
+                        factor, user: user.name, uid: caller.uid, attempts: attempts, inLine: inLine)
+                else {
                     return .failure(deviceBusy(factor))
                 }
                 return .armed(nonce: nonce)

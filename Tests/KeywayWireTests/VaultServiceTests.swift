@@ -257,6 +257,17 @@ struct LeaseTests {
         #expect(leases.open(.biometric, user: "carol", uid: 0, attempts: 3) != nil)
     }
 
+    @Test("a lease made in line waits for the device without taking it, and holds it only when it is free")
+    func inLine() throws {
+        let holder = try #require(leases.open(.biometric, user: "alice", uid: 0, attempts: 3))
+        let waiting = try #require(leases.open(.biometric, user: "bob", uid: 0, attempts: 3, inLine: true))
+        #expect(!leases.hold(waiting), "held while another lease holds the device")
+        leases.release(holder)
+        #expect(leases.hold(waiting))
+        #expect(leases.open(.biometric, user: "carol", uid: 0, attempts: 3) == nil, "the device is held again")
+        #expect(!leases.hold(Array(repeating: 9, count: Leases.nonceLength)), "no such lease")
+    }
+
     @Test("the lease stops after its attempts; an end (cancel, unplug, lockout) is reported once nothing is pending")
     func attemptsAndEnd() throws {
         let nonce = try #require(leases.open(.biometric, user: "alice", uid: 0, attempts: 2))

@@ -109,6 +109,36 @@ struct SensorPeerTests {
         #expect(handedOver < 3 + 3, "the waiting authentication got the sensor after \(handedOver) s")
     }
 
+    @Test("a user holding their own armed sensor: another person's `first of` waits in line and gets it in time")
+    func firstOfWaitsInLine() throws {
+        defer { tearDown() }
+        let (victim, rival) = try setUp()
+        let loop = try Started(
+            "/usr/bin/setpriv",
+            [
+                "--reuid=\(rival.uid)", "--regid=\(rival.gid)", "--clear-groups", "--", hostilePath, "rearm",
+                fixture.socket, "kwsrival", "10",
+            ])
+        defer { _ = loop.finish() }
+        usleep(500_000)
+        // The victim's `first of` (touch or pattern): its prompt waits for Enter, which the test presses only after
+        // the touch, as a person who touched the sensor does.
+        let enter = fixture.directory + "/enter"
+        let waiting = try Started(
+            "/usr/bin/setpriv",
+            [
+                "--ruid=\(victim.uid)", "--euid=0", "--", harnessPath, "--answer-when", enter, "", fixture.services,
+                "either", "kwsvictim",
+            ])
+        #expect(logged("lease for kwsrival ended after 3 s", within: 8), "\(fixture.daemonLog)")
+        let touched = try touch("kwsvictim")
+        #expect(touched.status == 0, "\(touched.text)")
+        FileManager.default.createFile(atPath: enter, contents: Data())
+        let result = waiting.finish()
+        #expect(result.result == "PAM_SUCCESS", "\(result.text)\n\(fixture.daemonLog)")
+        #expect(result.text.contains("Touch the sensor"), "the sensor was not offered: \(result.text)")
+    }
+
     @Test("a holder re-arming in a loop cannot keep the sensor from another user's waiting authentication")
     func loopingHolder() throws {
         defer { tearDown() }
