@@ -72,10 +72,10 @@ public final class InMemoryStore: Store {
     }
 
     @discardableResult
-    public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
+    public func pruneAudit(keeping limit: Int, routinePerHost: Int) throws(AuthenticationError) -> Int {
         contents.withLock { contents in
             let before = contents.audit.count
-            // An account's routine rows beyond its latest few, newest counted first.
+            // An account's routine rows beyond its latest few, newest counted first; then a host's.
             var routine: [String: Int] = [:]
             var kept: [AuditEntry] = []
             for entry in contents.audit.reversed() {
@@ -84,6 +84,12 @@ public final class InMemoryStore: Store {
                     if routine[entry.user, default: 0] > AuditEntry.routineRowsPerAccount { continue }
                 }
                 kept.append(entry)
+            }
+            var byHost: [String?: Int] = [:]
+            kept.removeAll { entry in
+                guard entry.action.isRoutine else { return false }
+                byHost[entry.host, default: 0] += 1
+                return byHost[entry.host, default: 0] > routinePerHost
             }
             kept.reverse()
             // Then the oldest routine rows, then the oldest of the rest.

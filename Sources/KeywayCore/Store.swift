@@ -60,13 +60,14 @@ public protocol Store: AnyObject, Sendable {
     /// declared default (UserSetting).
     func preferences(user: String) throws(AuthenticationError) -> [String: String]
     /// Keeps the audit trail within `limit` rows and returns how many it dropped: first an account's routine rows
-    /// (`AuditEntry.Action.isRoutine`: a switch set) beyond its latest `AuditEntry.routineRowsPerAccount`, then,
-    /// while over the limit, the oldest routine rows of all, and only then the oldest of the rest (enrollments,
-    /// removals, resets). So one user toggling a setting never pushes out another's rows, nor the rows that matter
-    /// first. keywayd runs it every minute, so no flood of changes can fill the disk that holds the store (keywayd(8),
+    /// (`AuditEntry.Action.isRoutine`: a switch set) beyond its latest `AuditEntry.routineRowsPerAccount`, then a
+    /// host's beyond its latest `routinePerHost` (a host's own store is one host), then, while over the limit, the
+    /// oldest routine rows of all, and only then the oldest of the rest (enrollments, removals, resets). So one user
+    /// toggling a setting, or one host's users, never push out another's rows, nor the rows that matter first.
+    /// keywayd runs it every minute, so no flood of changes can fill the disk that holds the store (keywayd(8),
     /// LIMITS).
     @discardableResult
-    func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int
+    func pruneAudit(keeping limit: Int, routinePerHost: Int) throws(AuthenticationError) -> Int
     /// Stores (or with nil, forgets) one preference and records it in the audit trail, in one transaction. A value
     /// equal to the stored one (nil: none stored) writes nothing, not even an audit row.
     func setPreference(user: String, key: String, value: String?, by change: Attribution) throws(AuthenticationError)
@@ -89,6 +90,12 @@ public struct AccountRecord: Sendable, Equatable {
 }
 
 extension Store {
+    /// `pruneAudit` with the routine rows a host keeps (`AuditEntry.routineRowsPerHost`).
+    @discardableResult
+    public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
+        try pruneAudit(keeping: limit, routinePerHost: AuditEntry.routineRowsPerHost)
+    }
+
     /// Each part in turn.
     public func account(user: String) throws(AuthenticationError) -> AccountRecord {
         AccountRecord(
@@ -161,6 +168,8 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
 
     /// Routine rows kept per account before any other pruning (`Store.pruneAudit`).
     public static let routineRowsPerAccount = 64
+    /// Routine rows kept per host (all of a host's accounts) before the overall cap (`Store.pruneAudit`).
+    public static let routineRowsPerHost = 4096
 
     /// When.
     public var at: Timestamp

@@ -580,7 +580,7 @@ public final class PostgresStore: LoadableStore {
     }
 
     @discardableResult
-    public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
+    public func pruneAudit(keeping limit: Int, routinePerHost: Int) throws(AuthenticationError) -> Int {
         try run("cannot prune the audit trail") { db, deadline throws(PostgresError) in
             try transaction(db, deadline) { () throws(PostgresError) in
                 // Store.pruneAudit: an account's routine rows beyond its latest few, then routine rows first.
@@ -590,11 +590,16 @@ public final class PostgresStore: LoadableStore {
                         + "(PARTITION BY account ORDER BY id DESC) AS n FROM audit WHERE action = $1) AS ranked "
                         + "WHERE n > $2) RETURNING 1) SELECT count(*) FROM gone",
                     [routine, String(AuditEntry.routineRowsPerAccount)], deadline: deadline)
+                let perHost = try db.query(
+                    "WITH gone AS (DELETE FROM audit WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+                        + "(PARTITION BY host ORDER BY id DESC) AS n FROM audit WHERE action = $1) AS ranked "
+                        + "WHERE n > $2) RETURNING 1) SELECT count(*) FROM gone",
+                    [routine, String(max(routinePerHost, 0))], deadline: deadline)
                 let overall = try db.query(
                     "WITH gone AS (DELETE FROM audit WHERE id IN (SELECT id FROM audit ORDER BY action = $1 DESC, id "
                         + "LIMIT greatest((SELECT count(*) FROM audit) - $2, 0)) RETURNING 1) SELECT count(*) FROM gone",
                     [routine, String(max(limit, 0))], deadline: deadline)
-                return [perAccount, overall].reduce(0) { $0 + ($1.first?[0].flatMap { Int($0) } ?? 0) }
+                return [perAccount, perHost, overall].reduce(0) { $0 + ($1.first?[0].flatMap { Int($0) } ?? 0) }
             }
         }
     }

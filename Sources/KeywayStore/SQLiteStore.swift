@@ -381,7 +381,7 @@ public final class SQLiteStore: LoadableStore {
     }
 
     @discardableResult
-    public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
+    public func pruneAudit(keeping limit: Int, routinePerHost: Int) throws(AuthenticationError) -> Int {
         try run("cannot prune the audit trail") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
                 // Store.pruneAudit: an account's routine rows beyond its latest few, then routine rows first.
@@ -394,6 +394,10 @@ public final class SQLiteStore: LoadableStore {
                     "DELETE FROM audit WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
                         + "(PARTITION BY user ORDER BY id DESC) AS n FROM audit WHERE action = ?) WHERE n > ?)",
                     [routine, .integer(Int64(AuditEntry.routineRowsPerAccount))])
+                try db.query(
+                    "DELETE FROM audit WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+                        + "(PARTITION BY host ORDER BY id DESC) AS n FROM audit WHERE action = ?) WHERE n > ?)",
+                    [routine, .integer(Int64(max(routinePerHost, 0)))])
                 let excess = try count() - max(limit, 0)
                 if excess > 0 {
                     try db.query(

@@ -184,6 +184,22 @@ public enum StoreConformance {
                 "the toggler keeps its latest routine rows")
             expect(try store.auditTrail(user: switcher).count == 1, "another account's routine row is kept")
             expect(try store.auditTrail(user: nil).count == AuditEntry.routineRowsPerAccount + 2, "nothing else goes")
+            // A host's accounts together keep only the host's latest routine rows; an enrollment is never one of them.
+            let rowsBefore = try store.auditTrail(user: nil)
+            let hostBound = rowsBefore.filter { $0.action.isRoutine }.count + 3
+            for index in 0..<5 {
+                try store.setPreference(
+                    user: "store-conformance-host-\(index)", key: "gesture.enabled", value: "off",
+                    by: Attribution("root", at: at))
+            }
+            expect(
+                try store.pruneAudit(keeping: 100_000, routinePerHost: hostBound) == 2,
+                "the host's two oldest routine rows beyond its bound are dropped")
+            let afterHost = try store.auditTrail(user: nil)
+            expect(
+                afterHost.filter { $0.action.isRoutine }.count == hostBound
+                    && afterHost.filter { !$0.action.isRoutine } == rowsBefore.filter { !$0.action.isRoutine },
+                "the host keeps its latest routine rows and every enrollment, removal and reset")
 
             // The account in one read: what the three reads give.
             let account = try store.account(user: user)

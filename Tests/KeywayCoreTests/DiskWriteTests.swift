@@ -61,7 +61,9 @@ private final class DiskOrderStore: Store {
     func preferences(user: String) throws(AuthenticationError) -> [String: String] {
         try base.preferences(user: user)
     }
-    func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int { try base.pruneAudit(keeping: limit) }
+    func pruneAudit(keeping limit: Int, routinePerHost: Int) throws(AuthenticationError) -> Int {
+        try base.pruneAudit(keeping: limit, routinePerHost: routinePerHost)
+    }
     func setPreference(user: String, key: String, value: String?, by change: Attribution) throws(AuthenticationError) {
         try base.setPreference(user: user, key: key, value: value, by: change)
     }
