@@ -6,8 +6,10 @@ import Synchronization
 /// for every user) lets a person run processes under a range of uids, through newuidmap in a user namespace. Such a
 /// process is that person for keywayd's per-person bounds (docs/ARCHITECTURE.md §10, "Connections"), so a range of
 /// 65,536 uids does not give one person 65,536 shares of the connection places. A range of root's (rootful
-/// containers) is a person of its own, never root: its processes are not root. The file is read again when it
-/// changes (its inode, size or modification time), looked at no more than once a second.
+/// containers) is a person of its own, never root: its processes are not root. The file is read at start, and again
+/// when it changes (its inode, size or modification time, looked at no more than once a second) on a thread of its
+/// own: the names in it are looked up through NSS, which may wait (a directory server away), and `person` is asked
+/// on keywayd's accept loop, so it answers from the ranges it has meanwhile.
 public final class SubordinateIDs: Sendable {
     /// One line of the file: `count` uids from `first` are `person`'s.
     struct Range: Equatable {
@@ -20,6 +22,8 @@ public final class SubordinateIDs: Sendable {
         var ranges: [Range] = []
         var stamp: [Int64]? = nil
         var checked: Int64? = nil
+        /// A reading of the file runs on its own thread now.
+        var reading = false
     }
 
     /// The file read.
@@ -38,6 +42,7 @@ public final class SubordinateIDs: Sendable {
     ) {
         self.path = path
         self.uidOf = uidOf
+        if let stamp = Self.stamp(of: path) { load(stamp) }
     }
 
     /// The person `uid` runs for: the owner of the range that holds it (a range of root's: the range's first uid,
@@ -50,28 +55,44 @@ public final class SubordinateIDs: Sendable {
         return range.person == 0 ? range.first : range.person
     }
 
-    /// The ranges, read again first when the file changed (checked at most once a second).
+    /// The ranges as last read; when the file has changed (checked at most once a second), a new reading is started
+    /// on a thread of its own and the ranges it finds are used from then on.
     private func current() -> [Range] {
         let now = monotonicMilliseconds()
         let due = state.withLock { state -> Bool in
+            if state.reading { return false }
             if let checked = state.checked, now - checked < 1000 { return false }
             state.checked = now
             return true
         }
         guard due else { return state.withLock { $0.ranges } }
-        var info = stat()
-        let stamp: [Int64]? =
-            stat(path, &info) == 0
-            ? [
-                Int64(info.st_ino), Int64(info.st_size), Int64(info.st_mtim.tv_sec), Int64(info.st_mtim.tv_nsec),
-            ] : nil
-        if state.withLock({ $0.stamp == stamp }) { return state.withLock { $0.ranges } }
+        let stamp = Self.stamp(of: path)
+        let start = state.withLock { state -> Bool in
+            guard state.stamp != stamp, !state.reading else { return false }
+            state.reading = true
+            return true
+        }
+        if start && !spawn({ [self] in load(stamp) }) {
+            state.withLock { $0.reading = false }  // no thread: the next look tries again
+        }
+        return state.withLock { $0.ranges }
+    }
+
+    /// Reads the file whose stamp is `stamp` (nil: there is none) and keeps its ranges.
+    private func load(_ stamp: [Int64]?) {
         let ranges = stamp == nil ? [] : Self.parse(read(), uidOf: uidOf)
-        return state.withLock { state in
+        state.withLock { state in
             state.stamp = stamp
             state.ranges = ranges
-            return ranges
+            state.reading = false
         }
+    }
+
+    /// What tells a change of the file: its inode, size and modification time; nil when it is not there.
+    private static func stamp(of path: String) -> [Int64]? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return [Int64(info.st_ino), Int64(info.st_size), Int64(info.st_mtim.tv_sec), Int64(info.st_mtim.tv_nsec)]
     }
 
     /// The ranges of the file's text; lines that are not `OWNER:FIRST:COUNT` are skipped.
