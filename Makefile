@@ -120,11 +120,7 @@ install: module cli daemon
 	install -d -m 755 -o root -g root $(DESTDIR)/etc/keyway
 	install -d -m 700 -o root -g root $(DESTDIR)/var/lib/keyway
 	install -D -m 644 -t $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/keyway.conf man/examples/*.conf
-	install -D -m 644 pam/examples/sudo $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/sudo
-	install -D -m 644 pam/examples/login $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/login
-	install -D -m 644 pam/examples/two-factor $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/two-factor
-	install -D -m 644 pam/examples/gdm-fingerprint $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/gdm-fingerprint
-	install -D -m 644 pam/examples/kde-fingerprint $(DESTDIR)$(PREFIX)/share/doc/keyway/examples/kde-fingerprint
+	install -D -m 644 -t $(DESTDIR)$(PREFIX)/share/doc/keyway/examples pam/examples/*
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemctl daemon-reload && systemctl enable --now keywayd.socket && echo "Enabled keywayd.socket."; \
 	else \

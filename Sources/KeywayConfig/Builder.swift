@@ -18,8 +18,8 @@ struct Builder {
     }
 
     let plugins: [FactorPlugin]
-    /// The built-in policies' rules, as text.
-    let builtInRules = Configuration.builtInRules
+    /// The built-in policies' rules, as text: `Policy.builtIns` and one per factor (`Configuration.builtInRules`).
+    let builtInRules: [(name: String, require: String, rule: Policy.Rule)]
     var diagnostics: [Diagnostic] = []
     var settings = SettingsBook()
     var settingOrigins: [String: Configuration.Origin] = [:]
@@ -31,7 +31,10 @@ struct Builder {
     var compiled: [String: Policy.Rule] = [:]
     var policyBodies: [String: Body] = [:]
 
-    init(plugins: [FactorPlugin]) { self.plugins = plugins }
+    init(plugins: [FactorPlugin]) {
+        self.plugins = plugins
+        builtInRules = Configuration.builtInRules(plugins: plugins)
+    }
 
     var factorNames: [String] { plugins.map { $0.kind.rawValue } }
 

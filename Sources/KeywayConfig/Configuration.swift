@@ -17,6 +17,10 @@ public struct Configuration: Sendable {
         case fail
         /// PAM_IGNORE at once: the stack decides (a roll-out).
         case skip
+        /// PAM_SUCCESS at once for an account that exists and has none of the policy's factors enrolled: a roll-out
+        /// where Keyway is the only module asked (sshd after a key; google-authenticator's `nullok`). Never the
+        /// default; the module logs every use (`outcome=allowed`), and `keyway doctor` warns while it is set.
+        case allow
     }
 
     /// Where a value was set: `file:line`, or the default.
@@ -174,11 +178,16 @@ public struct Configuration: Sendable {
     /// The files read, in order.
     public internal(set) var files: [String] = []
 
-    /// The built-in policies (`Policy.builtIns`), each with its rule and that rule as `require =` text without
-    /// attempts, so that the factors' `attempts` settings apply to them too. They exist without any file and cannot
-    /// be redefined.
-    public static var builtInRules: [(name: String, require: String, rule: Policy.Rule)] {
-        Policy.builtIns.map { ($0.name, RuleSyntax.text(of: $0.rule, attempts: false), $0.rule) }
+    /// The built-in policies: `Policy.builtIns`, then one per factor of `plugins` named as the factor (`totp`: that
+    /// factor alone) where no built-in has its name, so every factor can be a stack's whole policy. Each comes with
+    /// its rule and that rule as `require =` text without attempts, so that the factors' `attempts` settings apply to
+    /// them too. They exist without any file and cannot be redefined.
+    public static func builtInRules(plugins: [FactorPlugin]) -> [(name: String, require: String, rule: Policy.Rule)] {
+        let named = Set(Policy.builtIns.map { $0.name })
+        let alone = plugins.map { $0.kind }.sorted().filter { !named.contains($0.rawValue) }.map {
+            Policy(name: $0.rawValue, rule: .factor($0, attempts: 3))
+        }
+        return (Policy.builtIns + alone).map { ($0.name, RuleSyntax.text(of: $0.rule, attempts: false), $0.rule) }
     }
 
     /// The built-ins and default settings only: what a system without `keyway.conf` has.

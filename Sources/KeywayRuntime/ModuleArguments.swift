@@ -75,7 +75,7 @@ public struct ModuleArguments: Equatable, Sendable {
             case ("unenrolled", let mode?):
                 // `ignore` is the older spelling of `skip`.
                 guard let choice = Configuration.Unenrolled(rawValue: mode == "ignore" ? "skip" : mode) else {
-                    return bad("'\(argument)': unenrolled= takes conceal, fail or skip")
+                    return bad("'\(argument)': unenrolled= takes conceal, fail, skip or allow")
                 }
                 parsed.unenrolled = choice
             case ("next", let name?):

@@ -25,6 +25,10 @@ public struct StackDoctor: Sendable {
             case policy
             /// keywayd does not answer, or its store fails.
             case keywayd
+            /// A roll-out lets people in without Keyway's factor (`unenrolled=allow`).
+            case rollOut
+            /// sshd's configuration keeps Keyway from being asked, or asks more than the stack means.
+            case sshd
         }
 
         public var kind: Kind
@@ -113,9 +117,14 @@ public struct StackDoctor: Sendable {
 
     /// The PAM files read.
     public let directory: PAMDirectory
+    /// sshd's configuration, when there is one: how its stack (`sshd`) is reached.
+    public let sshd: SSHDConfig?
 
-    /// A doctor for the files of `directory`.
-    public init(directory: PAMDirectory) { self.directory = directory }
+    /// A doctor for the files of `directory`, and sshd's configuration `sshd` when sshd is installed.
+    public init(directory: PAMDirectory, sshd: SSHDConfig? = nil) {
+        self.directory = directory
+        self.sshd = sshd
+    }
 
     /// Examines every service's auth and account stacks. `configuration` loads the configuration a `config=` names
     /// (nil: the default); `keywayd` asks the daemon at a socket and returns why it cannot serve, or nil.
@@ -182,14 +191,83 @@ public struct StackDoctor: Sendable {
             let policy = try? ModuleArguments.parse(place.line.arguments).get().policy
             var use = Use(stack: service, type: type, line: place.line, policy: policy)
             if type == "auth" {
-                let (note, lockOut) = Self.failure(at: place)
+                var (note, lockOut) = Self.failure(at: place)
+                if service == "sshd", let sshd, sshd.usesPAM, sshd.keyboardInteractive, sshd.keyThenKeyboardInteractive
+                {
+                    // The key first: a refusal here is the second factor doing its work, not a lock-out.
+                    lockOut = nil
+                    note =
+                        "the second factor after the key (AuthenticationMethods at \(sshd.place(of: "AuthenticationMethods")))"
+                }
                 use.note = note
                 findings += [lockOut, Self.jump(at: place)].compactMap { $0 }
+                if service == "sshd", let sshd { findings += Self.sshdFindings(sshd, at: place) }
             }
             uses.append(use)
         }
         for index in findings.indices { findings[index].stacks = [service] }
         return (uses, findings)
+    }
+
+    /// Where sshd's configuration keeps Keyway's line in its stack from being asked, or makes a login ask more than
+    /// the stack means (docs/GUIDE.md, "SSH: a code after the key").
+    static func sshdFindings(_ sshd: SSHDConfig, at place: Place) -> [Finding] {
+        let setup = "pam/examples/sshd_config has the lines for a key, then a code"
+        guard sshd.usesPAM else {
+            return [
+                finding(
+                    place,
+                    "sshd does not use PAM (UsePAM at \(sshd.place(of: "UsePAM"))), so it never runs this stack: "
+                        + "nobody is asked Keyway's factor over SSH",
+                    fix: "UsePAM yes in /etc/ssh/sshd_config.d/keyway.conf; \(setup)", kind: .sshd)
+            ]
+        }
+        guard sshd.keyboardInteractive else {
+            return [
+                finding(
+                    place,
+                    "keyboard-interactive is off (KbdInteractiveAuthentication at "
+                        + "\(sshd.place(of: "KbdInteractiveAuthentication"))), so sshd never asks this stack's "
+                        + "prompts: Keyway's factor is never asked, and a key alone logs in",
+                    fix: "KbdInteractiveAuthentication yes in /etc/ssh/sshd_config.d/keyway.conf; \(setup)", kind: .sshd
+                )
+            ]
+        }
+        var found: [Finding] = []
+        if sshd.loginWithoutKeyboardInteractive {
+            let methods =
+                sshd.methodLists == nil
+                ? "AuthenticationMethods is not set"
+                : "AuthenticationMethods at \(sshd.place(of: "AuthenticationMethods"))"
+            found.append(
+                finding(
+                    place,
+                    "a login can finish without keyboard-interactive (\(methods)): a key alone logs in without "
+                        + "Keyway's factor",
+                    fix: "AuthenticationMethods publickey,keyboard-interactive; \(setup)", kind: .sshd))
+        }
+        if sshd.passwordMethodRuns {
+            found.append(
+                finding(
+                    place,
+                    "sshd's password method runs this stack too (PasswordAuthentication at "
+                        + "\(sshd.place(of: "PasswordAuthentication"))) and answers every hidden prompt with the "
+                        + "password: Keyway's factor is asked a second time there, or counted wrong",
+                    fix: "PasswordAuthentication no, and the password over keyboard-interactive "
+                        + "(pam/examples/sshd-password)", kind: .sshd))
+        }
+        if sshd.keyThenKeyboardInteractive,
+            let password = (place.before + place.after()).first(where: { passwordModules.contains($0.moduleName) })
+        {
+            found.append(
+                finding(
+                    place,
+                    "after the key, \(password.moduleName) at \(password.location) asks the password as well as "
+                        + "Keyway's factor (the stack still includes the password)",
+                    fix: "replace @include common-auth with the Keyway line, as pam/examples/sshd does (or "
+                        + "AuthenticationMethods keyboard-interactive for a password and a code)", kind: .sshd))
+        }
+        return found
     }
 
     /// How a failure of Keyway ends the stack.
@@ -386,15 +464,28 @@ public struct StackDoctor: Sendable {
                     fix: "name one of those with policy=, or define [policy \(arguments.policy)] in \(path)")
             ]
         }
-        return ([named.base] + named.variants).flatMap { definition in
-            definition.impossible.map { why in
-                let variant = definition.variant.map { " (\($0))" } ?? ""
-                return finding(
-                    .policy, "policy '\(arguments.policy)'\(variant) can never succeed in a \(why)",
-                    fix: "give it a fallback that serves remote sessions (e.g. require = biometric or passcode), or "
-                        + "use it only for services nobody reaches remotely")
-            }
+        var found: [Finding] = []
+        if arguments.unenrolled == .allow
+            || (arguments.unenrolled == nil && ([named.base] + named.variants).contains { $0.unenrolled == .allow })
+        {
+            found.append(
+                finding(
+                    .rollOut,
+                    "unenrolled=allow lets everyone with nothing enrolled for policy '\(arguments.policy)' in without "
+                        + "it (a roll-out; each such login is logged as outcome=allowed)",
+                    fix: "remove unenrolled=allow once everyone has enrolled (`keyway status --user NAME` tells)"))
         }
+        return found
+            + ([named.base] + named.variants).flatMap { definition in
+                definition.impossible.map { why in
+                    let variant = definition.variant.map { " (\($0))" } ?? ""
+                    return finding(
+                        .policy, "policy '\(arguments.policy)'\(variant) can never succeed in a \(why)",
+                        fix:
+                            "give it a fallback that serves remote sessions (e.g. require = biometric or passcode), or "
+                            + "use it only for services nobody reaches remotely")
+                }
+            }
     }
 
     // MARK: keywayd

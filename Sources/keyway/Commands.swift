@@ -156,7 +156,10 @@ extension Subcommand {
             options: [
                 .init(
                     name: "--pam-dir", placeholder: "DIR", help: "the PAM directory (default /etc/pam.d)",
-                    completion: .files)
+                    completion: .files),
+                .init(
+                    name: "--sshd-config", placeholder: "FILE",
+                    help: "sshd's configuration (default /etc/ssh/sshd_config, when it exists)", completion: .files),
             ],
             details: """
                 Reads every service's auth and account stacks, following @include, include and substack, and \
@@ -164,8 +167,13 @@ extension Subcommand {
                 file:line, the reason and the fix for: a failure of Keyway that leaves no password to fall back \
                 on (required or requisite alone, requisite above the password); a success=N that skips modules \
                 other than the password; arguments the module refuses; a configuration that does not load, an \
-                unknown policy, or one that can never succeed in some session; keywayd not answering, or its \
-                store failing. Exit 0 when there is nothing to fix, 1 when there is a warning, 77 when not root.
+                unknown policy, or one that can never succeed in some session; unenrolled=allow (a roll-out that \
+                lets people in without Keyway); keywayd not answering, or its store failing. For the sshd stack it \
+                reads sshd's configuration and its includes: sshd not using PAM or keyboard-interactive (Keyway \
+                never asked), a login that can finish without keyboard-interactive, the password method running \
+                the stack too, and the password still asked after the key; required after a key \
+                (AuthenticationMethods publickey,keyboard-interactive) is the second factor, not a lock-out. Exit \
+                0 when there is nothing to fix, 1 when there is a warning, 77 when not root.
                 """,
             run: { $0.doctor() }),
         Subcommand(

@@ -4,11 +4,14 @@ import KeywayCore
 import KeywayRuntime
 import KeywayTools
 
-/// `keyway doctor [--pam-dir DIR]`: the PAM stacks that use Keyway, and where one could lock people out
-/// (`StackDoctor` decides; this reads the files, asks keywayd and prints).
+/// `keyway doctor [--pam-dir DIR] [--sshd-config FILE]`: the PAM stacks that use Keyway, and where one could lock
+/// people out or sshd keeps Keyway from being asked (`StackDoctor` decides; this reads the files, asks keywayd and
+/// prints).
 extension Command {
     /// The PAM directory when --pam-dir is not given.
     static let pamDirectory = "/etc/pam.d"
+    /// sshd's configuration when --sshd-config is not given (read when it exists).
+    static let sshdConfiguration = "/etc/ssh/sshd_config"
     /// The largest PAM file read; a service file is a few lines.
     static let largestPAMFile = 1 << 20
 
@@ -27,7 +30,15 @@ extension Command {
             Keyway.printError("keyway: cannot read \(path): \(problem.reason)")
             return ExitStatus.noInput
         }
-        let report = StackDoctor(directory: PAMDirectory(path: path, files: files)).examine(
+        let sshdPath = parsed.value("--sshd-config") ?? Self.sshdConfiguration
+        var sshd: SSHDConfig? = nil
+        if let text = Self.readPAMFile(sshdPath) {
+            sshd = SSHDConfig(text: text, file: sshdPath, include: Self.sshdIncludes)
+        } else if parsed.value("--sshd-config") != nil {
+            Keyway.printError("keyway: cannot read \(sshdPath)")
+            return ExitStatus.noInput
+        }
+        let report = StackDoctor(directory: PAMDirectory(path: path, files: files), sshd: sshd).examine(
             configuration: { ConfigurationFiles.load($0) }, keywayd: Self.keywaydProblem)
         for line in report.summaries { print(line.escapingControlCharacters) }
         for finding in report.findings {
@@ -55,6 +66,21 @@ extension Command {
             return nil
         } catch {
             return error
+        }
+    }
+
+    /// The files an sshd_config `Include` names, in sshd's order: a relative pattern is under /etc/ssh, and a glob
+    /// is expanded in sorted order (glob(3)).
+    static func sshdIncludes(_ pattern: String) -> [(path: String, text: String)] {
+        let full = pattern.hasPrefix("/") ? pattern : "/etc/ssh/" + pattern
+        var found = glob_t()
+        defer { globfree(&found) }
+        guard glob(full, 0, nil, &found) == 0 else { return [] }
+        return (0..<Int(found.gl_pathc)).compactMap { index in
+            guard let name = found.gl_pathv[index].map({ String(cString: $0) }), let text = readPAMFile(name) else {
+                return nil
+            }
+            return (name, text)
         }
     }
 

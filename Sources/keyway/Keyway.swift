@@ -286,7 +286,8 @@ struct Command {
                     if !factor.labels.isEmpty { line += " (fingers: \(factor.labels.joined(separator: ", ")))" }
                     if factor.failures > 0 { line += "; \(factor.failures) consecutive failures" }
                     switch factor.availability {
-                    case .lockedOut(let until?, _): line += "; locked until \(until)"
+                    case .lockedOut(let until?, _):
+                        line += "; locked until \(SystemClock.local(until, now: SystemClock().now())) (\(until))"
                     case .lockedOut(nil, let reason): line += "; LOCKED (\(reason))"
                     case .notAvailable(let reason) where factor.enrolled != nil: line += "; unavailable: \(reason)"
                     case .failed(let error): line += "; ERROR: \(error.reason)"

@@ -293,6 +293,38 @@ struct RoundTripTests {
         #expect(configuration.settingOrigins["gesture.attempts"]?.description == "keyway.conf.d/50.conf:2")
         #expect(configuration.policy(named: "pattern")?.base.rule == .factor(.gesture, attempts: 2))
         let builtIns = Configuration.builtInsOnly(plugins: Factors.all)
-        #expect(builtIns.policies.map { $0.base.policy } == Policy.builtIns)
+        let policies: [Policy] = builtIns.policies.map { $0.base.policy }
+        #expect(Array(policies.prefix(Policy.builtIns.count)) == Policy.builtIns)
+        // Then every factor alone, named as the factor, where no built-in has its name (passcode has one).
+        let alone: [Policy] = [FactorKind.biometric, .gesture, FactorKind(rawValue: "totp")].map {
+            Policy(name: $0.rawValue, rule: .factor($0, attempts: 3))
+        }
+        #expect(Array(policies.dropFirst(Policy.builtIns.count)) == alone)
+    }
+
+    @Test("every factor is a policy of its own: policy=totp asks a code alone; a policy cannot take a factor's name")
+    func factorPolicies() throws {
+        let builtIns = Configuration.builtInsOnly(plugins: Factors.all)
+        for kind in Factors.all.map(\.kind) {
+            let rule = builtIns.policy(named: kind.rawValue)?.base.rule
+            #expect(rule == .factor(kind, attempts: 3), "\(kind): \(String(describing: rule))")
+        }
+        // A configured totp attempts setting applies to the built-in, as to every built-in.
+        guard
+            case .success(let configured) = Configuration.parse(
+                [ConfigSource(path: "keyway.conf", text: "[totp]\nattempts = 5\n")], plugins: Factors.all)
+        else {
+            Issue.record("the configuration was refused")
+            return
+        }
+        #expect(configured.policy(named: "totp")?.base.rule == .factor(FactorKind(rawValue: "totp"), attempts: 5))
+        guard
+            case .failure(let refused) = Configuration.parse(
+                [ConfigSource(path: "keyway.conf", text: "[policy totp]\nrequire = passcode\n")], plugins: Factors.all)
+        else {
+            Issue.record("a policy named after a factor was accepted")
+            return
+        }
+        #expect("\(refused)".contains("a policy cannot be named 'totp'"), "\(refused)")
     }
 }

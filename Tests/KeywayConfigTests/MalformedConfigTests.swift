@@ -170,7 +170,7 @@ struct MalformedConfigTests {
             ),
             (
                 "[policy sudo]\nrequire = gesture\nunenrolled = ignore\n",
-                "t.conf:3:14: error: 'ignore' is not valid for unenrolled: expected conceal, fail or skip"
+                "t.conf:3:14: error: 'ignore' is not valid for unenrolled: expected conceal, fail, skip or allow"
             ),
             (
                 "[policy sudo]\nrequire = gesture\ngesture.min-dots = 5\n",

@@ -297,6 +297,79 @@ struct StackDoctorTests {
         #expect(store.findings.first?.reason.contains("cannot use its store") == true)
     }
 
+    @Test("unenrolled=allow is a roll-out the doctor names, on the stack's line or in the policy it uses")
+    func rollOut() throws {
+        func kinds(_ stack: String, config: String? = nil) -> [StackDoctor.Finding.Kind] {
+            Self.examine(Self.directory(["sshd": stack + "auth required pam_unix.so\n"]), config: config).findings
+                .map(\.kind)
+        }
+        #expect(kinds("auth required pam_keyway.so policy=totp unenrolled=allow\n").contains(.rollOut))
+        #expect(
+            kinds(
+                "auth required pam_keyway.so policy=codes\n",
+                config: "[policy codes]\nrequire = totp\nunenrolled = allow\n"
+            ).contains(.rollOut))
+        #expect(!kinds("auth required pam_keyway.so policy=totp\n").contains(.rollOut))
+        #expect(
+            !kinds(
+                "auth required pam_keyway.so policy=codes unenrolled=conceal\n",
+                config: "[policy codes]\nrequire = totp\nunenrolled = allow\n"
+            ).contains(.rollOut), "the stack's own argument wins")
+    }
+
+    @Test(
+        "sshd: keyboard-interactive off is warned; a key then a code is clean; the password method running the stack too is warned"
+    )
+    func sshdSetups() throws {
+        let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("pam/examples")
+        func example(_ name: String) throws -> String {
+            try String(contentsOf: examples.appendingPathComponent(name), encoding: .utf8)
+        }
+        // The roll-out argument is a warning of its own (`rollOut`); these setups are the finished roll-out.
+        let keyThenCode = try example("sshd").replacingOccurrences(of: " unenrolled=allow", with: "")
+        let common = [
+            "common-auth": "auth [success=1 default=ignore] pam_unix.so nullok\nauth requisite pam_deny.so\n"
+                + "auth required pam_permit.so\n",
+            "common-account": "account required pam_unix.so\n", "common-session": "session required pam_unix.so\n",
+            "common-password": "password required pam_unix.so\n",
+        ]
+        func report(_ stack: String, _ sshd: SSHDConfig) -> StackDoctor.Report {
+            StackDoctor(directory: PAMDirectory(files: common.merging(["sshd": stack]) { $1 }), sshd: sshd).examine(
+                configuration: { _ in Configuration.parse([], plugins: Factors.all) }, keywayd: { _ in nil })
+        }
+        // Debian's own sshd_config: its drop-ins first, then keyboard-interactive off.
+        let debian = "Include /etc/ssh/sshd_config.d/*.conf\nKbdInteractiveAuthentication no\nUsePAM yes\n"
+        let off = report(keyThenCode, SSHDConfig(text: debian, file: "/etc/ssh/sshd_config"))
+        let offWarning = off.findings.first { $0.kind == .sshd }
+        #expect(offWarning?.reason.contains("keyboard-interactive is off") == true, "\(Self.texts(off))")
+        #expect(offWarning?.reason.contains("/etc/ssh/sshd_config:2") == true, "\(Self.texts(off))")
+        // pam/examples/sshd_config as the drop-in: its yes comes first and wins; the key, then the code.
+        let dropIn = try example("sshd_config")
+        let keyed = report(
+            keyThenCode,
+            SSHDConfig(
+                text: debian, file: "/etc/ssh/sshd_config",
+                include: {
+                    $0 == "/etc/ssh/sshd_config.d/*.conf" ? [("/etc/ssh/sshd_config.d/keyway.conf", dropIn)] : []
+                }))
+        #expect(keyed.findings.isEmpty, "\(Self.texts(keyed))")
+        #expect(keyed.summaries.first { $0.hasPrefix("sshd:") }?.contains("second factor after the key") == true)
+        // The password and a code, with sshd's own password method still on and no AuthenticationMethods.
+        let password = report(
+            try example("sshd-password"), SSHDConfig(text: "UsePAM yes\nKbdInteractiveAuthentication yes\n", file: "c"))
+        let reasons = password.findings.filter { $0.kind == .sshd }.map(\.reason)
+        #expect(reasons.contains { $0.contains("password method runs this stack too") }, "\(Self.texts(password))")
+        #expect(reasons.contains { $0.contains("without keyboard-interactive") }, "\(Self.texts(password))")
+        // Still the key first, but the stack kept common-auth: the password is asked after the key as well.
+        let both = report(
+            "@include common-auth\nauth required pam_keyway.so policy=totp\n",
+            SSHDConfig(text: dropIn, file: "/etc/ssh/sshd_config.d/keyway.conf"))
+        #expect(
+            both.findings.contains { $0.kind == .sshd && $0.reason.contains("asks the password as well") },
+            "\(Self.texts(both))")
+    }
+
     @Test("the shipped example stacks are clean")
     func shippedExamples() throws {
         let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

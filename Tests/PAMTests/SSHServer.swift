@@ -84,13 +84,14 @@ final class SSHServer: @unchecked Sendable {  // used from one test at a time
     /// What sshd has logged.
     var log: String { (try? String(contentsOfFile: directory + "/sshd.log", encoding: .utf8)) ?? "" }
 
-    /// The ssh command line for `user` (a key, no host key checks), with `options` before the destination.
+    /// The ssh command line for `user` (a key, no host key checks), with `options` before the destination. ssh's own
+    /// messages stay at their default level: what keyboard-interactive sends without a prompt is one of them.
     func command(_ user: String, _ options: [String] = []) -> String {
-        ([
+        let base = [
             "ssh", "-i", clientKey, "-p", "\(port)", "-o", "StrictHostKeyChecking=no", "-o",
             "UserKnownHostsFile=/dev/null",
-            "-o", "LogLevel=ERROR",
-        ] + options + ["\(user)@127.0.0.1"]).joined(separator: " ")
+        ]
+        return (base + options + ["\(user)@127.0.0.1"]).joined(separator: " ")
     }
 
     /// Ends sshd and every session it started, and puts /etc/pam.d/sshd back.

@@ -185,7 +185,9 @@ struct ModuleCall {
                 "user=\(user) service=\(service) policy=\(policy)\(variant) unenrolled=\(unenrolled.rawValue) "
                     + "socket=\(parsed.socket)")
         }
-        if unenrolled == .skip && !hasAnyFactor(of: policy, runtime, context) { return .ignored }
+        if unenrolled == .skip || unenrolled == .allow, !hasAnyFactor(of: policy, runtime, context, unenrolled) {
+            return unenrolled == .skip ? .ignored : allowed(context, policy)
+        }
         let evaluating = EvaluationContext.Options(handoverLabel: parsed.next.map { "Use \($0)" })
         return body(
             Call(
@@ -194,13 +196,34 @@ struct ModuleCall {
     }
 
     /// True when the user has at least one of the policy's factors enrolled (or keywayd cannot say: then the
-    /// evaluation reports that failure instead of skipping the user).
-    private func hasAnyFactor(of policy: Policy, _ runtime: Runtime, _ user: UserContext) -> Bool {
+    /// evaluation reports that failure instead of passing the user by).
+    private func hasAnyFactor(
+        of policy: Policy, _ runtime: Runtime, _ user: UserContext, _ unenrolled: Configuration.Unenrolled
+    ) -> Bool {
         guard let status = try? runtime.vault.status(of: user.name).first,
             Set(status.factors.filter { $0.enrolled != nil }.map { $0.factor }).isDisjoint(with: policy.rule.factors)
         else { return true }
-        log(LOG_INFO, "user=\(user.name) policy=\(policy.name) outcome=ignored (nothing enrolled, unenrolled=skip)")
+        if unenrolled == .skip {
+            log(LOG_INFO, "user=\(user.name) policy=\(policy.name) outcome=ignored (nothing enrolled, unenrolled=skip)")
+        }
         return false
+    }
+
+    /// `unenrolled=allow` for a user with nothing enrolled: a success, logged as one no factor gave, for an account
+    /// that exists; a name no account has is refused as not enrolled (nothing to roll out to).
+    private func allowed(_ user: UserContext, _ policy: Policy) -> PAMOutcome {
+        guard case .success(_?) = Accounts.uid(of: user.name) else {
+            log(
+                LOG_NOTICE,
+                "user=\(user.name) policy=\(policy.name) outcome=failure (nothing enrolled, unenrolled=allow: no such "
+                    + "account)")
+            return .failure(AuthenticationError(.factorNotEnrolled, "nothing is enrolled and no account has this name"))
+        }
+        log(
+            LOG_NOTICE,
+            "user=\(user.name) service=\(user.service) policy=\(policy.name) outcome=allowed (nothing enrolled, "
+                + "unenrolled=allow: in without Keyway)")
+        return .success
     }
 
     private func log(_ priority: Int32, _ message: String) { handle.log(priority, message) }
@@ -210,8 +233,10 @@ struct ModuleCall {
         switch error.code {
         case .throttled:
             guard let until = error.retryAt else { return error.code.summary }
-            let wait = SystemClock().now().duration(to: until)
-            return "Too many failed attempts; try again after \(until) (in \(wait.spokenDescription))."
+            let now = SystemClock().now()
+            let wait = now.duration(to: until)
+            return "Too many failed attempts; try again after \(SystemClock.local(until, now: now)) "
+                + "(in \(wait.spokenDescription))."
         case .timeout, .biometryNotAvailable:
             return error.spoken
         case .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled:

@@ -1,0 +1,142 @@
+import Foundation
+import Testing
+
+/// A second factor for SSH as an administrator rolls it out (docs/GUIDE.md, "SSH"): Debian's sshd on loopback with
+/// pam/examples/sshd as its PAM stack and pam/examples/sshd_config's lines, a real ssh client in tmux logging in with
+/// a key, then a TOTP code from Debian's oathtool. Everything the person learns is read off the screen.
+@Suite("SSH: a key, then a code", .serialized)
+struct SSHTests {
+    let fixture = PAMFixture()
+    static let coder = "kwssh-coder"
+    static let newcomer = "kwssh-new"
+
+    /// oathtool's code for `key` at `offset` seconds from now.
+    func oathtool(_ key: String, offset: Int = 0) throws -> String {
+        let seconds = Int(Date().timeIntervalSince1970) + offset
+        let result = try run("/usr/bin/oathtool", ["--totp", "-b", "-N", "@\(seconds)", key])
+        #expect(result.status == 0, "\(result.text)")
+        return result.output.first ?? ""
+    }
+
+    /// `keyway enroll totp` for `user` in a terminal, as root at a console: the key read off the screen.
+    func enrollTOTP(_ user: String) throws -> String {
+        let terminal = try Terminal("\(cliPath) --socket \(fixture.socket) enroll totp --user \(user)")
+        defer { terminal.close() }
+        let screen = try terminal.waitFor("Code from the app:")
+        let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
+        let key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
+        try terminal.type(try oathtool(key))
+        #expect(try terminal.waitFor("[exit ").contains("[exit 0]"))
+        return key
+    }
+
+    /// A shipped example with the module at build/pam_keyway.so and the fixture's keywayd.
+    func example(_ name: String) throws -> String {
+        let text = try String(contentsOfFile: packageRoot + "/pam/examples/" + name, encoding: .utf8)
+        return text.components(separatedBy: "\n").map { line in
+            guard !line.hasPrefix("#"), line.contains(" pam_keyway.so ") else { return line }
+            return line.replacingOccurrences(of: " pam_keyway.so ", with: " \(modulePath) \(fixture.moduleArguments) ")
+        }.joined(separator: "\n")
+    }
+
+    /// pam/examples/sshd_config's settings.
+    func sshdSettings() throws -> [String] {
+        try String(contentsOfFile: packageRoot + "/pam/examples/sshd_config", encoding: .utf8)
+            .split(separator: "\n").map(String.init).filter { !$0.hasPrefix("#") && !$0.isEmpty }
+    }
+
+    func setUp() throws -> String {
+        try requireIsolation()
+        #expect(try TestAccounts.add(Self.coder))
+        #expect(try TestAccounts.add(Self.newcomer))
+        chmod(fixture.directory, 0o755)
+        fixture.startDaemon()
+        return try enrollTOTP(Self.coder)
+    }
+
+    func tearDown() {
+        TestAccounts.remove(Self.coder)
+        TestAccounts.remove(Self.newcomer)
+        fixture.remove()
+    }
+
+    /// Waits until the shell runs as `user` (it echoes a marker the typed command cannot show).
+    func inShell(_ terminal: Terminal, as user: String) throws {
+        try terminal.type("echo IN-$(id -un)-SHELL")
+        try terminal.waitFor("IN-\(user)-SHELL", seconds: 20)
+    }
+
+    @Test(
+        "a key then a code → a shell; the code again → refused, said on the screen; wrong codes → until when it waits")
+    func keyThenCode() throws {
+        defer { tearDown() }
+        let key = try setUp()
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: try example("sshd"),
+            users: [Self.coder, Self.newcomer])
+        defer { sshd.stop() }
+        // The enrollment spent this step's code: the next step's is within the window.
+        let code = try oathtool(key, offset: 30)
+        do {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            try terminal.waitFor("Verification code:", seconds: 20)
+            try terminal.type(code)
+            try inShell(terminal, as: Self.coder)
+        }
+        let terminal = try Terminal(sshd.command(Self.coder))
+        defer { terminal.close() }
+        try terminal.waitFor("Verification code:", seconds: 20)
+        try terminal.type(code)
+        var screen = try terminal.waitFor("Verification code:", count: 2)
+        #expect(screen.contains("Not recognized"), "the used code's refusal is not on the screen:\n\(screen)")
+        // Distinct wrong codes (the same wrong code again in one step is refunded) until the counter throttles: the
+        // screen says until when, in words.
+        let valid = try [-30, 0, 30, 60].map { try oathtool(key, offset: $0) }
+        let wrong = (1...9).map { String(repeating: String($0), count: 6) }.filter { !valid.contains($0) }
+        for guess in wrong where !screen.contains("try again") {
+            try terminal.type(guess)
+            usleep(700_000)
+            screen = try terminal.screen()
+        }
+        screen = try terminal.waitFor("try again", seconds: 10)
+        #expect(screen.contains("Too many failed attempts"), "\(screen)")
+        print("ssh: throttled, the screen says: \(screen.split(separator: "\n").filter { $0.contains("try again") })")
+        #expect(!screen.contains("IN-\(Self.coder)"), "\(screen)")
+    }
+
+    @Test("roll-out: a person without a code gets in with the key alone, and the log says so")
+    func rollOut() throws {
+        defer { tearDown() }
+        _ = try setUp()
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: try example("sshd"),
+            users: [Self.coder, Self.newcomer])
+        defer { sshd.stop() }
+        let terminal = try Terminal(sshd.command(Self.newcomer))
+        defer { terminal.close() }
+        try inShell(terminal, as: Self.newcomer)
+        #expect(!(try terminal.screen()).contains("Verification code:"))
+        let allowed = capture.lines.filter { $0.contains("user=\(Self.newcomer)") && $0.contains("outcome=allowed") }
+        #expect(!allowed.isEmpty, "\(capture.lines)")
+        #expect(allowed.allSatisfy { $0.contains("unenrolled=allow") }, "\(allowed)")
+    }
+
+    @Test("unenrolled=allow: an account with nothing enrolled passes without a prompt; a name no account has does not")
+    func allowOnlyAccounts() throws {
+        defer { tearDown() }
+        _ = try setUp()
+        fixture.service("codes", "policy=totp unenrolled=allow")
+        let newcomer = try harness(fixture, "codes", Self.newcomer, ["--acct"])
+        #expect(newcomer.result == "PAM_SUCCESS", "\(newcomer.text)")
+        #expect(!newcomer.text.contains("prompt:"), "\(newcomer.text)")
+        let stranger = try harness(fixture, "codes", "kwssh-no-such-account", answers("123456"))
+        #expect(stranger.result != "PAM_SUCCESS", "\(stranger.text)")
+        // An enrolled user is asked the code as ever: allow never skips a factor someone has.
+        let coder = try harness(fixture, "codes", Self.coder, answers("000000", "111111", "222222"))
+        #expect(coder.result == "PAM_AUTH_ERR", "\(coder.text)")
+        #expect(coder.text.contains("Verification code:"), "\(coder.text)")
+    }
+}
