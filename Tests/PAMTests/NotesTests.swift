@@ -230,6 +230,8 @@ struct NotesTests {
         fixture.stopDaemon()
         // --notes 0: the directory and what an earlier keywayd left in it are removed, and nothing is written.
         fixture.startDaemon(["--notes", "0"])
+        // keywayd removes it just after its socket answers (as it logs whether notes are on): waited for.
+        for _ in 0..<100 where FileManager.default.fileExists(atPath: notes) { usleep(50_000) }
         #expect(!FileManager.default.fileExists(atPath: notes))
         _ = client.availability(of: .passcode, for: UserContext(name: "flood-0", concealsEnrollment: true))
         usleep(100_000)

@@ -9,6 +9,10 @@ import KeywayPlatform
 final class SSHServer: @unchecked Sendable {  // used from one test at a time
     struct Failure: Error, CustomStringConvertible { let description: String }
 
+    /// Held from a server's start to its `stop()`: every sshd reads /etc/pam.d/sshd, so the suites that run one
+    /// (side by side) take turns. A semaphore, not a lock: a test may stop on another thread than it started.
+    private static let exclusive = DispatchSemaphore(value: 1)
+
     let directory: String
     let port: Int
     /// The client's private key (`ssh -i`).
@@ -21,6 +25,9 @@ final class SSHServer: @unchecked Sendable {  // used from one test at a time
     /// `settings`: lines added to sshd_config (`AuthenticationMethods …`, `KbdInteractiveAuthentication yes`);
     /// `pam`: the text of /etc/pam.d/sshd; `users`: who may log in with the client key.
     init(settings: [String] = [], pam: String, users: [String]) throws {
+        Self.exclusive.wait()
+        var started = false
+        defer { if !started { Self.exclusive.signal() } }  // a failed start lets the next one go
         var template = Array("/tmp/keyway-sshd.XXXXXX".utf8CString)
         directory = String(cString: mkdtemp(&template)!)
         chmod(directory, 0o755)
@@ -53,12 +60,12 @@ final class SSHServer: @unchecked Sendable {  // used from one test at a time
         do {
             try pam.write(toFile: "/etc/pam.d/sshd", atomically: true, encoding: .utf8)
         } catch {
-            stop()
+            cleanUp()
             throw error
         }
         // Started as a daemon (its first process exits at once): sshd closes the descriptors it inherits, which
         // Foundation reads as its child's end, and it would then wait for a child that is still running.
-        let started = try run("/usr/sbin/sshd", ["-f", directory + "/sshd_config", "-E", directory + "/sshd.log"])
+        let launched = try run("/usr/sbin/sshd", ["-f", directory + "/sshd_config", "-E", directory + "/sshd.log"])
         var daemon: Int32 = 0
         for _ in 0..<100 {
             daemon =
@@ -68,17 +75,23 @@ final class SSHServer: @unchecked Sendable {  // used from one test at a time
             if daemon > 0 { break }
             usleep(50_000)
         }
-        guard started.status == 0, daemon > 0 else {
-            let why = "sshd did not start: \(started.text) \(log)"
-            stop()
+        guard launched.status == 0, daemon > 0 else {
+            let why = "sshd did not start: \(launched.text) \(log)"
+            cleanUp()
             throw Failure(description: why)
         }
         self.daemon = daemon
-        try cgroup.add(daemon)
+        do {
+            try cgroup.add(daemon)
+        } catch {
+            cleanUp()
+            throw error
+        }
         guard Self.waitForListener(port) else {
-            stop()
+            cleanUp()
             throw Failure(description: "sshd did not listen on port \(port): \(log)")
         }
+        started = true
     }
 
     /// What sshd has logged.
@@ -96,6 +109,12 @@ final class SSHServer: @unchecked Sendable {  // used from one test at a time
 
     /// Ends sshd and every session it started, and puts /etc/pam.d/sshd back.
     func stop() {
+        cleanUp()
+        Self.exclusive.signal()
+    }
+
+    /// What `stop` does but letting the next server go.
+    private func cleanUp() {
         if let pids = try? String(contentsOfFile: cgroup.path + "/cgroup.procs", encoding: .utf8) {
             for pid in pids.split(separator: "\n").compactMap({ Int32($0) }) { kill(pid, SIGKILL) }
         }
