@@ -16,8 +16,9 @@ struct SSHLocalityTests {
     func suPtyOverSSH() throws {
         try requireIsolation()
         let savedSu = FileManager.default.contents(atPath: "/etc/pam.d/su")
+        #expect(savedSu != nil, "no /etc/pam.d/su to put Keyway in front of")
         defer {
-            if let savedSu { FileManager.default.createFile(atPath: "/etc/pam.d/su", contents: savedSu) }
+            if let savedSu { try? savedSu.write(to: URL(fileURLWithPath: "/etc/pam.d/su"), options: .atomic) }
             TestAccounts.remove(Self.attacker)
             TestAccounts.remove(Self.victim)
             fixture.remove()
@@ -31,14 +32,15 @@ struct SSHLocalityTests {
         chmod(fixture.directory, 0o755)
         fixture.startDaemon()
         let config = fixture.writeConfig("[policy console]\nrequire = gesture\nwhen = local\n")
-        // The pattern where the session is local; the password otherwise (the policy fails at once outside it).
-        try """
-        auth [success=done default=ignore] \(modulePath) \(fixture.moduleArguments) policy=console \(config)
-        auth required pam_unix.so
-        account required pam_unix.so
-        session required pam_permit.so
+        // The pattern where the session is local; the password otherwise (the policy fails at once outside it). Only
+        // for this test's two accounts, in front of the system's own stack: other suites run su beside this one (root's
+        // `su kwtest -c …` passes by pam_rootok, as before), and the file is replaced whole, by a rename.
+        let keyway = """
+            auth [success=ignore default=1] pam_succeed_if.so quiet user in \(Self.attacker):\(Self.victim)
+            auth [success=done default=ignore] \(modulePath) \(fixture.moduleArguments) policy=console \(config)
 
-        """.write(toFile: "/etc/pam.d/su", atomically: true, encoding: .utf8)
+            """
+        try (Data(keyway.utf8) + (savedSu ?? Data())).write(to: URL(fileURLWithPath: "/etc/pam.d/su"), options: .atomic)
         let sshd = try SSHServer(
             settings: [
                 "AuthenticationMethods publickey", "KbdInteractiveAuthentication no", "PasswordAuthentication no",
