@@ -63,6 +63,7 @@ let package = Package(
         library("KeywayBiometricSimulator", ["KeywayCore", "CKeywayLibc"], path: "Plugins/BiometricSimulator"),
         library("KeywayPasscode", ["KeywayCore"], path: "Plugins/Passcode"),
         library("KeywayTOTP", ["KeywayCore", "CKeywayLibc"], path: "Plugins/TOTP"),
+        library("KeywayRecovery", ["KeywayCore"], path: "Plugins/Recovery"),
         // The biometric factor's second backend: fprintd's readers over the system bus (libdbus-1). Only keywayd
         // links it: the module and the CLI never talk to D-Bus (docs/ARCHITECTURE.md §18).
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
@@ -73,7 +74,10 @@ let package = Package(
         // The one list of factors, below both sides: the module, the CLI and keywayd all read it (Factors.all).
         library(
             "KeywayFactors",
-            ["KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPasscode", "KeywayTOTP"]),
+            [
+                "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPasscode", "KeywayTOTP",
+                "KeywayRecovery",
+            ]),
 
         // The configuration language: keyway.conf's sections, settings checked against what the plugins declare,
         // the `require =` rules, diagnostics. Pure Swift, no files: the loader is in KeywayRuntime.
@@ -194,6 +198,7 @@ let package = Package(
                 "KeywayCrypto",
             ]),
         tests("TOTPTests", ["KeywayTOTP", "KeywayCore", "KeywayTestSupport"]),
+        tests("RecoveryTests", ["KeywayRecovery", "KeywayCore", "KeywayCrypto", "KeywayStore", "KeywayTestSupport"]),
         tests(
             "PasscodeTests", ["KeywayPasscode", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"]),
         tests(

@@ -36,13 +36,18 @@ public final class InMemoryStore: Store {
         }
     }
 
-    public func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool {
-        let stored = contents.withLock { $0.enrollments[current.user]?[current.factor] }
-        guard stored?.payload == current.payload, new.user == current.user, new.factor == current.factor else {
-            return false
+    public func replace(_ current: Enrollment, with new: Enrollment, recording entry: AuditEntry)
+        throws(AuthenticationError) -> Bool
+    {
+        contents.withLock {
+            let stored = $0.enrollments[current.user]?[current.factor]
+            guard stored?.payload == current.payload, new.user == current.user, new.factor == current.factor else {
+                return false
+            }
+            $0.enrollments[new.user, default: [:]][new.factor] = new
+            $0.audit.append(entry)
+            return true
         }
-        try save(new)  // the check and the save are not one lock here; InMemoryStore serves one process's tests
-        return true
     }
 
     @discardableResult

@@ -173,7 +173,7 @@ public final class LocalVault: Vault {
                         labels: details?.labels ?? [], failures: book[keeper.factor].consecutiveFailures,
                         availability: Self.switchedOff(keeper.factor, in: preferences)
                             ?? keeper.availability(for: UserContext(name: name), records: records, book: book),
-                        domainState: details?.domainState ?? []))
+                        domainState: details?.domainState ?? [], usesLeft: record.flatMap(keeper.usesLeft(of:))))
             }
             var switches: [String: Bool] = [:]
             for setting in userSettings {

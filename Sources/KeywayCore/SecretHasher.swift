@@ -22,6 +22,12 @@ public protocol SecretHasher: AnyObject, Sendable {
     func hash(_ secret: Secret) throws(AuthenticationError) -> String
     /// Checks a secret against an enrolled hash string.
     func verify(_ secret: Secret, against encoded: String) throws(AuthenticationError) -> SecretCheck
+    /// Hashes each of `secrets` (a set of recovery codes) so that `verify(_:againstSet:)` checks a secret against all
+    /// of them at the cost of one verification: one salt and cost for the set.
+    func hashSet(_ secrets: [Secret]) throws(AuthenticationError) -> [String]
+    /// Checks a secret against hashes `hashSet` made together: which one it is, or the wrong secret's fingerprint,
+    /// in time that does not depend on which (or whether) one matches.
+    func verify(_ secret: Secret, againstSet encoded: [String]) throws(AuthenticationError) -> SetCheck
     /// Spends the work of one verification without an enrollment; returns the secret's fingerprint.
     @discardableResult
     func burnWork(_ secret: Secret) -> [UInt8]
@@ -35,7 +41,36 @@ public enum SecretCheck: Sendable, Equatable {
     case mismatch(fingerprint: [UInt8])
 }
 
+/// The result of checking a secret against a set of hashes (`SecretHasher.verify(_:againstSet:)`).
+public enum SetCheck: Sendable, Equatable {
+    /// The secret is the set's member at this index.
+    case match(Int)
+    /// The secret is none of them; the fingerprint identifies this wrong secret for this set.
+    case mismatch(fingerprint: [UInt8])
+}
+
 extension SecretHasher {
+    /// Each hashed alone: a check then costs one verification per member.
+    public func hashSet(_ secrets: [Secret]) throws(AuthenticationError) -> [String] {
+        var hashes: [String] = []
+        for secret in secrets { hashes.append(try hash(secret)) }
+        return hashes
+    }
+
+    /// Each verified in turn (every one, whatever matched first).
+    public func verify(_ secret: Secret, againstSet encoded: [String]) throws(AuthenticationError) -> SetCheck {
+        var matched: Int? = nil
+        var first: [UInt8]? = nil
+        for (index, hash) in encoded.enumerated() {
+            switch try verify(secret, against: hash) {
+            case .match: if matched == nil { matched = index }
+            case .mismatch(let fingerprint): if first == nil { first = fingerprint }
+            }
+        }
+        if let matched { return .match(matched) }
+        return .mismatch(fingerprint: first ?? burnWork(secret))
+    }
+
     /// No fast fingerprint: every attempt pays the slow hash.
     public func quickFingerprint(_ secret: Secret, boundTo binding: [UInt8]) -> [UInt8]? { nil }
 

@@ -19,8 +19,10 @@ public protocol Store: AnyObject, Sendable {
     func save(_ enrollment: Enrollment) throws(AuthenticationError)
     /// Replaces `current` with `new` (same user and factor) only if the stored record is still `current` (the same
     /// payload), atomically; false, changing nothing, when it is not. A change verifies the old secret and then
-    /// stores the new one: this keeps a removal or another change made in between from being undone.
-    func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool
+    /// stores the new one: this keeps a removal or another change made in between from being undone. `entry` is the
+    /// audit row written with it (an enrollment, or a single-use secret spent from a set: `.use`).
+    func replace(_ current: Enrollment, with new: Enrollment, recording entry: AuditEntry)
+        throws(AuthenticationError) -> Bool
     /// Removes the user's enrollment for `factor`; returns false when there was none.
     @discardableResult
     func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError) -> Bool
@@ -90,6 +92,14 @@ public struct AccountRecord: Sendable, Equatable {
 }
 
 extension Store {
+    /// A change of the enrollment, recorded as an enrollment by its `changedBy`.
+    public func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool {
+        try replace(
+            current, with: new,
+            recording: AuditEntry(
+                at: new.changedAt, actor: new.changedBy, user: new.user, action: .enroll, factor: new.factor))
+    }
+
     /// `pruneAudit` with the routine rows a host keeps (`AuditEntry.routineRowsPerHost`).
     @discardableResult
     public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {
@@ -155,13 +165,15 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
         case reset
         /// A per-user switch or preference was set (the key and value are in `detail`).
         case set
+        /// A single-use secret was spent (a recovery code, a pass; what is left in `detail`).
+        case use
 
         /// A row pruning drops first (`Store.pruneAudit`): what a user may do to their own account any number of
         /// times, as opposed to an enrollment, a removal or a reset.
         public var isRoutine: Bool {
             switch self {
             case .set: true
-            case .enroll, .remove, .reset: false
+            case .enroll, .remove, .reset, .use: false
             }
         }
     }

@@ -117,12 +117,15 @@ public struct UserStatus: Sendable, Equatable {
         public var availability: Availability
         /// Changes with every enrollment change (LocalAuthentication's `evaluatedPolicyDomainState`); may be empty.
         public var domainState: [UInt8]
+        /// Uses left, for a factor spent a use at a time (recovery codes); nil for any other.
+        public var usesLeft: Int?
 
         /// Creates a factor status.
         public init(
             factor: FactorKind, enrolled: (at: Timestamp, by: String)?, labels: [String] = [], failures: Int = 0,
-            availability: Availability, domainState: [UInt8] = []
+            availability: Availability, domainState: [UInt8] = [], usesLeft: Int? = nil
         ) {
+            self.usesLeft = usesLeft
             self.factor = factor
             self.enrolled = enrolled
             self.labels = labels
@@ -134,7 +137,7 @@ public struct UserStatus: Sendable, Equatable {
         public static func == (lhs: FactorStatus, rhs: FactorStatus) -> Bool {
             lhs.factor == rhs.factor && lhs.enrolled?.at == rhs.enrolled?.at && lhs.enrolled?.by == rhs.enrolled?.by
                 && lhs.labels == rhs.labels && lhs.failures == rhs.failures && lhs.availability == rhs.availability
-                && lhs.domainState == rhs.domainState
+                && lhs.domainState == rhs.domainState && lhs.usesLeft == rhs.usesLeft
         }
     }
 
@@ -167,6 +170,8 @@ public protocol FactorKeeper: AnyObject, Sendable {
         -> Enrollment?
     /// The labels and domain state of a stored enrollment.
     func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8])
+    /// For an enrollment spent a use at a time (recovery codes): the uses left; nil for any other.
+    func usesLeft(of record: Enrollment) -> Int?
     /// What its refusals are called (its plugin's `codes`).
     var codes: FactorCodes { get }
     /// True when its owner may change it, giving the current secret (a chosen secret).
@@ -263,4 +268,6 @@ extension FactorKeeper {
     public func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8]) {
         ([], [])
     }
+
+    public func usesLeft(of record: Enrollment) -> Int? { nil }
 }

@@ -91,6 +91,56 @@ public final class Argon2idHasher: SecretHasher {
         return .mismatch(fingerprint: fingerprint)
     }
 
+    /// One salt for the set, so that a check derives once (`verify(_:againstSet:)`): 10 codes cost one
+    /// verification to check, and an attacker with the store tests a guess against all 10 with one derivation too,
+    /// which the codes' 59 bits are chosen for (Plugins/Recovery).
+    public func hashSet(_ secrets: [Secret]) throws(AuthenticationError) -> [String] {
+        let salt = Sodium.randomBytes(Self.saltLength)
+        var hashes: [String] = []
+        for secret in secrets {
+            var derived = try derive(secret, salt: salt, cost: cost)
+            defer { derived.withUnsafeMutableBytes { Sodium.wipe($0) } }
+            hashes.append(
+                "$argon2id$v=19$m=\(cost.memLimit >> 10),t=\(cost.opsLimit),p=1$\(Sodium.encodeBase64(salt))"
+                    + "$\(Sodium.encodeBase64(derived))")
+        }
+        return hashes
+    }
+
+    public func verify(_ secret: Secret, againstSet encoded: [String]) throws(AuthenticationError) -> SetCheck {
+        var parsed: [(cost: Cost, salt: [UInt8], hash: [UInt8])] = []
+        for hash in encoded { parsed.append(try Self.parse(hash)) }
+        guard let first = parsed.first else { return .mismatch(fingerprint: burnWork(secret)) }
+        guard parsed.allSatisfy({ $0.cost == first.cost && $0.salt == first.salt }) else {
+            throw AuthenticationError(.storeFailure, "the stored set of hashes does not share one salt and cost")
+        }
+        var derived = try derive(secret, salt: first.salt, cost: first.cost)
+        defer { derived.withUnsafeMutableBytes { Sodium.wipe($0) } }
+        var matched: Int? = nil
+        for (index, member) in parsed.enumerated() {  // every member compared, whichever matches
+            let equal = derived.withUnsafeBytes { d in member.hash.withUnsafeBytes { Sodium.constantTimeEqual(d, $0) } }
+            if equal && matched == nil { matched = index }
+        }
+        if let matched { return .match(matched) }
+        return .mismatch(
+            fingerprint: derived.withUnsafeBytes {
+                Sodium.keyedHash($0, key: Self.fingerprintKey, length: Self.fingerprintLength)
+            })
+    }
+
+    /// The raw Argon2id output for `secret` with `salt` at `cost`.
+    private func derive(_ secret: Secret, salt: [UInt8], cost: Cost) throws(AuthenticationError) -> [UInt8] {
+        var derived = [UInt8](repeating: 0, count: Self.keyLength)
+        let ok = secret.withUnsafeBytes { password in
+            derived.withUnsafeMutableBytes { output in
+                Sodium.deriveKey(
+                    into: output, password: password, salt: salt, opsLimit: cost.opsLimit, memLimit: cost.memLimit)
+            }
+        }
+        guard ok else { throw AuthenticationError(.internalFailure, "Argon2id derivation failed (out of memory?)") }
+        return derived
+    }
+
     /// The key of `quickFingerprint`: random, made with the hasher, never written anywhere.
     private let quickKey = Sodium.randomBytes(32)
 

@@ -60,6 +60,17 @@ enum Sodium {
         return Array(output.prefix(length))
     }
 
+    /// `sodium_bin2base64` with the unpadded original alphabet (the encoding in Argon2 hash strings).
+    static func encodeBase64(_ bytes: [UInt8]) -> String {
+        let size = sodium_base64_encoded_len(bytes.count, sodium_base64_VARIANT_ORIGINAL_NO_PADDING)
+        var out = [CChar](repeating: 0, count: size)
+        _ = out.withUnsafeMutableBufferPointer { buffer in
+            sodium_bin2base64(
+                buffer.baseAddress!, size, bytes, bytes.count, sodium_base64_VARIANT_ORIGINAL_NO_PADDING)
+        }
+        return out.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
     /// `sodium_memcmp`: constant-time comparison of equal-length buffers.
     static func constantTimeEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
         a.count == b.count && sodium_memcmp(a.baseAddress, b.baseAddress, a.count) == 0

@@ -2,6 +2,7 @@ import KeywayBiometricSimulator
 public import KeywayCore
 import KeywayGesture
 import KeywayPasscode
+import KeywayRecovery
 import KeywayTOTP
 
 /// Every factor Keyway has, as data: the one list of plugins (docs/ARCHITECTURE.md §11). It sits below both sides,
@@ -14,7 +15,7 @@ public enum Factors {
     public static var all: [FactorPlugin] {
         [
             GestureAuthenticator.plugin, BiometricAuthenticator.plugin, PasscodeAuthenticator.plugin,
-            TOTPAuthenticator.plugin,
+            TOTPAuthenticator.plugin, RecoveryAuthenticator.plugin,
         ]
     }
 }

@@ -358,7 +358,9 @@ public final class PostgresStore: LoadableStore {
         }
     }
 
-    public func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool {
+    public func replace(_ current: Enrollment, with new: Enrollment, recording entry: AuditEntry)
+        throws(AuthenticationError) -> Bool
+    {
         guard new.user == current.user, new.factor == current.factor else { return false }
         return try run("cannot save the enrollment") { db, deadline throws(PostgresError) in
             try transaction(db, deadline) { () throws(PostgresError) in
@@ -374,11 +376,7 @@ public final class PostgresStore: LoadableStore {
                         PostgresConnection.bytea(new.payload), String(new.changedAt.milliseconds), new.changedBy,
                         new.user, new.factor.rawValue,
                     ], deadline: deadline)
-                try audit(
-                    db,
-                    AuditEntry(
-                        at: new.changedAt, actor: new.changedBy, user: new.user, action: .enroll, factor: new.factor),
-                    deadline)
+                try audit(db, entry, deadline)
                 return true
             }
         }

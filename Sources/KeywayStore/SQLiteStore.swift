@@ -205,7 +205,9 @@ public final class SQLiteStore: LoadableStore {
         }
     }
 
-    public func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool {
+    public func replace(_ current: Enrollment, with new: Enrollment, recording entry: AuditEntry)
+        throws(AuthenticationError) -> Bool
+    {
         guard new.user == current.user, new.factor == current.factor else { return false }
         return try run("cannot save the enrollment") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
@@ -220,10 +222,7 @@ public final class SQLiteStore: LoadableStore {
                         .blob(new.payload), .integer(new.changedAt.milliseconds), .text(new.changedBy),
                         .text(new.user), .text(new.factor.rawValue),
                     ])
-                try Self.audit(
-                    db,
-                    AuditEntry(
-                        at: new.changedAt, actor: new.changedBy, user: new.user, action: .enroll, factor: new.factor))
+                try Self.audit(db, entry)
                 return true
             }
         }

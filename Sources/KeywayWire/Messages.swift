@@ -316,6 +316,7 @@ public enum Response: Sendable, Equatable {
                     out.u32(factor.failures)
                     out.availability(factor.availability)
                     out.data(factor.domainState)
+                    out.optional(factor.usesLeft) { out, left in out.u32(left) }
                 }
                 out.u32(user.switches.count)
                 for (key, value) in user.switches.sorted(by: { $0.key < $1.key }) {
@@ -383,10 +384,13 @@ public enum Response: Sendable, Equatable {
                     let failures = try input.u32("the failures")
                     let availability = try input.availability()
                     let domainState = Array(try input.data("the domain state", limit: 64))
+                    let usesLeft = try input.optional("the uses left") { reader throws(WireError) in
+                        try reader.u32("the uses left")
+                    }
                     factors.append(
                         UserStatus.FactorStatus(
                             factor: factor, enrolled: enrolled, labels: labels, failures: failures,
-                            availability: availability, domainState: domainState))
+                            availability: availability, domainState: domainState, usesLeft: usesLeft))
                 }
                 var switches: [String: Bool] = [:]
                 for _ in 0..<(try input.count("switches", limit: 256)) {

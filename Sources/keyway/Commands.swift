@@ -8,13 +8,16 @@ extension Subcommand {
     static let all: [Subcommand] = [
         Subcommand(
             path: ["enroll"],
-            summary: "set a pattern or passcode (asked twice), enroll a finger (5 touches) or a TOTP app (a QR code)",
+            summary:
+                "set a pattern or passcode (asked twice), enroll a finger (5 touches), a TOTP app (a QR code) or "
+                + "recovery codes (ten, shown once)",
             operands: [factor], options: [user, stdin, finger, simulateTouches], required: ["--user"],
             details: """
                 The account must exist on this system. A pattern is drawn on a grid when standard input is a \
                 terminal; --stdin reads one line and uses it for both entries. --finger (default right-index) and \
                 --simulate-touches apply to the biometric only. For totp, keywayd makes a secret, shown once as a QR \
-                code and a key; one code from the app confirms it. Creates the store if needed (--store).
+                code and a key; one code from the app confirms it. For recovery, keywayd makes ten single-use codes, shown once; \
+                typing one back saves them and voids any earlier set. Creates the store if needed (--store).
                 """,
             run: { $0.enroll() }),
         Subcommand(

@@ -284,6 +284,12 @@ struct Command {
                     var line = "  \(factor.factor): "
                     line += factor.enrolled.map { "enrolled \($0.at) by \($0.by)" } ?? "not enrolled"
                     if !factor.labels.isEmpty { line += " (fingers: \(factor.labels.joined(separator: ", ")))" }
+                    if let left = factor.usesLeft, factor.enrolled != nil {
+                        line += "; \(left) \(left == 1 ? "use" : "uses") left"
+                        if left <= Self.fewUsesLeft {
+                            line += " (WARNING: make a new set soon: keyway enroll \(factor.factor))"
+                        }
+                    }
                     if factor.failures > 0 { line += "; \(factor.failures) consecutive failures" }
                     switch factor.availability {
                     case .lockedOut(let until?, _):
@@ -304,6 +310,9 @@ struct Command {
             }
         }
     }
+
+    /// At or below this many uses left, `keyway status` warns (recovery codes: two left of ten).
+    static let fewUsesLeft = 2
 
     func reset() -> Int32 {
         let user = user()

@@ -42,8 +42,10 @@ private final class DiskOrderStore: Store {
         try base.enrollments(of: factor)
     }
     func save(_ enrollment: Enrollment) throws(AuthenticationError) { try base.save(enrollment) }
-    func replace(_ current: Enrollment, with new: Enrollment) throws(AuthenticationError) -> Bool {
-        try base.replace(current, with: new)
+    func replace(_ current: Enrollment, with new: Enrollment, recording entry: AuditEntry)
+        throws(AuthenticationError) -> Bool
+    {
+        try base.replace(current, with: new, recording: entry)
     }
     func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError) -> Bool
     {

@@ -91,4 +91,30 @@ struct Argon2idHasherTests {
         #expect(try strong.verify(secret("1-5-9-6"), against: encoded) == .match)
         strong.burnWork(secret("anything"))
     }
+
+    @Test("a set hashed together: one salt, each a hash libsodium accepts, and a check that finds the member")
+    func sets() throws {
+        let members = ["k7m2x9pq4rtw", "abcdefghjkmn", "23456789abcd"]
+        let hashes = try hasher.hashSet(members.map(secret))
+        #expect(Set(hashes.map { $0.split(separator: "$")[3] }).count == 1, "one salt: \(hashes)")
+        #expect(Set(hashes).count == 3)
+        for (hash, member) in zip(hashes, members) {
+            #expect(secret(member).withUnsafeBytes { Sodium.verifyHashString(hash, $0) })
+            #expect(try hasher.verify(secret(member), against: hash) == .match)
+        }
+        for (index, member) in members.enumerated() {
+            #expect(try hasher.verify(secret(member), againstSet: hashes) == .match(index))
+        }
+        guard case .mismatch(let first) = try hasher.verify(secret("wrong"), againstSet: hashes),
+            case .mismatch(let again) = try hasher.verify(secret("wrong"), againstSet: hashes),
+            case .mismatch(let other) = try hasher.verify(secret("other"), againstSet: hashes)
+        else {
+            Issue.record("a wrong secret matched")
+            return
+        }
+        #expect(first == again && first != other)
+        // Hashes of different salts are not a set: refused, not checked one by one.
+        let mixed = [hashes[0], try hasher.hash(secret("abcdefghjkmn"))]
+        #expect(throws: AuthenticationError(.storeFailure)) { try hasher.verify(secret("x"), againstSet: mixed) }
+    }
 }

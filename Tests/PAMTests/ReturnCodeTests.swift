@@ -77,6 +77,24 @@ struct ReturnCodeTests {
         #expect(try harness(fixture, "pattern", "alice", ["--acct-only"]).result == "PAM_SUCCESS")
     }
 
+    @Test("an account stack alone (cron's) after failures: PAM_SUCCESS, and the count is kept, never reset")
+    func accountKeepsCounts() throws {
+        defer { fixture.remove() }
+        let wrong = try harness(fixture, "pattern", "alice", answers("3-4-9-2", "6-1-8-3", "4-3-8-1-6"))
+        #expect(wrong.result == "PAM_AUTH_ERR", "\(wrong.text)")
+        for _ in 0..<5 {
+            let account = try harness(fixture, "pattern", "alice", ["--acct-only"])
+            #expect(account.result == "PAM_SUCCESS", "\(account.text)")
+        }
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", "alice"])
+        #expect(
+            status.text.contains("gesture: enrolled") && status.text.contains("3 consecutive failures"),
+            "\(status.text)")
+        // Two more wrong patterns make five in a row: the count the account calls left alone locks.
+        let more = try harness(fixture, "pattern", "alice", answers("7-5-3-6", "9-5-1-4"))
+        #expect(more.result == "PAM_MAXTRIES", "\(more.text)")
+    }
+
     @Test("no pattern enrolled: asked, hashed, throttled and refused exactly like anyone else (no enumeration)")
     func notEnrolledIsConcealed() throws {
         defer { fixture.remove() }

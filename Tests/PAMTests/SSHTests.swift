@@ -30,6 +30,23 @@ struct SSHTests {
         return key
     }
 
+    /// `keyway enroll recovery` for `user` in a terminal, as root: the ten codes read off the screen, the fifth typed
+    /// back.
+    func enrollRecovery(_ user: String) throws -> [String] {
+        let terminal = try Terminal("\(cliPath) --socket \(fixture.socket) enroll recovery --user \(user)")
+        defer { terminal.close() }
+        let screen = try terminal.waitFor("Type one of them")
+        let codes = screen.split(separator: "\n").compactMap { line -> String? in
+            let fields = line.split(separator: " ")
+            guard fields.count == 2, fields[0].hasSuffix("."), Int(fields[0].dropLast()) != nil else { return nil }
+            return String(fields[1])
+        }
+        #expect(codes.count == 10, "\(screen)")
+        try terminal.type(codes[4])
+        #expect(try terminal.waitFor("[exit ").contains("[exit 0]"))
+        return codes
+    }
+
     /// A shipped example with the module at build/pam_keyway.so and the fixture's keywayd.
     func example(_ name: String) throws -> String {
         let text = try String(contentsOfFile: packageRoot + "/pam/examples/" + name, encoding: .utf8)
@@ -138,5 +155,43 @@ struct SSHTests {
         let coder = try harness(fixture, "codes", Self.coder, answers("000000", "111111", "222222"))
         #expect(coder.result == "PAM_AUTH_ERR", "\(coder.text)")
         #expect(coder.text.contains("Verification code:"), "\(coder.text)")
+    }
+
+    @Test("`require = totp or recovery`: Enter at the code, a recovery code → a shell once; the same code → refused")
+    func recoveryCode() throws {
+        defer { tearDown() }
+        _ = try setUp()
+        let codes = try enrollRecovery(Self.coder)
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        let config = fixture.writeConfig("[policy ssh]\nrequire = totp or recovery\n")
+        let stack = try example("sshd").replacingOccurrences(of: "policy=totp", with: "policy=ssh \(config)")
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: stack, users: [Self.coder])
+        defer { sshd.stop() }
+        do {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            try terminal.waitFor("Verification code (Enter: use recovery):", seconds: 20)
+            try terminal.type("")
+            try terminal.waitFor("Recovery code:")
+            try terminal.type(codes[7].uppercased())
+            try inShell(terminal, as: Self.coder)
+        }
+        let used = capture.lines.filter { $0.contains("user=\(Self.coder)") && $0.contains("recovery#1:succeeded") }
+        #expect(!used.isEmpty, "the log does not say a recovery code let \(Self.coder) in: \(capture.lines)")
+        let terminal = try Terminal(sshd.command(Self.coder))
+        defer { terminal.close() }
+        try terminal.waitFor("Verification code (Enter: use recovery):", seconds: 20)
+        try terminal.type("")
+        try terminal.waitFor("Recovery code:")
+        try terminal.type(codes[7])
+        let screen = try terminal.waitFor("Recovery code:", count: 2)
+        #expect(screen.contains("Not recognized"), "the used code's refusal is not on the screen:\n\(screen)")
+        #expect(!screen.contains("IN-\(Self.coder)"), "\(screen)")
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", Self.coder])
+        #expect(status.text.contains("recovery: enrolled") && status.text.contains("9 uses left"), "\(status.text)")
+        let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", Self.coder])
+        #expect(audit.text.contains("use \(Self.coder) a recovery code, 9 of 10 left"), "\(audit.text)")
     }
 }

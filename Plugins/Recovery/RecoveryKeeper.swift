@@ -1,0 +1,206 @@
+public import KeywayCore
+import Synchronization
+
+/// The vault's side of recovery codes (keywayd): it makes a set of ten, keeps them in memory until one is typed
+/// back, stores only their Argon2id hashes (one salt for the set, so a check derives once:
+/// `SecretHasher.verify(_:againstSet:)`), and spends each code once.
+///
+/// - A code is checked after its attempt is reserved, in the same gate as every factor; a wrong one is counted.
+/// - A right code is removed from the stored set by a compare-and-swap on the record (`Store.replace`), recorded
+///   as a use in the audit trail: of two hosts racing with the same code, one replaces the record and the other finds
+///   the code gone, and is refused. Only then is the success settled.
+/// - A new set replaces the old one whole: the old codes stop working at once.
+public final class RecoveryKeeper: FactorKeeper {
+    /// The factor.
+    public var factor: FactorKind { .recovery }
+    /// Counts attempts.
+    public let gate: AttemptGate
+    /// The slow hash.
+    public let hasher: any SecretHasher
+    /// How long a set waits for the code typed back to confirm it, in milliseconds.
+    public static let pendingLifetime: Int64 = 600_000
+    /// Sets waiting at once (an offer needs root or a proven owner; a bound all the same).
+    static let pendingLimit = 1000
+    private let pending = Mutex<[String: (codes: [[UInt8]], at: Int64)]>([:])
+    private let random: @Sendable (Int) -> [UInt8]
+
+    /// Creates the keeper. `random` draws the codes (the system's generator unless given: tests).
+    public init(
+        store: any Store, clock: any Clock, hasher: any SecretHasher, schedule: ThrottleSchedule = .passcode,
+        random: (@Sendable (Int) -> [UInt8])? = nil
+    ) {
+        gate = AttemptGate(factor: .recovery, store: store, clock: clock, schedule: schedule)
+        self.hasher = hasher
+        self.random =
+            random ?? { count in
+                var generator = SystemRandomNumberGenerator()
+                return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            }
+    }
+
+    public var store: any Store { gate.store }
+
+    public var codes: FactorCodes { gate.codes }
+
+    /// Whether a name has recovery codes is hidden at a login prompt, as every typed secret's enrollment is.
+    public var concealsEnrollment: Bool { true }
+
+    /// Enrolled, switched on, codes left and not locked: all in the store.
+    public var judgedFromStore: Bool { true }
+
+    public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
+        let left = records.first { $0.factor == .recovery }.flatMap { try? RecoverySet(decoding: $0.payload) }
+        guard (left?.hashes.isEmpty == false) || user.concealsEnrollment else { return .notEnrolled }
+        return gate.availability(of: book, whenAllowed: .available)
+    }
+
+    public func usesLeft(of record: Enrollment) -> Int? { (try? RecoverySet(decoding: record.payload))?.hashes.count }
+
+    /// Ten new codes for `user`, returned once as lines of text, kept here until one is typed back.
+    public func offer(for user: String) throws(AuthenticationError) -> [UInt8] {
+        let set = RecoveryCode.generate(RecoveryCode.setSize, random: random)
+        let now = gate.clock.now().milliseconds
+        pending.withLock { table in
+            table = table.filter { now - $0.value.at < Self.pendingLifetime }
+            if table.count >= Self.pendingLimit, let oldest = table.min(by: { $0.value.at < $1.value.at }) {
+                table.removeValue(forKey: oldest.key)
+            }
+            table[user] = (set, now)
+        }
+        var text: [UInt8] = []
+        for (index, code) in set.enumerated() {
+            if index > 0 { text.append(UInt8(ascii: "\n")) }
+            text += Array(RecoveryCode.written(code).utf8)
+        }
+        return text
+    }
+
+    /// The hashed set offered to `user`, once `evidence` is one of its codes typed back (it stays usable).
+    public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Enrollment
+    {
+        guard label == nil else { throw AuthenticationError(.invalidPolicy, "recovery codes have no named parts") }
+        let now = gate.clock.now()
+        guard let offered = pending.withLock({ $0[user] }), now.milliseconds - offered.at < Self.pendingLifetime
+        else {
+            throw AuthenticationError(
+                .invalidPolicy,
+                "no recovery codes were made for \(user.escapingControlCharacters) in the last "
+                    + "\(Self.pendingLifetime / 60_000) minutes; run keyway enroll recovery again")
+        }
+        let typed: Secret
+        switch try canonical(evidence) {
+        case .success(let code): typed = code
+        case .failure(let problem): throw AuthenticationError(.invalidPolicy, problem.message)
+        }
+        guard offered.codes.contains(where: { code in typed.withUnsafeBytes { $0.elementsEqual(code) } }) else {
+            throw AuthenticationError(.invalidPolicy, "that is not one of the codes shown; type one as it is written")
+        }
+        let hashes = try hasher.hashSet(offered.codes.map { Secret(copying: $0) })
+        pending.withLock { _ = $0.removeValue(forKey: user) }
+        return Enrollment(
+            user: user, factor: .recovery, payload: RecoverySet(made: hashes.count, hashes: hashes).encoded,
+            changedAt: now, changedBy: actor)
+    }
+
+    public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        let candidate: Secret
+        switch try canonical(evidence) {
+        case .success(let code): candidate = code
+        case .failure(let problem): return .failure(.malformed(problem.message))
+        }
+        guard var record = try store.enrollment(user: user.name, factor: .recovery),
+            case let set = try RecoverySet(decoding: record.payload), !set.hashes.isEmpty
+        else {
+            guard user.concealsEnrollment else {
+                throw AuthenticationError(.factorNotEnrolled, "\(user.name) has no recovery codes left")
+            }
+            return try concealedAbsence(evidence, for: user)
+        }
+        let reservation = try gate.reserve(for: user.name)
+        switch try hasher.verify(candidate, againstSet: set.hashes) {
+        case .mismatch(let fingerprint):
+            return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
+        case .match(let index):
+            let spent = set.hashes[index]
+            // Take the code out of whatever the record holds now; a record that changed in between is read again,
+            // and a code already gone (used by another request, or the set replaced) is refused.
+            var current = set
+            for _ in 0..<8 {
+                guard let position = current.hashes.firstIndex(of: spent) else { break }
+                var rest = current
+                rest.hashes.remove(at: position)
+                // The record keeps when and by whom the set was made; the use is the audit row's.
+                var updated = record
+                updated.payload = rest.encoded
+                let use = AuditEntry(
+                    at: gate.clock.now(), actor: user.name, user: user.name, action: .use, factor: .recovery,
+                    detail: "a recovery code, \(rest.hashes.count) of \(rest.made) left")
+                if try store.replace(record, with: updated, recording: use) {
+                    try gate.settleSuccess(reservation)
+                    return .success
+                }
+                guard let again = try store.enrollment(user: user.name, factor: .recovery) else { break }
+                record = again
+                current = try RecoverySet(decoding: again.payload)
+            }
+            return .failure(try gate.settleFailure(reservation, fingerprint: nil))
+        }
+    }
+
+    /// A name without recovery codes, under concealment: counted, the slow work done, "not recognized".
+    public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        guard case .success(let candidate) = try canonical(evidence) else { return .failure(.notEnrolled) }
+        let reservation = try gate.reserve(for: user.name)
+        _ = try gate.settleFailure(reservation, fingerprint: hasher.burnWork(candidate))
+        return .failure(.notEnrolled)
+    }
+
+    private func canonical(_ evidence: Evidence) throws(AuthenticationError)
+        -> Result<Secret, KnowledgeFactor.NormalizationError>
+    {
+        guard case .secret(let secret) = evidence else {
+            throw AuthenticationError(.invalidPolicy, "a recovery code is typed, not presented to a sensor")
+        }
+        return RecoveryCode.normalize(secret)
+    }
+}
+
+/// How a set is stored: a version byte, how many codes it was made with, then the hashes of those not yet used, one
+/// per line.
+struct RecoverySet: Equatable {
+    var made: Int
+    var hashes: [String]
+
+    init(made: Int, hashes: [String]) {
+        self.made = made
+        self.hashes = hashes
+    }
+
+    init(decoding bytes: [UInt8]) throws(AuthenticationError) {
+        guard bytes.count >= 2, bytes[0] == 1, bytes[1] > 0,
+            let text = String(validating: bytes[2...], as: UTF8.self)
+        else {
+            throw AuthenticationError(.storeFailure, "the stored recovery codes are not a version-1 record")
+        }
+        made = Int(bytes[1])
+        hashes = text.isEmpty ? [] : text.split(separator: "\n").map { String($0) }
+        guard hashes.count <= made else {
+            throw AuthenticationError(.storeFailure, "the stored recovery codes hold more hashes than were made")
+        }
+    }
+
+    var encoded: [UInt8] {
+        var bytes: [UInt8] = [1, UInt8(made)]
+        for (index, hash) in hashes.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: "\n")) }
+            bytes += Array(hash.utf8)
+        }
+        return bytes
+    }
+}
+
+extension FactorKind {
+    /// Single-use codes for when the usual factors are lost (a phone): `require = totp or recovery`.
+    public static let recovery = FactorKind(rawValue: "recovery")
+}
