@@ -26,6 +26,14 @@ struct Builder {
     var bodies: [String: Body] = [:]
     var bodyOrder: [String] = []
     var files: [String] = []
+    /// Errors of the files' form (a line that is not `key = value`, a header without its `]`): they are nobody's,
+    /// so they fail the whole configuration (`finish`).
+    var syntax: [Diagnostic] = []
+    /// Where each section starts, and the policy it is of (nil for a factor's section, or a header naming none):
+    /// an error inside a policy's section is that policy's alone (`finish`).
+    var sectionStarts: [(file: String, line: Int, policy: String?)] = []
+    /// The policies each policy's rule names, as compiling found them.
+    var references: [String: [String]] = [:]
 
     // Compilation state.
     var compiled: [String: Policy.Rule] = [:]
@@ -44,7 +52,8 @@ struct Builder {
         for source in sources {
             files.append(source.path)
             var seenInFile: [String: [String: Place]] = [:]
-            for section in INI.parse(source, into: &diagnostics) {
+            for section in INI.parse(source, into: &syntax) {
+                sectionStarts.append((source.path, section.place.line, policyName(of: section)))
                 guard let identity = classify(section) else { continue }
                 var body = bodies[identity] ?? Body(words: section.words.map { $0.text }, place: section.place)
                 for entry in section.entries {
@@ -133,6 +142,16 @@ struct Builder {
         return "policy \(name.text) for \(words[3].text) \(who.text)"
     }
 
+    /// The policy a section header is of, when it names one a configuration may define (its variants' too).
+    func policyName(of section: INI.Section) -> String? {
+        let words = section.words.map { $0.text }
+        guard words.count >= 2, words[0] == "policy", Self.nameProblem(words[1]) == nil,
+            plugins.plugin(FactorKind(rawValue: words[1])) == nil,
+            !builtInRules.contains(where: { $0.name == words[1] })
+        else { return nil }
+        return words[1]
+    }
+
     /// Why `name` cannot name a policy, or nil: a letter, then letters, digits and '-', at most 64.
     static func nameProblem(_ name: String) -> String? {
         let bytes = Array(name.utf8)
@@ -219,11 +238,46 @@ struct Builder {
             configuration.policies[index].variants.append(definition)
         }
         configuration.files = files
-        let errors = diagnostics.filter { $0.severity == .error }
-        let warnings = diagnostics.filter { $0.severity == .warning }
-        guard errors.isEmpty else { return .failure(ConfigurationProblems(sorted(errors) + sorted(warnings))) }
+        let errors = syntax.filter { $0.severity == .error } + diagnostics.filter { $0.severity == .error }
+        let warnings = syntax.filter { $0.severity == .warning } + diagnostics.filter { $0.severity == .warning }
+        // An error inside a policy's section (or a variant's) is that policy's: it, and every policy that names it,
+        // cannot be used, and everything else can. Any other error fails the whole configuration, closed.
+        var unusable: [String: [Diagnostic]] = [:]
+        var anyone: [Diagnostic] = syntax.filter { $0.severity == .error }
+        for error in diagnostics where error.severity == .error {
+            if let policy = owner(of: error) {
+                unusable[policy, default: []].append(error)
+            } else {
+                anyone.append(error)
+            }
+        }
+        guard anyone.isEmpty else { return .failure(ConfigurationProblems(sorted(errors) + sorted(warnings))) }
+        var spreading = true
+        while spreading {
+            spreading = false
+            for name in policyNames where unusable[name] == nil {
+                guard let broken = references[name, default: []].first(where: { unusable[$0] != nil }),
+                    let body = policyBodies[name]
+                else { continue }
+                let place = body.entries["require"]?.valuePlace ?? body.place
+                unusable[name] = [place.error("policy '\(name)' names policy '\(broken)', which has errors")]
+                spreading = true
+            }
+        }
+        configuration.policies.removeAll { unusable[$0.base.name] != nil }
+        configuration.unusable = unusable.mapValues { sorted($0) }
         configuration.warnings = warnings
         return .success(configuration)
+    }
+
+    /// The policy whose section `diagnostic` is in (the last section to start at or before its line in its file),
+    /// or nil when it is in no policy's.
+    func owner(of diagnostic: Diagnostic) -> String? {
+        var found: String? = nil
+        for start in sectionStarts where start.file == diagnostic.file && start.line <= diagnostic.line {
+            found = start.policy
+        }
+        return found
     }
 
     /// In file order, then line and column: how a person reads them.
@@ -407,6 +461,7 @@ struct Builder {
                 return .factor(plugin.kind, attempts: count)
             }
             let isPolicy = policyBodies[word] != nil || builtInRules.contains { $0.name == word }
+            if isPolicy { references[policy, default: []].append(word) }
             guard isPolicy else {
                 let policies = builtInRules.map { $0.name } + Array(policyBodies.keys).sorted()
                 let near = Suggest.nearest(word, in: factorNames + policies)

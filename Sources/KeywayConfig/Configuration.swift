@@ -175,6 +175,14 @@ public struct Configuration: Sendable {
     public internal(set) var policies: [NamedPolicy] = []
     /// Problems that do not stop the configuration from being used.
     public internal(set) var warnings: [Diagnostic] = []
+    /// Policies the files define that cannot be used, each with its errors (in its own section, a variant's, or a
+    /// policy it names): a service naming one fails closed, and every other goes on (`resolve`). Not in `policies`.
+    public internal(set) var unusable: [String: [Diagnostic]] = [:]
+
+    /// The errors of the unusable policies, in file order: what `keyway policy check` reports and fails on.
+    public var policyErrors: [Diagnostic] {
+        unusable.values.flatMap { $0 }.sorted { ($0.file, $0.line, $0.column) < ($1.file, $1.line, $1.column) }
+    }
     /// The files read, in order.
     public internal(set) var files: [String] = []
 
@@ -207,8 +215,9 @@ public struct Configuration: Sendable {
     /// the parts must come from `parse` with the same plugins.
     public init(
         restoring plugins: [FactorPlugin], settings: SettingsBook, settingOrigins: [String: Origin],
-        policies: [NamedPolicy], warnings: [Diagnostic], files: [String]
+        policies: [NamedPolicy], warnings: [Diagnostic], files: [String], unusable: [String: [Diagnostic]] = [:]
     ) {
+        self.unusable = unusable
         self.plugins = plugins
         self.settings = settings
         self.settingOrigins = settingOrigins
@@ -232,6 +241,13 @@ public struct Configuration: Sendable {
 
     /// The policy `name` as it applies to `subject`: the first matching variant or the base, its `when` checked.
     public func resolve(_ name: String, for subject: Subject) -> Result<Resolved, AuthenticationError> {
+        if let errors = unusable[name], let first = errors.first {
+            return .failure(
+                AuthenticationError(
+                    .invalidPolicy,
+                    "policy '\(name)' has errors, so it fails closed (other policies are used as usual): "
+                        + first.headline + (errors.count > 1 ? " (and \(errors.count - 1) more)" : "")))
+        }
         guard let named = policy(named: name) else {
             let known = policies.map { $0.base.name }.joined(separator: ", ")
             return .failure(AuthenticationError(.invalidPolicy, "unknown policy '\(name)'; the policies are \(known)"))

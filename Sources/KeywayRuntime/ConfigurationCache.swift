@@ -23,7 +23,7 @@ public struct ConfigurationCache: Sendable {
     static let maximumSize = 1 << 20
     /// The first bytes of a form, after the wire version and kind: the format's name and revision. Computed, as the
     /// module keeps no stored value that allocates (docs/ARCHITECTURE.md §8).
-    static var magic: [UInt8] { Array("keyway.conf compiled 1".utf8) }
+    static var magic: [UInt8] { Array("keyway.conf compiled 2".utf8) }
 
     /// A cache in `directory`, for code identified by `build`.
     public init(directory: String, build: [UInt8]) {
@@ -127,6 +127,12 @@ public struct ConfigurationCache: Sendable {
         for warning in configuration.warnings { diagnostic(warning, into: &out) }
         out.u32(configuration.files.count)
         for file in configuration.files { out.string(file) }
+        out.u32(configuration.unusable.count)
+        for (name, errors) in configuration.unusable.sorted(by: { $0.key < $1.key }) {
+            out.string(name)
+            out.u32(errors.count)
+            for error in errors { diagnostic(error, into: &out) }
+        }
         return out.bytes
     }
 
@@ -166,10 +172,17 @@ public struct ConfigurationCache: Sendable {
         for _ in 0..<(try reader.count("warnings", limit: limit)) { warnings.append(try diagnostic(&reader)) }
         var files: [String] = []
         for _ in 0..<(try reader.count("files", limit: limit)) { files.append(try text(&reader, "a file")) }
+        var unusable: [String: [Diagnostic]] = [:]
+        for _ in 0..<(try reader.count("unusable policies", limit: limit)) {
+            let name = try text(&reader, "a policy")
+            var errors: [Diagnostic] = []
+            for _ in 0..<(try reader.count("errors", limit: limit)) { errors.append(try diagnostic(&reader)) }
+            unusable[name] = errors
+        }
         try reader.finish()
         return Configuration(
             restoring: plugins, settings: settings, settingOrigins: settingOrigins, policies: policies,
-            warnings: warnings, files: files)
+            warnings: warnings, files: files, unusable: unusable)
     }
 
     /// A string of the form. It was written by root from strings, so it is not validated again: malformed UTF-8 would

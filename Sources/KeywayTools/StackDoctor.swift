@@ -454,6 +454,17 @@ public struct StackDoctor: Sendable {
                     fix: "`\(check)` shows every error and how to fix it")
             ]
         }
+        if let errors = configuration.unusable[arguments.policy], let first = errors.first {
+            let check = arguments.config.map { "keyway --config \($0) policy check" } ?? "keyway policy check"
+            return [
+                finding(
+                    .policy,
+                    "policy '\(arguments.policy)' has errors, so this stack fails closed with PAM_SERVICE_ERR (stacks "
+                        + "with other policies go on): \(first.headline)"
+                        + (errors.count > 1 ? " (and \(errors.count - 1) more)" : ""),
+                    fix: "`\(check)` shows every error and how to fix it; `keyway policy edit` checks before it saves")
+            ]
+        }
         guard let named = configuration.policy(named: arguments.policy) else {
             let names = configuration.policies.map(\.base.name)
             return [

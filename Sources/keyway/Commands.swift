@@ -105,6 +105,16 @@ extension Subcommand {
             summary: "check the configuration (exit 0 valid, 65 errors, 66 a named file missing)",
             run: { $0.policyCheck() }),
         Subcommand(
+            path: ["policy", "edit"],
+            summary: "edit keyway.conf as visudo edits sudoers: saved only when it checks clean (root)",
+            details: """
+                Copies the file (--config, or /etc/keyway/keyway.conf) beside itself, opens the copy in \
+                $SUDO_EDITOR, $VISUAL, $EDITOR, editor or vi, and checks it with the drop-ins. Clean, it replaces \
+                the file by a rename; with errors, they are shown and you edit again (e) or leave the file as it \
+                was (x, exit 65).
+                """,
+            run: { $0.policyEdit() }),
+        Subcommand(
             path: ["policy", "list"], aliases: [["policies"]],
             summary: "every policy, built-in and configured, and where it is defined", run: { $0.policyList() }),
         Subcommand(

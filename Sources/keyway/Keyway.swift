@@ -144,6 +144,10 @@ struct Command {
         switch ConfigurationFiles.load(parsed.value("--config")) {
         case .success(let configuration):
             for warning in configuration.warnings { Keyway.printError(warning.description) }
+            // Policies with errors fail closed where a stack names them; everything else works, so commands go on.
+            if !configuration.policyErrors.isEmpty {
+                Keyway.printError(ConfigurationProblems(configuration.policyErrors).description)
+            }
             return configuration
         case .failure(let problems):
             Keyway.printError(problems.description)

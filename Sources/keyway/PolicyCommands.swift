@@ -7,8 +7,7 @@ import KeywayRuntime
 extension Command {
     /// Nothing on standard output when valid; the diagnostics on standard error otherwise.
     func policyCheck() -> Int32 {
-        _ = configuration()
-        return ExitStatus.success
+        configuration().policyErrors.isEmpty ? ExitStatus.success : ExitStatus.dataError
     }
 
     func policyList() -> Int32 {

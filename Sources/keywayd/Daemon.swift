@@ -120,6 +120,11 @@ struct Keywayd {
         switch ConfigurationFiles.load(configPath) {
         case .success(let configuration):
             for warning in configuration.warnings { Server.log(warning.description) }
+            for (name, errors) in configuration.unusable.sorted(by: { $0.key < $1.key }) {
+                Server.log(
+                    "policy '\(name)' has errors; stacks naming it fail closed, the others go on: "
+                        + errors.map { $0.headline }.joined(separator: "; "))
+            }
             vaultOptions.settings = configuration.settings
             arming.settings = configuration.settings[.biometric]
         case .failure(let problems):

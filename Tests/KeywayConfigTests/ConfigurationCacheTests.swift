@@ -220,13 +220,33 @@ struct ConfigurationCacheTests {
         let place = try Place()
         try place.write("[policy site]\nrequire = passcode\n")
         _ = try place.load()
-        try place.write("[policy site]\nrequire = pascode\n")
+        try place.write("[policy site]\nrequire = passcode\n[gesture]\nmin-dots = 12\n")
         switch ConfigurationFiles.load(place.config, plugins: Factors.all, cache: place.cache) {
-        case .success: Issue.record("a configuration with an unknown factor was used")
-        case .failure(let problems): #expect(problems.errors.first?.headline.contains(":2:11: error:") == true)
+        case .success: Issue.record("a configuration with a setting out of range was used")
+        case .failure(let problems): #expect(problems.errors.first?.headline.contains(":4:12: error:") == true)
         }
         // The form of the good bytes is still there, and is not used for the bad ones.
         #expect(FileManager.default.fileExists(atPath: place.kept))
+    }
+
+    @Test("a policy with errors is kept unusable in the form, with its errors, beside the usable ones")
+    func unusableIsKept() throws {
+        let place = try Place()
+        try place.write("[policy site]\nrequire = passcode\n[policy typo]\nrequire = pascode\n")
+        for pass in ["compiled", "restored"] {
+            guard
+                case .success(let configuration) = ConfigurationFiles.load(
+                    place.config, plugins: Factors.all, cache: place.cache)
+            else {
+                Issue.record("\(pass): refused")
+                continue
+            }
+            #expect(configuration.policy(named: "site") != nil, "\(pass)")
+            #expect(
+                configuration.unusable["typo"]?.first?.headline.hasSuffix(":4:11: error: unknown factor 'pascode'")
+                    == true, "\(pass): \(configuration.unusable)")
+            #expect(FileManager.default.fileExists(atPath: place.kept), "\(pass)")
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import KeywayConfig
 import KeywayCore
 import KeywayFactors
+import KeywayGesture
 import KeywayRuntime
 import Testing
 
@@ -13,7 +14,8 @@ struct MalformedConfigTests {
 
     static func problems(bytes: [UInt8]) -> [Diagnostic] {
         switch Configuration.parse([ConfigSource(path: "t.conf", bytes: bytes)], plugins: Factors.all) {
-        case .success: return []
+        // A policy's own errors leave the rest usable (`Configuration.unusable`); either way they are reported.
+        case .success(let configuration): return configuration.policyErrors
         case .failure(let problems): return problems.errors
         }
     }
@@ -265,5 +267,74 @@ struct MalformedConfigTests {
     func controlCharacters() {
         let report = Self.problems("[policy sudo]\nrequire = gesture\u{1B}[2J\n").first?.description ?? ""
         #expect(!report.unicodeScalars.contains { $0.value == 0x1B }, "\(report)")
+    }
+
+    @Test("an error in one policy makes it (and what names it) unusable; the rest, built-ins too, is usable")
+    func oneBrokenPolicy() throws {
+        let text = """
+            [gesture]
+            min-dots = 5
+            [policy good]
+            require = gesture or passcode
+            [policy typo]
+            require = totp or recovrey
+            [policy uses-typo]
+            require = typo and gesture
+            [policy bad-variant]
+            require = gesture
+            [policy bad-variant for group wheel]
+            when = lcoal
+            [policy bad-key]
+            require = passcode
+            passcode.attemps = 2
+
+            """
+        guard
+            case .success(let configuration) = Configuration.parse(
+                [ConfigSource(path: "t.conf", text: text)], plugins: Factors.all)
+        else {
+            Issue.record("an error confined to policies failed the whole configuration")
+            return
+        }
+        #expect(configuration.policy(named: "good") != nil)
+        #expect(configuration.policy(named: "pattern") != nil)
+        #expect(configuration.settings[.gesture].integer(GestureAuthenticator.minimumDotsSetting) == 5)
+        #expect(Set(configuration.unusable.keys) == ["typo", "uses-typo", "bad-variant", "bad-key"])
+        for name in ["typo", "uses-typo", "bad-variant", "bad-key"] {
+            #expect(configuration.policy(named: name) == nil, "\(name) is still usable")
+            guard case .failure(let error) = configuration.resolve(name, for: Configuration.Subject(user: "alice"))
+            else {
+                Issue.record("\(name) resolved")
+                continue
+            }
+            #expect(error.code == .invalidPolicy)
+            #expect(error.reason.contains("t.conf:"), "\(error.reason)")
+        }
+        #expect(configuration.unusable["typo"]?.first?.headline == "t.conf:6:19: error: unknown factor 'recovrey'")
+        #expect(
+            configuration.unusable["uses-typo"]?.contains { $0.message.contains("policy 'typo'") } == true,
+            "\(configuration.unusable["uses-typo"] ?? [])")
+        #expect(configuration.unusable["bad-variant"]?.first?.line == 12)
+        #expect(configuration.policyErrors.map { $0.line } == configuration.policyErrors.map { $0.line }.sorted())
+        guard case .success = configuration.resolve("good", for: Configuration.Subject(user: "alice")) else {
+            Issue.record("good does not resolve")
+            return
+        }
+    }
+
+    @Test("an error outside every policy still fails the whole configuration: a factor's section, the file's form")
+    func globalErrors() {
+        for text in [
+            "[gesture]\nmin-dots = 12\n[policy good]\nrequire = gesture\n",
+            "[policy good]\nrequire = gesture\n[gesture\nmin-dots = 9\n",
+            "[policy good]\nrequire = gesture\nthis is not a setting\n",
+            "[policy Bad]\nrequire = gesture\n",
+        ] {
+            guard case .failure = Configuration.parse([ConfigSource(path: "t.conf", text: text)], plugins: Factors.all)
+            else {
+                Issue.record("accepted: \(text)")
+                continue
+            }
+        }
     }
 }

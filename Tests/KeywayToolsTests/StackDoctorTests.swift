@@ -207,12 +207,26 @@ struct StackDoctorTests {
     @Test("a configuration that does not load fails every login: one warning with its first error")
     func brokenConfiguration() throws {
         let files = Self.directory(["sudo": "auth sufficient pam_keyway.so\n@include common-auth\n"])
-        let report = Self.examine(files, config: "[policy x]\nrequire = pascode\n")
+        let report = Self.examine(files, config: "[policy x]\nrequire = passcode\n[gesture]\nmin-dots = 12\n")
         let finding = try #require(report.findings.first)
         #expect(report.findings.map(\.kind) == [.configuration], "\(Self.texts(report))")
         #expect(finding.reason.contains("does not load, so the module fails closed with PAM_SERVICE_ERR"))
-        #expect(finding.reason.contains("/etc/keyway/keyway.conf:2"), "\(finding.reason)")
+        #expect(finding.reason.contains("/etc/keyway/keyway.conf:4"), "\(finding.reason)")
         #expect(finding.fix == "`keyway policy check` shows every error and how to fix it")
+    }
+
+    @Test("a typo in one policy warns only on the stacks that name it")
+    func brokenPolicy() throws {
+        let files = Self.directory([
+            "sudo": "auth sufficient pam_keyway.so policy=x\n@include common-auth\n",
+            "login": "auth sufficient pam_keyway.so policy=y\n@include common-auth\n",
+        ])
+        let report = Self.examine(files, config: "[policy x]\nrequire = pascode\n[policy y]\nrequire = passcode\n")
+        #expect(report.findings.count == 1, "\(Self.texts(report))")
+        let finding = try #require(report.findings.first)
+        #expect(finding.kind == .policy && finding.file == "sudo", "\(Self.texts(report))")
+        #expect(finding.reason.contains("policy 'x' has errors"), "\(finding.reason)")
+        #expect(finding.reason.contains("/etc/keyway/keyway.conf:2:11: error: unknown factor 'pascode'"))
     }
 
     @Test("a policy that can never succeed in a remote session warns")

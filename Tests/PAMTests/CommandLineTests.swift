@@ -62,10 +62,11 @@ struct CommandLineTests {
         (["sensor", "plug", "--wait", "601"], "Error: '--wait 601': give a number from 0 to 600."),
         (["sensor", "roc", "--svg"], "Error: Missing value for '--svg <svg>'."),
         (["sensor", "roc", "--wait", "1"], "Error: 'keyway sensor roc' takes no option '--wait'."),
-        (["policy"], "Error: Missing the policy command: check, list or show."),
+        (["policy"], "Error: Missing the policy command: check, edit, list or show."),
         (["policy", "shwo", "pattern"], "Error: Unknown policy command 'shwo'. Did you mean 'show'?"),
         (["policy", "show"], "Error: Missing the name: keyway policy show NAME"),
         (["policy", "check", "extra"], "Error: Unexpected argument 'extra' for 'keyway policy check'."),
+        (["policy", "edit", "extra"], "Error: Unexpected argument 'extra' for 'keyway policy edit'."),
         (["policy", "list", "--remote"], "Error: 'keyway policy list' takes no option '--remote'."),
         (["audit", "--user"], "Error: Missing value for '--user <user>'."),
         // Numbers are checked where they are parsed: none falls back silently, none crashes.
@@ -210,6 +211,59 @@ struct CommandLineTests {
 }
 
 /// `keyway sensor roc`: the plot an administrator looks at when choosing `[biometric] false-match-rate`.
+/// `keyway policy edit` in a terminal, as root would use it: an editor that leaves a typo, the errors shown, the
+/// file left as it was; then the same edit done right, saved by a rename.
+@Suite("keyway policy edit")
+struct PolicyEditTests {
+    @Test("a typo is refused with its place and the file kept; edit again, fixed, it is saved (0644, root's)")
+    func typoThenFix() throws {
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        _ = fixture.writeConfig("[policy admin]\nrequire = gesture\n")
+        let original = try Data(contentsOf: URL(fileURLWithPath: fixture.configPath))
+        // The "editor": the first time it leaves a typo, the second time it writes the intended rule.
+        let editor = fixture.directory + "/editor.sh"
+        try """
+        #!/bin/sh
+        if [ -e "\(fixture.directory)/edited-once" ]; then
+            sed -i 's/^require = .*/require = gesture and passcode/' "$1"
+        else
+            touch "\(fixture.directory)/edited-once"
+            sed -i 's/^require = gesture$/require = gesture and pascode/' "$1"
+        fi
+        """.write(toFile: editor, atomically: true, encoding: .utf8)
+        chmod(editor, 0o755)
+        let command = "EDITOR=\(editor) \(cliPath) --config \(fixture.configPath) policy edit"
+        do {
+            let terminal = try Terminal(command)
+            defer { terminal.close() }
+            let screen = try terminal.waitFor("What now?")
+            #expect(screen.contains("keyway.conf:2:23: error: unknown factor 'pascode'"), "\(screen)")
+            #expect(screen.contains("did you mean 'passcode'?"), "\(screen)")
+            try terminal.type("x")
+            #expect(try terminal.waitFor("[exit ").contains("[exit 65]"))
+            #expect(try Data(contentsOf: URL(fileURLWithPath: fixture.configPath)) == original)
+        }
+        unlink(fixture.directory + "/edited-once")
+        let terminal = try Terminal(command)
+        defer { terminal.close() }
+        try terminal.waitFor("What now?")
+        try terminal.type("e")
+        let screen = try terminal.waitFor("[exit ")
+        #expect(screen.contains("is saved") && screen.contains("[exit 0]"), "\(screen)")
+        let saved = try String(contentsOfFile: fixture.configPath, encoding: .utf8)
+        #expect(saved == "[policy admin]\nrequire = gesture and passcode\n", "\(saved)")
+        var info = stat()
+        #expect(stat(fixture.configPath, &info) == 0 && info.st_mode & 0o7777 == 0o644 && info.st_uid == 0)
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: fixture.directory).filter {
+            $0.hasPrefix(".keyway.conf.edit")
+        }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+        let check = try run(cliPath, ["--config", fixture.configPath, "policy", "check"])
+        #expect(check.status == 0, "\(check.text)")
+    }
+}
+
 @Suite("keyway sensor roc")
 struct SensorRocTests {
     @Test("the SVG has the curve and the configured operating point, which follows keyway.conf")

@@ -107,6 +107,37 @@ struct ConfigModuleTests {
     }
 
     @Test(
+        "a typo in policy B: service A (and a built-in) still authenticate; B fails closed, its log line names file:line"
+    )
+    func typoInOnePolicy() throws {
+        defer { fixture.remove() }
+        let config = fixture.writeConfig(
+            "[policy console-a]\nrequire = gesture\n\n[policy ssh-b]\nrequire = totp or recovrey\n")
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        fixture.startDaemon(["--config", fixture.configPath])
+        stack("kw-a", "policy=console-a \(config)")
+        stack("kw-b", "policy=ssh-b \(config)")
+        stack("kw-builtin", "policy=pattern \(config)")
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        func authenticate(_ service: String) throws -> Run {
+            try capture.harness(["--answer", "2-4-9-3", "--acct", fixture.services, service, "alice"])
+        }
+        #expect(try authenticate("kw-a").result == "PAM_SUCCESS")
+        #expect(try authenticate("kw-builtin").result == "PAM_SUCCESS")
+        let broken = try authenticate("kw-b")
+        #expect(broken.result == "PAM_SERVICE_ERR", "\(broken.text)")
+        #expect(!broken.text.contains("prompt:"), "\(broken.text)")
+        let line = capture.lines.first { $0.contains("policy=ssh-b") }
+        #expect(
+            line?.contains("policy 'ssh-b' has errors") == true
+                && line?.contains("\(fixture.configPath):5:19: error: unknown factor 'recovrey'") == true,
+            "\(capture.lines)")
+        // keywayd started with the file too, and said which policy it cannot use.
+        #expect(fixture.daemonLog.contains("policy 'ssh-b' has errors"), "\(fixture.daemonLog)")
+    }
+
+    @Test(
         "passcode-max-age (keywayd): a passcode not entered for 73 hours sends the user to the passcode, which renews it"
     )
     func passcodeMaxAge() throws {
