@@ -51,7 +51,7 @@ public final class RecoveryKeeper: FactorKeeper {
     public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
         let left = records.first { $0.factor == .recovery }.flatMap { try? RecoverySet(decoding: $0.payload) }
         guard (left?.hashes.isEmpty == false) || user.concealsEnrollment else { return .notEnrolled }
-        return gate.availability(of: book, whenAllowed: .available)
+        return gate.availability(of: book, in: AttemptBook.Channel(remote: user.isRemote), whenAllowed: .available)
     }
 
     public func usesLeft(of record: Enrollment) -> Int? { (try? RecoverySet(decoding: record.payload))?.hashes.count }
@@ -117,7 +117,7 @@ public final class RecoveryKeeper: FactorKeeper {
             }
             return try concealedAbsence(evidence, for: user)
         }
-        let reservation = try gate.reserve(for: user.name)
+        let reservation = try gate.reserve(for: user)
         switch try hasher.verify(candidate, againstSet: set.hashes) {
         case .mismatch(let fingerprint):
             return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
@@ -151,7 +151,7 @@ public final class RecoveryKeeper: FactorKeeper {
     /// A name without recovery codes, under concealment: counted, the slow work done, "not recognized".
     public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
         guard case .success(let candidate) = try canonical(evidence) else { return .failure(.notEnrolled) }
-        let reservation = try gate.reserve(for: user.name)
+        let reservation = try gate.reserve(for: user)
         _ = try gate.settleFailure(reservation, fingerprint: hasher.burnWork(candidate))
         return .failure(.notEnrolled)
     }

@@ -70,7 +70,7 @@ public final class TOTPKeeper: FactorKeeper {
 
     public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
         guard records.contains(where: { $0.factor == .totp }) || user.concealsEnrollment else { return .notEnrolled }
-        return gate.availability(of: book, whenAllowed: .available)
+        return gate.availability(of: book, in: AttemptBook.Channel(remote: user.isRemote), whenAllowed: .available)
     }
 
     public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
@@ -79,7 +79,7 @@ public final class TOTPKeeper: FactorKeeper {
         }
         // Counted, and a repeat refunded, exactly as an enrolled name's wrong code is (by step), so the counts do
         // not tell the two apart.
-        let reservation = try gate.reserve(for: user.name)
+        let reservation = try gate.reserve(for: user)
         let step = OneTimeCode(secret: absentKey, digits: digits).step(at: gate.clock.now())
         let fingerprint = Self.mismatchFingerprint(entered, step: step, key: absentKey + Array(user.name.utf8))
         _ = try gate.settleFailure(reservation, fingerprint: fingerprint)
@@ -136,7 +136,7 @@ public final class TOTPKeeper: FactorKeeper {
         guard let entered = try Self.code(of: evidence, digits: generator.digits) else {
             return .failure(.malformed("a code is \(generator.digits) digits"))
         }
-        let reservation = try gate.reserve(for: user.name)
+        let reservation = try gate.reserve(for: user)
         let now = gate.clock.now()
         if let step = generator.matchingStep(entered, around: generator.step(at: now), window: window),
             try gate.settleSuccess(reservation, once: generator.start(of: step))

@@ -39,6 +39,8 @@ public struct AttemptGate: Sendable {
     public struct Reservation: Sendable {
         /// The user the attempt is counted for.
         public let user: String
+        /// The counters it is counted in.
+        public let channel: AttemptBook.Channel
         /// The count on its way to the disk while the factor verifies; every settle waits for it first.
         let onDisk: any DiskWrite
 
@@ -46,17 +48,22 @@ public struct AttemptGate: Sendable {
         public func confirm() throws(AuthenticationError) { try onDisk.wait() }
     }
 
-    /// The availability implied by the user's counters, for a factor that is otherwise ready.
-    public func availability(for user: String, whenAllowed ready: Availability) -> Availability {
-        do { return availability(of: try store.attempts(user: user), whenAllowed: ready) } catch {
+    /// The availability implied by the user's counters of `channel`, for a factor that is otherwise ready.
+    public func availability(
+        for user: String, in channel: AttemptBook.Channel = .local, whenAllowed ready: Availability
+    ) -> Availability {
+        do { return availability(of: try store.attempts(user: user), in: channel, whenAllowed: ready) } catch {
             return .failed(error)
         }
     }
 
-    /// The availability implied by counters already read.
-    public func availability(of book: AttemptBook, whenAllowed ready: Availability) -> Availability {
+    /// The availability implied by counters already read, as `channel` counts them.
+    public func availability(
+        of book: AttemptBook, in channel: AttemptBook.Channel = .local, whenAllowed ready: Availability
+    ) -> Availability {
         let decision = AttemptDecision.decide(
-            book, factor: factor, schedule: schedule, accountLimit: accountLimit, now: clock.now())
+            book.viewed(from: channel), factor: factor, schedule: schedule, accountLimit: accountLimit,
+            now: clock.now())
         switch decision {
         case .allowed: return ready
         case .wait(let until): return .lockedOut(until: until, reason: "too many failed attempts")
@@ -66,10 +73,10 @@ public struct AttemptGate: Sendable {
     }
 
     /// Throws the lockout that would forbid an attempt now, counting nothing.
-    public func check(for user: String) throws(AuthenticationError) {
+    public func check(for user: String, in channel: AttemptBook.Channel = .local) throws(AuthenticationError) {
         let decision = AttemptDecision.decide(
-            try store.attempts(user: user), factor: factor, schedule: schedule, accountLimit: accountLimit,
-            now: clock.now())
+            try store.attempts(user: user).viewed(from: channel), factor: factor, schedule: schedule,
+            accountLimit: accountLimit, now: clock.now())
         guard decision == .allowed else { throw error(for: decision) }
     }
 
@@ -78,10 +85,15 @@ public struct AttemptGate: Sendable {
     /// hash overlaps the disk's wait instead of following it. Each settle waits for the disk before anything is
     /// recorded or returned, so no verdict leaves keywayd before its attempt is on disk; a power cut before then
     /// loses the count and the answer with it (docs/ARCHITECTURE.md §5).
-    public func reserve(for user: String) throws(AuthenticationError) -> Reservation {
+    /// In `channel`'s counters: a remote session's attempts are counted apart from a local one's
+    /// (`AttemptBook.Channel`).
+    public func reserve(for user: String, in channel: AttemptBook.Channel = .local) throws(AuthenticationError)
+        -> Reservation
+    {
         let now = clock.now()
         var decision = AttemptDecision.allowed
-        let onDisk = try store.updateAttemptsWritingInBackground(user: user) { book in
+        let onDisk = try store.updateAttemptsWritingInBackground(user: user) { stored in
+            var book = stored.viewed(from: channel)
             decision = AttemptDecision.decide(
                 book, factor: factor, schedule: schedule,
                 accountLimit: accountLimit, now: now)
@@ -89,9 +101,15 @@ public struct AttemptGate: Sendable {
             book[factor].consecutiveFailures += 1
             book[factor].lastFailure = now
             book.accountStreak += 1
+            stored.absorb(book, from: channel)
         }
         guard decision == .allowed else { throw error(for: decision) }
-        return Reservation(user: user, onDisk: onDisk)
+        return Reservation(user: user, channel: channel, onDisk: onDisk)
+    }
+
+    /// A reservation in the channel `user`'s session counts in.
+    public func reserve(for user: UserContext) throws(AuthenticationError) -> Reservation {
+        try reserve(for: user.name, in: AttemptBook.Channel(remote: user.isRemote))
     }
 
     /// Records a verified success: resets this factor (keeping when it succeeded) and the factors it clears.
@@ -103,11 +121,16 @@ public struct AttemptGate: Sendable {
         }
     }
 
-    /// A success at `moment`: this factor's counters reset, the factors it clears unlocked, the account's streak ended.
-    private func recordSuccess(at moment: Timestamp, in book: inout AttemptBook) {
-        book[factor] = AttemptState(lastSuccess: moment)
-        for cleared in clears { book[cleared] = AttemptState(lastSuccess: book[cleared].lastSuccess) }
-        book.accountStreak = 0
+    /// A success at `moment`: this factor's counters reset, the factors it clears unlocked, the account's streak
+    /// ended, in both channels: the person proved who they are, wherever they did.
+    private func recordSuccess(at moment: Timestamp, in stored: inout AttemptBook) {
+        for channel in [AttemptBook.Channel.local, .remote] {
+            var book = stored.viewed(from: channel)
+            book[factor] = AttemptState(lastSuccess: moment)
+            for cleared in clears { book[cleared] = AttemptState(lastSuccess: book[cleared].lastSuccess) }
+            book.accountStreak = 0
+            stored.absorb(book, from: channel)
+        }
     }
 
     /// Records a verified success of evidence that may be used once (a one-time code), dated `moment` (the start of
@@ -141,7 +164,9 @@ public struct AttemptGate: Sendable {
         try reservation.confirm()
         guard let fingerprint else { return .mismatch }
         var failure = Verdict.Failure.mismatch
-        try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: refund not given
+        try store.updateAttempts(user: reservation.user, durable: false) { stored in  // lost: refund not given
+            var book = stored.viewed(from: reservation.channel)
+            defer { stored.absorb(book, from: reservation.channel) }
             var state = book[factor]
             if state.recentMismatches.contains(fingerprint) {
                 state.consecutiveFailures = max(0, state.consecutiveFailures - 1)

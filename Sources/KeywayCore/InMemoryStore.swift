@@ -66,7 +66,8 @@ public final class InMemoryStore: Store {
         contents.withLock {
             // Counters are cleared; when each factor last succeeded is kept (a one-time code stays used).
             if var book = $0.attempts[user] {
-                for kind in Array(book.states.keys) where factor == nil || kind == factor {
+                for kind in Array(book.states.keys)
+                where factor == nil || kind == factor || factor.map(AttemptBook.remoteKey) == kind {
                     book[kind] = AttemptState(lastSuccess: book[kind].lastSuccess)
                 }
                 $0.attempts[user] = book

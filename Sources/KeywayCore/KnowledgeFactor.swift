@@ -198,12 +198,15 @@ public final class KnowledgeKeeper: FactorKeeper {
     /// the counters a user without an enrollment has too, so a lockout looks the same for both.
     public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
         guard records.contains(where: { $0.factor == factor }) || user.concealsEnrollment else { return .notEnrolled }
-        return gate.availability(of: book, whenAllowed: .available)
+        return gate.availability(of: book, in: AttemptBook.Channel(remote: user.isRemote), whenAllowed: .available)
     }
 
     public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
         switch try canonical(evidence) {
-        case .success(let candidate): return try verify(candidate, user: user.name, concealing: user.concealsEnrollment)
+        case .success(let candidate):
+            return try verify(
+                candidate, user: user.name, concealing: user.concealsEnrollment,
+                in: AttemptBook.Channel(remote: user.isRemote))
         case .failure(let problem): return .failure(.malformed(problem.message))
         }
     }
@@ -268,7 +271,7 @@ public final class KnowledgeKeeper: FactorKeeper {
     /// A name without this secret enrolled, under concealment: counted, the slow work done, "not recognized".
     public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
         guard case .success(let candidate) = try canonical(evidence) else { return .failure(.notEnrolled) }
-        let reservation = try gate.reserve(for: user.name)
+        let reservation = try gate.reserve(for: user)
         _ = try gate.settleFailure(reservation, fingerprint: burn(candidate, for: user.name))
         return .failure(.notEnrolled)
     }
@@ -284,7 +287,9 @@ public final class KnowledgeKeeper: FactorKeeper {
 
     /// Checks a canonical secret against the user's enrollment: reserve, verify, settle.
     /// With `concealing`, a user with nothing enrolled gets `.notEnrolled` after the same slow-hash work.
-    public func verify(_ candidate: Secret, user: String, concealing: Bool = false) throws(AuthenticationError)
+    public func verify(
+        _ candidate: Secret, user: String, concealing: Bool = false, in channel: AttemptBook.Channel = .local
+    ) throws(AuthenticationError)
         -> Verdict
     {
         let enrollment = try gate.store.enrollment(user: user, factor: factor)
@@ -292,7 +297,7 @@ public final class KnowledgeKeeper: FactorKeeper {
         // if any, still answers first). Enrolled or not, it looks and costs the same.
         let quick = hasher.quickFingerprint(candidate, boundTo: enrollment?.payload ?? [])
         if let quick, enrollment != nil || concealing, repeats.contains(quick, for: user) {
-            try gate.check(for: user)
+            try gate.check(for: user, in: channel)
             return .failure(enrollment == nil ? .notEnrolled : .repeatedMismatch)
         }
         guard let enrollment else {
@@ -302,7 +307,7 @@ public final class KnowledgeKeeper: FactorKeeper {
             }
             // Counted, throttled and refunded exactly like an enrolled user's wrong secret, so neither the
             // delays nor the repeats tell the two apart.
-            let reservation = try gate.reserve(for: user)
+            let reservation = try gate.reserve(for: user, in: channel)
             _ = try gate.settleFailure(reservation, fingerprint: burn(candidate, for: user))
             if let quick { repeats.remember(quick, for: user) }
             return .failure(.notEnrolled)
@@ -310,7 +315,7 @@ public final class KnowledgeKeeper: FactorKeeper {
         guard let encoded = String(validating: enrollment.payload, as: UTF8.self) else {
             throw AuthenticationError(.storeFailure, "the stored \(factor) hash for \(user) is not text")
         }
-        let reservation = try gate.reserve(for: user)
+        let reservation = try gate.reserve(for: user, in: channel)
         switch try hasher.verify(candidate, against: encoded) {
         case .match:
             try gate.settleSuccess(reservation)  // a wrong secret stays wrong: the memory is kept

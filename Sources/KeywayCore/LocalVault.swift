@@ -167,13 +167,18 @@ public final class LocalVault: Vault {
             for keeper in keepers {
                 let record = records.first { $0.factor == keeper.factor }
                 let details = try record.map { record throws(AuthenticationError) in try keeper.details(of: record) }
-                factors.append(
-                    UserStatus.FactorStatus(
-                        factor: keeper.factor, enrolled: record.map { ($0.changedAt, $0.changedBy) },
-                        labels: details?.labels ?? [], failures: book[keeper.factor].consecutiveFailures,
-                        availability: Self.switchedOff(keeper.factor, in: preferences)
-                            ?? keeper.availability(for: UserContext(name: name), records: records, book: book),
-                        domainState: details?.domainState ?? [], usesLeft: record.flatMap(keeper.usesLeft(of:))))
+                let switchedOff = Self.switchedOff(keeper.factor, in: preferences)
+                var status = UserStatus.FactorStatus(
+                    factor: keeper.factor, enrolled: record.map { ($0.changedAt, $0.changedBy) },
+                    labels: details?.labels ?? [], failures: book[keeper.factor].consecutiveFailures,
+                    availability: switchedOff
+                        ?? keeper.availability(for: UserContext(name: name), records: records, book: book),
+                    domainState: details?.domainState ?? [], usesLeft: record.flatMap(keeper.usesLeft(of:)))
+                status.remoteFailures = book.viewed(from: .remote)[keeper.factor].consecutiveFailures
+                status.remoteAvailability =
+                    switchedOff
+                    ?? keeper.availability(for: UserContext(name: name, isRemote: true), records: records, book: book)
+                factors.append(status)
             }
             var switches: [String: Bool] = [:]
             for setting in userSettings {

@@ -269,6 +269,73 @@ extension FactorKind {
     static let accountStreak = FactorKind(rawValue: "*account")
 }
 
+extension AttemptBook {
+    /// Where an attempt came from, as the counters keep it: a remote session's failures (sshd, a remote greeter) are
+    /// counted apart from a local one's, so someone on the network who knows a name can throttle and lock only the
+    /// remote way in, and the person at the console still gets in (NIST SP 800-63B prefers rate limiting to lockouts
+    /// anyone can trigger). A remote counter is kept beside the local one under `FACTOR@remote` (the account's streak
+    /// too); when a factor last succeeded is one value for both, so a code used once is used everywhere.
+    public enum Channel: Sendable, Equatable {
+        case local, remote
+
+        /// The channel of a session judged remote or not.
+        public init(remote: Bool) { self = remote ? .remote : .local }
+    }
+
+    static let remoteSuffix = "@remote"
+
+    /// The key of `factor`'s remote counters.
+    public static func remoteKey(_ factor: FactorKind) -> FactorKind {
+        FactorKind(rawValue: factor.rawValue + remoteSuffix)
+    }
+
+    /// The counters as `channel` counts them, under the plain factor keys: the local ones as they are; for the
+    /// remote channel, the remote ones with each factor's shared last success.
+    public func viewed(from channel: Channel) -> AttemptBook {
+        var view: [FactorKind: AttemptState] = [:]
+        switch channel {
+        case .local:
+            for (key, state) in states where !key.rawValue.hasSuffix(Self.remoteSuffix) { view[key] = state }
+        case .remote:
+            for (key, state) in states {
+                if key.rawValue.hasSuffix(Self.remoteSuffix) {
+                    let base = FactorKind(rawValue: String(key.rawValue.dropLast(Self.remoteSuffix.utf8.count)))
+                    var remote = state
+                    remote.lastSuccess = states[base]?.lastSuccess
+                    view[base] = remote
+                } else if let last = state.lastSuccess, view[key] == nil {
+                    view[key] = AttemptState(lastSuccess: last)
+                }
+            }
+        }
+        return AttemptBook(view)
+    }
+
+    /// Writes back a `view` of `channel` (`viewed(from:)`) that a change was made to, leaving the other channel's
+    /// counters as they were.
+    public mutating func absorb(_ view: AttemptBook, from channel: Channel) {
+        switch channel {
+        case .local:
+            let keys = Set(view.states.keys).union(states.keys.filter { !$0.rawValue.hasSuffix(Self.remoteSuffix) })
+            for key in keys { self[key] = view[key] }
+        case .remote:
+            var keys = Set(view.states.keys)
+            for key in states.keys where key.rawValue.hasSuffix(Self.remoteSuffix) {
+                keys.insert(FactorKind(rawValue: String(key.rawValue.dropLast(Self.remoteSuffix.utf8.count))))
+            }
+            for key in keys {
+                let state = view[key]
+                var local = self[key]
+                local.lastSuccess = state.lastSuccess
+                self[key] = local
+                var remote = state
+                remote.lastSuccess = nil
+                self[Self.remoteKey(key)] = remote
+            }
+        }
+    }
+}
+
 /// The counters of one factor of one user.
 public struct AttemptState: Sendable, Equatable {
     /// Failures since the last success (reserved attempts count until they succeed).

@@ -119,6 +119,10 @@ public struct UserStatus: Sendable, Equatable {
         public var domainState: [UInt8]
         /// Uses left, for a factor spent a use at a time (recovery codes); nil for any other.
         public var usesLeft: Int?
+        /// The counters of remote sessions, kept apart (`AttemptBook.Channel`): their consecutive failures and what
+        /// they allow a remote session now.
+        public var remoteFailures: Int = 0
+        public var remoteAvailability: Availability? = nil
 
         /// Creates a factor status.
         public init(
@@ -138,6 +142,7 @@ public struct UserStatus: Sendable, Equatable {
             lhs.factor == rhs.factor && lhs.enrolled?.at == rhs.enrolled?.at && lhs.enrolled?.by == rhs.enrolled?.by
                 && lhs.labels == rhs.labels && lhs.failures == rhs.failures && lhs.availability == rhs.availability
                 && lhs.domainState == rhs.domainState && lhs.usesLeft == rhs.usesLeft
+                && lhs.remoteFailures == rhs.remoteFailures && lhs.remoteAvailability == rhs.remoteAvailability
         }
     }
 

@@ -544,8 +544,10 @@ public final class PostgresStore: LoadableStore {
             try transaction(db, deadline) { () throws(PostgresError) in
                 try lockAccount(db, user, deadline)
                 // Counters are cleared; when each factor last succeeded is kept (as the SQLite store does).
-                let which = factor == nil ? "" : " AND factor = $2"
-                let arguments: [String?] = [user] + (factor.map { [$0.rawValue] } ?? [])
+                // A factor's remote counters (AttemptBook.Channel) with its own.
+                let which = factor == nil ? "" : " AND factor IN ($2, $3)"
+                let arguments: [String?] =
+                    [user] + (factor.map { [$0.rawValue, AttemptBook.remoteKey($0).rawValue] } ?? [])
                 try db.query(
                     "DELETE FROM attempts WHERE account = $1\(which) AND last_success IS NULL", arguments,
                     deadline: deadline)

@@ -313,8 +313,11 @@ public final class SQLiteStore: LoadableStore {
             try db.transaction { () throws(SQLiteError) in
                 // Counters are cleared; when each factor last succeeded is kept (a one-time code stays used, the
                 // passcode's age stays what it was).
-                let which = factor == nil ? "" : " AND factor = ?"
-                let arguments: [SQLiteConnection.Value] = [.text(user)] + (factor.map { [.text($0.rawValue)] } ?? [])
+                // A factor's remote counters (AttemptBook.Channel) with its own.
+                let which = factor == nil ? "" : " AND factor IN (?, ?)"
+                let arguments: [SQLiteConnection.Value] =
+                    [.text(user)]
+                    + (factor.map { [.text($0.rawValue), .text(AttemptBook.remoteKey($0).rawValue)] } ?? [])
                 try db.query("DELETE FROM attempts WHERE user = ?\(which) AND last_success IS NULL", arguments)
                 try db.query(
                     "UPDATE attempts SET failures = 0, last_failure = NULL, recent_mismatches = ? WHERE user = ?\(which)",

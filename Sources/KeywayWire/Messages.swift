@@ -317,6 +317,8 @@ public enum Response: Sendable, Equatable {
                     out.availability(factor.availability)
                     out.data(factor.domainState)
                     out.optional(factor.usesLeft) { out, left in out.u32(left) }
+                    out.u32(factor.remoteFailures)
+                    out.optional(factor.remoteAvailability) { out, availability in out.availability(availability) }
                 }
                 out.u32(user.switches.count)
                 for (key, value) in user.switches.sorted(by: { $0.key < $1.key }) {
@@ -387,10 +389,14 @@ public enum Response: Sendable, Equatable {
                     let usesLeft = try input.optional("the uses left") { reader throws(WireError) in
                         try reader.u32("the uses left")
                     }
-                    factors.append(
-                        UserStatus.FactorStatus(
-                            factor: factor, enrolled: enrolled, labels: labels, failures: failures,
-                            availability: availability, domainState: domainState, usesLeft: usesLeft))
+                    var status = UserStatus.FactorStatus(
+                        factor: factor, enrolled: enrolled, labels: labels, failures: failures,
+                        availability: availability, domainState: domainState, usesLeft: usesLeft)
+                    status.remoteFailures = try input.u32("the remote failures")
+                    status.remoteAvailability = try input.optional("the remote availability") {
+                        reader throws(WireError) in try reader.availability()
+                    }
+                    factors.append(status)
                 }
                 var switches: [String: Bool] = [:]
                 for _ in 0..<(try input.count("switches", limit: 256)) {

@@ -295,13 +295,14 @@ struct Command {
                         }
                     }
                     if factor.failures > 0 { line += "; \(factor.failures) consecutive failures" }
-                    switch factor.availability {
-                    case .lockedOut(let until?, _):
-                        line += "; locked until \(SystemClock.local(until, now: SystemClock().now())) (\(until))"
-                    case .lockedOut(nil, let reason): line += "; LOCKED (\(reason))"
-                    case .notAvailable(let reason) where factor.enrolled != nil: line += "; unavailable: \(reason)"
-                    case .failed(let error): line += "; ERROR: \(error.reason)"
-                    case .available, .notEnrolled, .notAvailable: break
+                    line += Self.lock(factor.availability, enrolled: factor.enrolled != nil)
+                    // Remote sessions count apart (AttemptBook.Channel): said only when there is something to say.
+                    var remote = factor.remoteFailures > 0 ? "\(factor.remoteFailures) consecutive failures" : ""
+                    if case .lockedOut = factor.remoteAvailability, let availability = factor.remoteAvailability {
+                        remote += Self.lock(availability, enrolled: true)
+                    }
+                    if !remote.isEmpty {
+                        line += "; remote: " + (remote.hasPrefix("; ") ? String(remote.dropFirst(2)) : remote)
                     }
                     print(line.escapingControlCharacters)
                 }
@@ -312,6 +313,18 @@ struct Command {
                             + switches.map { "\($0.key) \(UserSetting.text($0.value))" }.joined(separator: ", "))
                 }
             }
+        }
+    }
+
+    /// What `availability` adds to a status line: a lock and until when (local time, then UTC), or why not.
+    static func lock(_ availability: Availability, enrolled: Bool) -> String {
+        switch availability {
+        case .lockedOut(let until?, _):
+            "; locked until \(SystemClock.local(until, now: SystemClock().now())) (\(until))"
+        case .lockedOut(nil, let reason): "; LOCKED (\(reason))"
+        case .notAvailable(let reason) where enrolled: "; unavailable: \(reason)"
+        case .failed(let error): "; ERROR: \(error.reason)"
+        case .available, .notEnrolled, .notAvailable: ""
         }
     }
 

@@ -194,4 +194,76 @@ struct SSHTests {
         let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", Self.coder])
         #expect(audit.text.contains("use \(Self.coder) a recovery code, 9 of 10 left"), "\(audit.text)")
     }
+
+    @Test(
+        "20 wrong codes over sshd throttle the remote way in; the same person then logs in at the console with a code")
+    func remoteGuessesSpareTheConsole() throws {
+        defer { tearDown() }
+        let key = try setUp()
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: try example("sshd"),
+            users: [Self.coder])
+        defer { sshd.stop() }
+        let valid = try [-30, 0, 30, 60, 90].map { try oathtool(key, offset: $0) }
+        let wrong = (0..<40).map { String(format: "%06d", ($0 * 7_919 + 104_729) % 1_000_000) }.filter {
+            !valid.contains($0)
+        }
+        // The schedule throttles after 5; between connections the remote counters are aged by two hours in the
+        // store (sqlite3), as an attacker waiting out each throttle would, until 20 wrong codes were counted.
+        func remoteFailures() throws -> Int {
+            let query = "SELECT COALESCE(MAX(failures), 0) FROM attempts WHERE factor = 'totp@remote'"
+            return Int(try run("/usr/bin/sqlite3", [fixture.store, query]).output.first ?? "") ?? -1
+        }
+        var next = 0
+        var throttled = 0
+        while try remoteFailures() < 20 && next < wrong.count {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            /// True once the screen shows `count` prompts; false once the lock is said or the connection ends.
+            func prompted(_ count: Int, seconds: Double = 20) throws -> Bool {
+                let deadline = Date().addingTimeInterval(seconds)
+                while Date() < deadline {
+                    let screen = try terminal.screen()
+                    if screen.contains("try again") || screen.contains("Permission denied") { return false }
+                    if screen.components(separatedBy: "Verification code:").count - 1 >= count { return true }
+                    usleep(50_000)
+                }
+                return false
+            }
+            for prompt in 1...3 {
+                guard try prompted(prompt), try remoteFailures() < 20 else { break }
+                try terminal.type(wrong[next])
+                next += 1
+            }
+            _ = try prompted(4, seconds: 3)  // the last code's answer: a lock, a refusal, or a fourth prompt
+            if try terminal.screen().contains("try again") { throttled += 1 }
+            let aged = try run(
+                "/usr/bin/sqlite3",
+                [
+                    fixture.store,
+                    "UPDATE attempts SET last_failure = last_failure - 7200000 WHERE factor LIKE '%@remote'",
+                ])
+            #expect(aged.status == 0, "\(aged.text)")
+        }
+        #expect(throttled > 0, "20 wrong codes over ssh never throttled the remote way in")
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", Self.coder])
+        #expect(status.text.contains("totp: enrolled"), "\(status.text)")
+        #expect(status.text.contains("remote: 20 consecutive failures"), "\(status.text)")
+        // At the console: real login on a terminal of this machine's local session, the code after the name.
+        systemStackLock.lock()  // LoginTests and ExampleStackTests replace /etc/pam.d/login too
+        defer { systemStackLock.unlock() }
+        let loginStack = "/etc/pam.d/login"
+        let original = try Data(contentsOf: URL(fileURLWithPath: loginStack))
+        defer { try? original.write(to: URL(fileURLWithPath: loginStack)) }
+        let keyway = "auth [success=done default=die] \(modulePath) policy=totp \(fixture.moduleArguments)\n"
+        try Data((keyway + String(decoding: original, as: UTF8.self)).utf8).write(to: URL(fileURLWithPath: loginStack))
+        let terminal = try Terminal("login \(Self.coder)")
+        defer { terminal.close() }
+        let asked = try terminal.waitFor("Verification code:")
+        #expect(!asked.contains("try again"), "\(asked)")
+        try terminal.type(try oathtool(key, offset: 30))
+        try inShell(terminal, as: Self.coder)
+        let after = try run(cliPath, ["--socket", fixture.socket, "status", "--user", Self.coder])
+        #expect(!after.text.contains("consecutive failures"), "a success clears both sets: \(after.text)")
+    }
 }

@@ -163,14 +163,9 @@ struct ModuleCall {
             vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)", readsNotes: readingNotes),
             options: options,
             settings: settings, plugins: plugins.filter { named.contains($0.kind) })
-        // A factor not typed at a prompt waits at a device (the sensor, a reader), which serves local sessions only.
-        if parsed.readTTY
-            || resolved.policy.rule.factors.contains(where: { runtime.authenticator($0)?.typedEntry == nil })
-        {
-            _ = locality.finding
-        }
-        // Not located: unknown, so remote, and nothing in this policy asks.
-        let remote = locality.made?.isRemote ?? true
+        // Located on every call: a device serves local sessions only, and every factor counts a remote session's
+        // failures apart from a local one's (AttemptBook.Channel), so the network cannot lock the console out.
+        let remote = locality.finding.isRemote
         // conceal hides who has enrolled a pattern or passcode (docs/ARCHITECTURE.md §5), except from the account's
         // owner proving who they are (sudo): see AccountOwner. skip must tell, to skip.
         let unenrolled = parsed.unenrolled ?? resolved.definition.unenrolled ?? .conceal

@@ -30,8 +30,8 @@ enum RemoteSession {
         "cockpit-session", "cockpit-bridge", "wayvnc", "x11vnc", "vncserver", "Xvnc", "guacd",
     ]
 
-    /// The finding for one PAM call, made at most once and only when something asks: a policy that depends on
-    /// nothing local (no `when`, no factor at a device, no read-tty) reads nothing of /proc.
+    /// The finding for one PAM call, made at most once: by `Configuration.resolve` when a `when` asks, else before the
+    /// evaluation (where attempts are counted decides which counters they go to).
     final class Lazy: @unchecked Sendable {  // one PAM call, on one thread
         private let rhost: String?
         private let tty: String?
