@@ -46,11 +46,19 @@ public final class LocalVault: Vault {
     }
 
     public func availability(of factor: FactorKind, for user: UserContext) -> Availability {
+        let answer: Availability
         do {
-            return try keeper(factor).availability(for: user) { Self.switchedOff(factor, in: $0) }
+            answer = try keeper(factor).availability(for: user) { Self.switchedOff(factor, in: $0) }
         } catch {
             return .failed(error)
         }
+        // A stand-in the account holds (an administrator's pass) is typed at this factor's prompt: it is asked.
+        if answer != .available,
+            keepers.contains(where: { $0.factor != factor && $0.standsIn(for: factor, typed: nil, user: user.name) })
+        {
+            return .available
+        }
+        return answer
     }
 
     /// The factors judged from the store alone (`FactorKeeper.judgedFromStore`) that `user` could use now, to a
@@ -77,6 +85,14 @@ public final class LocalVault: Vault {
         -> Verdict
     {
         let keeper = try keeper(factor)
+        // What stands in for this factor for this user (an administrator's pass, typed at its prompt) checks it.
+        if case .secret(let typed) = evidence,
+            let standIn = keepers.first(where: {
+                $0.factor != factor && $0.standsIn(for: factor, typed: typed, user: user.name)
+            })
+        {
+            return try standIn.verify(evidence, for: user)
+        }
         // A switched-off factor answers nothing, so a client that skips the availability question gains nothing.
         if case .notAvailable(let reason)? = try switchedOff(factor, of: user.name) {
             if user.concealsEnrollment && keeper.concealsEnrollment {

@@ -177,6 +177,10 @@ public protocol FactorKeeper: AnyObject, Sendable {
     func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8])
     /// For an enrollment spent a use at a time (recovery codes): the uses left; nil for any other.
     func usesLeft(of record: Enrollment) -> Int?
+    /// True when what `user` typed at `factor`'s prompt is this keeper's to check instead (an administrator's pass
+    /// in place of the factor: `PassKeeper`), or with `typed` nil, when `user` holds such a stand-in at all (then the
+    /// factor is asked even if it is not enrolled or is locked); most keepers stand in for nothing.
+    func standsIn(for factor: FactorKind, typed: Secret?, user: String) -> Bool
     /// What its refusals are called (its plugin's `codes`).
     var codes: FactorCodes { get }
     /// True when its owner may change it, giving the current secret (a chosen secret).
@@ -275,4 +279,6 @@ extension FactorKeeper {
     }
 
     public func usesLeft(of record: Enrollment) -> Int? { nil }
+
+    public func standsIn(for factor: FactorKind, typed: Secret?, user: String) -> Bool { false }
 }

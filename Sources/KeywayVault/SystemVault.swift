@@ -54,6 +54,9 @@ public enum SystemVault {
                         store: store, clock: clock, hasher: hasher, settings: options.settings[plugin.kind],
                         devices: devices)))
         }
+        // An administrator's temporary pass stands in for a factor (keyway pass issue), hashed at the default cost.
+        keepers.append(
+            PassKeeper(store: store, clock: clock, hasher: try Argon2idHasher(cost: options.hashCost ?? .default)))
         return LocalVault(store: store, clock: clock, keepers: keepers, userSettings: Factors.all.userSettings)
     }
 

@@ -65,6 +65,31 @@ extension Subcommand {
             ],
             required: ["--user"], run: { $0.reset() }),
         Subcommand(
+            path: ["pass", "issue"],
+            summary: "give an account a temporary pass, typed in place of a factor (root; shown once)",
+            options: [
+                user,
+                .init(
+                    name: "--in-place-of", placeholder: "FACTOR",
+                    help: "the factor whose prompt takes it (default totp)",
+                    completion: .words(factorNames)),
+                .init(name: "--for", placeholder: "DURATION", help: "how long it lasts, 1m to 30d (default 1h)"),
+                .init(
+                    name: "--uses", placeholder: "N", help: "how many logins it allows (1 to 10, default 1)",
+                    range: 1...10),
+            ],
+            required: ["--user"],
+            details: """
+                For a person who lost the factor a policy asks (a phone): the pass is typed at that factor's prompt \
+                instead. keywayd makes it (16 characters, 79 bits), keeps only its hash, spends each use once (also \
+                across a fleet) and lets it lapse by the store's clock. One per account: a new one replaces the old. \
+                Issuing and each use are in the audit trail.
+                """,
+            run: { $0.passIssue() }),
+        Subcommand(
+            path: ["pass", "revoke"], summary: "take an account's temporary pass back", options: [user],
+            required: ["--user"], run: { $0.passRevoke() }),
+        Subcommand(
             path: ["unlock"], summary: "evaluate a policy as the PAM module would, counting attempts",
             options: [
                 user,

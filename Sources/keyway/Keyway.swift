@@ -285,12 +285,20 @@ struct Command {
             for status in users {
                 print("\(status.user.escapingControlCharacters):")
                 for factor in status.factors {
+                    // What is no factor of its own (an administrator's pass) is listed only while an account holds it.
+                    let plugin = Factors.all.plugin(factor.factor)
+                    if plugin == nil && factor.enrolled == nil { continue }
                     var line = "  \(factor.factor): "
-                    line += factor.enrolled.map { "enrolled \($0.at) by \($0.by)" } ?? "not enrolled"
-                    if !factor.labels.isEmpty { line += " (fingers: \(factor.labels.joined(separator: ", ")))" }
+                    line +=
+                        factor.enrolled.map { "\(plugin == nil ? "issued" : "enrolled") \($0.at) by \($0.by)" }
+                        ?? "not enrolled"
+                    if !factor.labels.isEmpty {
+                        let noun = plugin?.enrollment == .samples ? "fingers: " : ""
+                        line += " (\(noun)\(factor.labels.joined(separator: ", ")))"
+                    }
                     if let left = factor.usesLeft, factor.enrolled != nil {
                         line += "; \(left) \(left == 1 ? "use" : "uses") left"
-                        if left <= Self.fewUsesLeft {
+                        if left <= Self.fewUsesLeft && plugin != nil {
                             line += " (WARNING: make a new set soon: keyway enroll \(factor.factor))"
                         }
                     }

@@ -67,6 +67,14 @@ struct CommandLineTests {
         (["policy", "show"], "Error: Missing the name: keyway policy show NAME"),
         (["policy", "check", "extra"], "Error: Unexpected argument 'extra' for 'keyway policy check'."),
         (["policy", "edit", "extra"], "Error: Unexpected argument 'extra' for 'keyway policy edit'."),
+        (["pass", "issue"], "Error: Missing '--user <user>'."),
+        (["pass", "issue", "--user", "root", "--uses", "11"], "Error: '--uses 11': give a whole number from 1 to 10."),
+        (["pass", "issue", "--user", "root", "--for", "2y"], "Error: '2y' is not valid for --for"),
+        (
+            ["pass", "issue", "--user", "root", "--in-place-of", "gesture"],
+            "Error: A pass cannot be typed at the gesture's prompt"
+        ),
+        (["pass", "revoke"], "Error: Missing '--user <user>'."),
         (["policy", "list", "--remote"], "Error: 'keyway policy list' takes no option '--remote'."),
         (["audit", "--user"], "Error: Missing value for '--user <user>'."),
         // Numbers are checked where they are parsed: none falls back silently, none crashes.

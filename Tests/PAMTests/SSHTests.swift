@@ -266,4 +266,67 @@ struct SSHTests {
         let after = try run(cliPath, ["--socket", fixture.socket, "status", "--user", Self.coder])
         #expect(!after.text.contains("consecutive failures"), "a success clears both sets: \(after.text)")
     }
+
+    @Test(
+        "an administrator's pass, typed at the code's prompt: a shell once, then refused; a new one refused once expired"
+    )
+    func temporaryPass() throws {
+        defer { tearDown() }
+        _ = try setUp()
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: try example("sshd"),
+            users: [Self.coder])
+        defer { sshd.stop() }
+        func issue(_ arguments: [String]) throws -> String {
+            let issued = try run(
+                cliPath, ["--socket", fixture.socket, "pass", "issue", "--user", Self.coder] + arguments)
+            #expect(issued.status == 0, "\(issued.text)")
+            let line = try #require(issued.output.first { $0.hasPrefix("Pass for \(Self.coder): ") }, "\(issued.text)")
+            return String(line.split(separator: " ").last ?? "")
+        }
+        /// An ssh login typing `typed` at the code's prompt: the screen once it ends or a shell answers.
+        func login(_ typed: String) throws -> String {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            try terminal.waitFor("Verification code:", seconds: 20)
+            try terminal.type(typed)
+            usleep(500_000)
+            try terminal.type("echo IN-$(id -un)-SHELL")
+            let deadline = Date().addingTimeInterval(15)
+            var screen = try terminal.screen()
+            while Date() < deadline && !screen.contains("IN-\(Self.coder)-SHELL")
+                && screen.components(separatedBy: "Verification code:").count < 3
+            {
+                usleep(100_000)
+                screen = try terminal.screen()
+            }
+            return screen
+        }
+        let pass = try issue(["--for", "2h", "--uses", "1"])
+        #expect(pass.count == 19, "\(pass)")
+        #expect(try login(pass).contains("IN-\(Self.coder)-SHELL"), "the pass did not let \(Self.coder) in")
+        let again = try login(pass)
+        #expect(!again.contains("IN-\(Self.coder)-SHELL"), "a pass of one use let \(Self.coder) in twice:\n\(again)")
+        let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", Self.coder]).text
+        #expect(audit.contains("enroll \(Self.coder) pass"), "\(audit)")
+        #expect(audit.contains("use \(Self.coder) a pass in place of totp, 0 of 1 uses left"), "\(audit)")
+        // A new pass, its end moved two hours back in the store (as if two hours had passed): refused.
+        let later = try issue(["--for", "1h", "--uses", "2"])
+        let select = "SELECT CAST(payload AS TEXT) FROM enrollments WHERE factor = 'pass'"
+        let record = try run("/usr/bin/sqlite3", [fixture.store, select]).output
+        let end = try #require(record.count >= 3 ? record[2] : nil, "\(record)")
+        let past = String((Int64(end) ?? 0) - 7_200_000)
+        let aged = try run(
+            "/usr/bin/sqlite3",
+            [
+                fixture.store,
+                "UPDATE enrollments SET payload = CAST(replace(CAST(payload AS TEXT), '\(end)', '\(past)') AS BLOB) "
+                    + "WHERE factor = 'pass'",
+            ])
+        #expect(aged.status == 0, "\(aged.text)")
+        let expired = try login(later)
+        #expect(!expired.contains("IN-\(Self.coder)-SHELL"), "an expired pass let \(Self.coder) in:\n\(expired)")
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", Self.coder]).text
+        #expect(status.contains("pass: issued") && status.contains("expired"), "\(status)")
+    }
 }

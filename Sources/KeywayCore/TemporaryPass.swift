@@ -1,0 +1,178 @@
+import Synchronization
+
+extension FactorKind {
+    /// An administrator's temporary pass, typed where the factor it stands in for is asked (`PassKeeper`).
+    public static let pass = FactorKind(rawValue: "pass")
+}
+
+/// An administrator's temporary pass (Entra's Temporary Access Pass, privacyIDEA's replacement token): a code root
+/// issues for one account, accepted at the prompt of one factor (`in place of totp`) a number of times, until a time
+/// by the store's clock (a fleet's database's, so every host agrees). One per account: a new one replaces it.
+///
+/// - `offer` makes the code (16 characters of `ReadableCode`, 79 bits) and keeps it in memory; `enrollment` with the
+///   same code and the terms as its label (`FACTOR SECONDS USES`) stores its Argon2id hash, so root sees it once.
+/// - `LocalVault.verify` hands it a typed entry that has a pass's form at the prompt of the factor it stands in for
+///   (`standsIn`); it is counted in its own gate, and a use is spent by a compare-and-swap of the record, recorded as
+///   a use in the audit trail: of two hosts racing for the last use, one gets it.
+public final class PassKeeper: FactorKeeper {
+    public var factor: FactorKind { .pass }
+    /// Counts attempts at passes.
+    public let gate: AttemptGate
+    /// The slow hash.
+    public let hasher: any SecretHasher
+    /// The form of a pass.
+    public static let form = ReadableCode(length: 16)
+    /// The longest a pass may last, in seconds (30 days), and the most uses.
+    public static let longest: Int64 = 30 * 86_400
+    public static let mostUses = 10
+    private let pending = Mutex<[String: (code: [UInt8], at: Int64)]>([:])
+    private let random: @Sendable (Int) -> [UInt8]
+
+    /// Creates the keeper. `random` draws the codes (the system's generator unless given: tests).
+    public init(
+        store: any Store, clock: any Clock, hasher: any SecretHasher, random: (@Sendable (Int) -> [UInt8])? = nil
+    ) {
+        gate = AttemptGate(factor: .pass, store: store, clock: clock, schedule: .passcode)
+        self.hasher = hasher
+        self.random =
+            random ?? { count in
+                var generator = SystemRandomNumberGenerator()
+                return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            }
+    }
+
+    public var store: any Store { gate.store }
+
+    /// A pass is never a policy's factor on its own: it only stands in for one.
+    public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
+        .notEnrolled
+    }
+
+    public func usesLeft(of record: Enrollment) -> Int? { (try? PassRecord(decoding: record.payload))?.uses }
+
+    public func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8]) {
+        let pass = try PassRecord(decoding: record.payload)
+        let state = pass.expires < gate.clock.now() ? "expired" : "until"
+        return (["in place of \(pass.inPlaceOf)", "\(state) \(pass.expires)"], [])
+    }
+
+    /// A new pass for `user`, returned once as written; kept here until `enrollment` stores it (within a minute).
+    public func offer(for user: String) throws(AuthenticationError) -> [UInt8] {
+        let code = Self.form.generate(1, random: random)[0]
+        let now = gate.clock.now().milliseconds
+        pending.withLock { table in
+            table = table.filter { now - $0.value.at < 60_000 }
+            table[user] = (code, now)
+        }
+        return Array(Self.form.written(code).utf8)
+    }
+
+    /// The pass offered to `user`, with the terms in `label` (`FACTOR SECONDS USES`), hashed.
+    public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
+        throws(AuthenticationError) -> Enrollment
+    {
+        let words = (label ?? "").split(separator: " ").map(String.init)
+        guard words.count == 3, let seconds = Int64(words[1]), (60...Self.longest).contains(seconds),
+            let uses = Int(words[2]), (1...Self.mostUses).contains(uses), !words[0].isEmpty, words[0] != "pass"
+        else {
+            throw AuthenticationError(
+                .invalidPolicy,
+                "a pass's terms are FACTOR SECONDS USES: a factor, 60 to \(Self.longest) seconds, 1 to \(Self.mostUses) uses"
+            )
+        }
+        let now = gate.clock.now()
+        guard case .secret(let typed) = evidence, let canonical = Self.form.canonical(typed),
+            let offered = pending.withLock({ $0[user] }), now.milliseconds - offered.at < 60_000,
+            canonical.withUnsafeBytes({ $0.elementsEqual(offered.code) })
+        else {
+            throw AuthenticationError(.invalidPolicy, "no pass was made for \(user.escapingControlCharacters) just now")
+        }
+        pending.withLock { _ = $0.removeValue(forKey: user) }
+        let record = PassRecord(
+            inPlaceOf: FactorKind(rawValue: words[0]), expires: now.adding(.seconds(seconds)), uses: uses, made: uses,
+            hash: try hasher.hash(canonical))
+        return Enrollment(user: user, factor: .pass, payload: record.encoded, changedAt: now, changedBy: actor)
+    }
+
+    /// True when `typed` (if given) has a pass's form and `user` holds a pass in place of `factor` with uses left,
+    /// unexpired.
+    public func standsIn(for factor: FactorKind, typed: Secret?, user: String) -> Bool {
+        guard typed.map({ Self.form.canonical($0) != nil }) ?? true,
+            let record = try? store.enrollment(user: user, factor: .pass),
+            let pass = try? PassRecord(decoding: record.payload)
+        else { return false }
+        return pass.inPlaceOf == factor && pass.uses > 0 && gate.clock.now() < pass.expires
+    }
+
+    public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        guard case .secret(let typed) = evidence, let candidate = Self.form.canonical(typed) else {
+            return .failure(.malformed("a pass is 16 letters and digits, as written: xxxx-xxxx-xxxx-xxxx"))
+        }
+        guard var record = try store.enrollment(user: user.name, factor: .pass) else {
+            throw AuthenticationError(.factorNotEnrolled, "\(user.name) holds no pass")
+        }
+        let reservation = try gate.reserve(for: user)
+        var pass = try PassRecord(decoding: record.payload)
+        switch try hasher.verify(candidate, against: pass.hash) {
+        case .mismatch(let fingerprint):
+            return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
+        case .match:
+            // Spend one use of this very pass (the same hash), unexpired, whatever else changed in between.
+            let hash = pass.hash
+            for _ in 0..<8 {
+                guard pass.hash == hash, pass.uses > 0, gate.clock.now() < pass.expires else { break }
+                var spent = pass
+                spent.uses -= 1
+                var updated = record
+                updated.payload = spent.encoded
+                let use = AuditEntry(
+                    at: gate.clock.now(), actor: user.name, user: user.name, action: .use, factor: .pass,
+                    detail: "a pass in place of \(pass.inPlaceOf), \(spent.uses) of \(pass.made) uses left")
+                if try store.replace(record, with: updated, recording: use) {
+                    try gate.settleSuccess(reservation)
+                    return .success
+                }
+                guard let again = try store.enrollment(user: user.name, factor: .pass) else { break }
+                record = again
+                pass = try PassRecord(decoding: again.payload)
+            }
+            return .failure(try gate.settleFailure(reservation, fingerprint: nil))
+        }
+    }
+}
+
+/// How a pass is stored: lines of text (a version, the factor, the end in milliseconds, uses left, uses given, the
+/// Argon2id hash).
+struct PassRecord: Equatable {
+    var inPlaceOf: FactorKind
+    var expires: Timestamp
+    var uses: Int
+    var made: Int
+    var hash: String
+
+    init(inPlaceOf: FactorKind, expires: Timestamp, uses: Int, made: Int, hash: String) {
+        self.inPlaceOf = inPlaceOf
+        self.expires = expires
+        self.uses = uses
+        self.made = made
+        self.hash = hash
+    }
+
+    init(decoding bytes: [UInt8]) throws(AuthenticationError) {
+        let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
+        guard lines.count == 6, lines[0] == "1", let expires = Int64(lines[2]), let uses = Int(lines[3]),
+            let made = Int(lines[4]), uses >= 0, uses <= made
+        else {
+            throw AuthenticationError(.storeFailure, "the stored pass is not a version-1 record")
+        }
+        self.init(
+            inPlaceOf: FactorKind(rawValue: lines[1]), expires: Timestamp(milliseconds: expires), uses: uses,
+            made: made, hash: lines[5])
+    }
+
+    var encoded: [UInt8] {
+        Array("1\n\(inPlaceOf.rawValue)\n\(expires.milliseconds)\n\(uses)\n\(made)\n\(hash)".utf8)
+    }
+}

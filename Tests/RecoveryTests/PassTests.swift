@@ -1,0 +1,111 @@
+import Foundation
+import KeywayCore
+import KeywayCrypto
+import KeywayStore
+import KeywayTestSupport
+import Synchronization
+import Testing
+
+/// An administrator's temporary pass (`PassKeeper`) over real Argon2id and SQLite: it stands in for one factor,
+/// its uses are spent exactly once even when two vaults on one store race, it lapses by the store's clock, and the
+/// store never holds it in plain text.
+@Suite("temporary passes")
+struct PassTests {
+    let directory: String
+    let store: SQLiteStore
+    let clock = ManualClock(Timestamp(seconds: 1_800_000_000))
+    let hasher: Argon2idHasher
+    let vault: LocalVault
+
+    init() throws {
+        var template = Array("/tmp/keyway-pass-test.XXXXXX".utf8CString)
+        directory = String(cString: mkdtemp(&template)!)
+        store = try SQLiteStore(.ownedByCurrentUser(path: directory + "/keyway.db"))
+        hasher = try Argon2idHasher(cost: .minimum)
+        vault = Self.vault(store, clock, hasher)
+    }
+
+    static func vault(_ store: any Store, _ clock: any Clock, _ hasher: any SecretHasher) -> LocalVault {
+        // A typed factor named totp that keeps what keepers keep of a wrong entry (a slow hash's fingerprint), so a
+        // pass that reaches it after its last use leaves nothing readable either.
+        let totp = KnowledgeKeeper(
+            normalize: { .success($0) }, rules: { _ in nil }, hasher: hasher,
+            gate: AttemptGate(factor: FactorKind(rawValue: "totp"), store: store, clock: clock, schedule: .passcode))
+        return LocalVault(
+            store: store, clock: clock, keepers: [totp, PassKeeper(store: store, clock: clock, hasher: hasher)])
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: directory) }
+
+    func issue(uses: Int, seconds: Int = 7200) throws -> String {
+        let code = try vault.offer(.pass, for: "alice", by: "root")
+        try vault.enroll(
+            .secret(Secret(copying: code)), of: .pass, for: "alice", label: "totp \(seconds) \(uses)", by: "root")
+        return String(decoding: code, as: UTF8.self)
+    }
+
+    func verify(_ typed: String, _ vault: LocalVault? = nil) throws -> Verdict {
+        try (vault ?? self.vault).verify(
+            .secret(Secret(copying: Array(typed.utf8))), of: FactorKind(rawValue: "totp"),
+            for: UserContext(name: "alice", isRemote: true))
+    }
+
+    @Test("typed at the factor's prompt it lets the person in its number of times; the factor is asked meanwhile")
+    func usesAndStandIn() throws {
+        defer { remove() }
+        let totp = FactorKind(rawValue: "totp")
+        #expect(vault.availability(of: totp, for: UserContext(name: "alice")) == .notEnrolled)
+        let pass = try issue(uses: 2)
+        #expect(vault.availability(of: totp, for: UserContext(name: "alice")) == .available)
+        #expect(try verify(pass.uppercased()) == .success)
+        #expect(try verify(pass) == .success)
+        #expect((try? verify(pass)) != .success, "a third use of a pass of two")
+        #expect(vault.availability(of: totp, for: UserContext(name: "alice")) == .notEnrolled)
+        let uses = try store.auditTrail(user: "alice").filter { $0.action == .use }.compactMap(\.detail)
+        #expect(uses == ["a pass in place of totp, 1 of 2 uses left", "a pass in place of totp, 0 of 2 uses left"])
+        // A new pass replaces the old; the old code is never accepted again.
+        let next = try issue(uses: 1)
+        #expect((try? verify(pass)) != .success)
+        #expect(try verify(next) == .success)
+    }
+
+    @Test("it lapses by the store's clock; terms out of bounds are refused")
+    func expiry() throws {
+        defer { remove() }
+        let pass = try issue(uses: 1, seconds: 60)
+        clock.advance(by: .seconds(61))
+        #expect((try? verify(pass)) != .success)
+        for terms in ["totp 59 1", "totp 2592001 1", "totp 60 0", "totp 60 11", "pass 60 1", "totp 60"] {
+            let code = try vault.offer(.pass, for: "alice", by: "root")
+            #expect(throws: AuthenticationError(.invalidPolicy), "\(terms)") {
+                try vault.enroll(.secret(Secret(copying: code)), of: .pass, for: "alice", label: terms, by: "root")
+            }
+        }
+    }
+
+    @Test("two vaults on one store race for the last use 20 times: exactly one wins; the store holds no pass")
+    func raceAndNoPlaintext() throws {
+        defer { remove() }
+        let other = Self.vault(try SQLiteStore(.ownedByCurrentUser(path: directory + "/keyway.db")), clock, hasher)
+        var passes: [String] = []
+        for round in 0..<20 {
+            let pass = try issue(uses: 1)
+            passes.append(pass)
+            let wins = Mutex(0)
+            let vaults = [vault, other]
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                if (try? verify(pass, vaults[index])) == .success { wins.withLock { $0 += 1 } }
+            }
+            #expect(wins.withLock { $0 } == 1, "round \(round)")
+        }
+        var everything = Data()
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory) {
+            everything += try Data(contentsOf: URL(fileURLWithPath: directory + "/" + name))
+        }
+        for pass in passes {
+            for form in [pass, pass.replacingOccurrences(of: "-", with: "")] {
+                #expect(everything.range(of: Data(form.utf8)) == nil, "\(form) is in the store")
+            }
+        }
+    }
+}
