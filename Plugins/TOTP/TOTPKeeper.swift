@@ -122,7 +122,7 @@ public final class TOTPKeeper: FactorKeeper {
                 "that is not the app's current code for this secret (is the phone's clock right?); try the next code")
         }
         pending.withLock { _ = $0.removeValue(forKey: user) }
-        try gate.spend(generator.start(of: step), for: user)
+        try gate.restart(generator.start(of: step), for: user)
         return Enrollment(
             user: user, factor: .totp, payload: TOTPRecord(generator).encoded, changedAt: now, changedBy: actor)
     }

@@ -148,13 +148,11 @@ public struct AttemptGate: Sendable {
         return fresh
     }
 
-    /// Marks one-time evidence dated `moment` as used without counting anything (the code that confirms an
-    /// enrollment cannot then be used to log in).
-    public func spend(_ moment: Timestamp, for user: String) throws(AuthenticationError) {
-        try store.updateAttempts(user: user, durable: true) { book in
-            if let last = book[factor].lastSuccess, last >= moment { return }
-            book[factor].lastSuccess = moment
-        }
+    /// Starts the one-time record of a new secret at `moment` (the step of the code that confirmed it): the codes of
+    /// the secret it replaces were never this one's, so the record of the last one used starts over, and the new
+    /// secret's next code works at once.
+    public func restart(_ moment: Timestamp, for user: String) throws(AuthenticationError) {
+        try store.updateAttempts(user: user, durable: true) { book in book[factor].lastSuccess = moment }
     }
 
     /// Records a failed verification. With a fingerprint of the wrong secret, a repeat of a recent one is refunded.

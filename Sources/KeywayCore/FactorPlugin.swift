@@ -80,6 +80,7 @@ public struct FactorPlugin: Sendable {
         /// Samples taken at the device (a finger's touches), under a label.
         case samples
         /// A secret keywayd generates and shows once (`Vault.offer`), confirmed with one code before it is saved.
+        /// Its owner may enroll a new one after verifying a factor of the account (`VaultService.selfService`).
         case sharedSecret
     }
 

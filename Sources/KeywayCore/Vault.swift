@@ -25,7 +25,7 @@ public protocol Vault: AnyObject, Sendable {
     func change(_ current: Secret, to new: Secret, of factor: FactorKind, for user: String, by actor: String)
         throws(AuthenticationError)
     /// A new shared secret for a factor enrolled with one (TOTP): kept by the vault until `enroll` confirms it with a
-    /// code, and returned this once, to be shown to the person. Root only.
+    /// code, and returned this once, to be shown to the person. Root, or the owner just after a verification.
     func offer(_ factor: FactorKind, for user: String, by actor: String) throws(AuthenticationError) -> [UInt8]
     /// Removes the enrollment (or only `label`, a finger); false when there was none.
     func remove(_ factor: FactorKind, of user: String, label: String?, by actor: String) throws(AuthenticationError)

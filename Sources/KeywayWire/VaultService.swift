@@ -10,13 +10,13 @@ import Synchronization
 /// | verify       | yes  | own account only (as `unix_chkpwd`)               |
 /// | change       | yes  | own chosen secret (pattern, passcode), with the current one |
 /// | status       | yes  | own account only                                  |
-/// | enroll, offer | yes | no                                                |
+/// | enroll, offer | yes | own shared secret (TOTP, recovery codes): an offer just after verifying any factor of the account (`proofWindow`); the enrollment with a code of what was offered |
 /// | remove       | yes  | no                                                |
 /// | reset        | yes  | no                                                |
 /// | audit        | yes  | no                                                |
 /// | set          | yes  | own switches; a factor off only just after verifying it (`proofWindow`) |
 ///
-/// A user other than root makes at most `writesPerWindow` changes (`set`, `change`) a minute.
+/// A user other than root makes at most `writesPerWindow` changes (`set`, `change`, `enroll`) a minute.
 /// | arm, claim   | yes  | own account only (a screen locker running as the user); a claim only by the uid that armed |
 ///
 /// A refused request never reaches the vault, so it costs the named user no attempt.
@@ -121,6 +121,16 @@ public struct VaultService: Sendable {
             }
         }
 
+        /// Spends a proof of any factor of `user` by `uid`.
+        func spendAny(uid: UInt32, user: String) -> Bool {
+            let time = now()
+            return table.withLock { table in
+                guard let key = table.keys.first(where: { $0.uid == uid && $0.user == user }) else { return false }
+                let at = table.removeValue(forKey: key) ?? 0
+                return time - at < VaultService.proofWindow
+            }
+        }
+
         func spend(_ key: Key) -> Bool {
             let time = now()
             return table.withLock { table in
@@ -149,6 +159,28 @@ public struct VaultService: Sendable {
             return own ? nil : "\(caller.label) may only set their own switches"
         }
     }
+
+    /// A user's own shared secret (TOTP, recovery codes; `FactorPlugin.EnrollmentKind.sharedSecret`), enrolled or
+    /// replaced without root: the offer only just after the caller verified a factor of the account (a proof,
+    /// spent), the enrollment only with a code of what was offered (the keeper's check), which only whoever saw the
+    /// offer can make. "" lets the request through; nil leaves it to `refusal`.
+    func selfService(_ request: Request, by caller: Caller) -> String? {
+        guard !caller.isRoot else { return nil }
+        switch request {
+        case .offer(let factor, let user, _) where caller.owns(user) && isSharedSecret(factor):
+            guard proofs.spendAny(uid: caller.uid, user: user) else {
+                return "enrolling your own \(factor) needs a factor of the account verified first (within "
+                    + "\(Self.proofWindow / 1000) seconds): keyway enroll asks for one"
+            }
+            return ""
+        case .enroll(let factor, let user, nil, .secret, _) where caller.owns(user) && isSharedSecret(factor):
+            return ""
+        default:
+            return nil
+        }
+    }
+
+    private func isSharedSecret(_ factor: FactorKind) -> Bool { factors.plugin(factor)?.enrollment == .sharedSecret }
 
     /// Why the sensor may not serve this authentication, or nil: a touch proves only that someone is at the sensor,
     /// so it answers only an authentication the account's owner started (its starter's uid is the account's: sudo,
@@ -189,9 +221,8 @@ public struct VaultService: Sendable {
     /// True for the requests a user other than root may make that write the audit trail.
     public static func writesAudit(_ request: Request) -> Bool {
         switch request {
-        case .set, .change: true
-        case .availability, .verify, .enroll, .offer, .remove, .status, .reset, .audit, .arm, .claim,
-            .enrollAtDevice:
+        case .set, .change, .enroll: true
+        case .availability, .verify, .offer, .remove, .status, .reset, .audit, .arm, .claim, .enrollAtDevice:
             false
         }
     }
@@ -235,7 +266,7 @@ public struct VaultService: Sendable {
         cancelled: () -> Bool = { false }, inLine: Bool = false
     ) -> Response {
         let request = Self.vouched(request, by: caller)
-        if let refusal = Self.refusal(of: request, by: caller) {
+        if let refusal = selfService(request, by: caller) ?? Self.refusal(of: request, by: caller), !refusal.isEmpty {
             return .failure(AuthenticationError(.notPermitted, refusal))
         }
         if let user = request.user, let problem = UserContext.nameProblem(user) {

@@ -224,12 +224,40 @@ struct Command {
             guard let authenticator = runtime.authenticator(factor) else {
                 throw AuthenticationError(.invalidPolicy, "Keyway has no \(factor)")
             }
+            // A person's own TOTP or recovery codes: keywayd offers a new one only just after they prove who they
+            // are, with the current code or another factor of theirs (VaultService.selfService).
+            if getuid() != 0 && plugin?.enrollment == .sharedSecret && parsed.value("--store") == nil {
+                try prove(user, before: "set your \(factor)", preferring: factor, in: runtime)
+            }
             let request = EnrollmentRequest(
                 user: user, actor: actor, label: parsed.value("--finger"), scripted: parsed.has("--simulate-touches"))
             let lines = try authenticator.enroll(
                 request, conversation: repeatingConversation(factor, of: user, in: runtime))
             for line in lines { print(line) }
         }
+    }
+
+    /// Verifies `user` with a typed factor of theirs that is available now (`first` if it is, then the others in
+    /// order, each offered after the last): keywayd records the success as the proof a self-service change needs.
+    func prove(_ user: String, before reason: String, preferring first: FactorKind, in runtime: Runtime)
+        throws(AuthenticationError)
+    {
+        let context = UserContext(name: user, service: "keyway", startedBy: getuid())
+        let typed = Factors.all.filter { $0.input == .typed }.map(\.kind)
+        let candidates = ([first] + typed.filter { $0 != first }).filter {
+            runtime.vault.availability(of: $0, for: context) == .available
+        }
+        guard !candidates.isEmpty else {
+            throw AuthenticationError(
+                .notPermitted,
+                "\(user) has no factor to prove who they are with (a code, a passcode, a pattern, a recovery code); "
+                    + "root can enroll it: keyway enroll \(first) --user \(user)")
+        }
+        let rules: [Policy.Rule] = candidates.map { .factor($0, attempts: 3) }
+        let proof = Policy(name: "prove it is you", rule: rules.count == 1 ? rules[0] : .atLeast(1, of: rules))
+        let evaluation = runtime.context().evaluate(
+            proof, for: context, reason: reason, conversation: repeatingConversation(first, of: user, in: runtime))
+        if let error = evaluation.error { throw error }
     }
 
     /// With --stdin, enrollment reads one line and uses it for both entries.

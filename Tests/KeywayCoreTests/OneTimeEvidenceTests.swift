@@ -24,12 +24,14 @@ struct OneTimeEvidenceTests {
         #expect(try store.attempts(user: "bob")[gate.factor].consecutiveFailures == 0)
     }
 
-    @Test("a spent moment cannot then succeed, and a reset keeps it spent")
-    func spentAndReset() throws {
+    @Test("a new secret's record starts at its confirming moment: that moment is spent, a reset keeps it so")
+    func restartAndReset() throws {
         let step = Timestamp(milliseconds: 1_800_000_030_000)
-        try gate.spend(step, for: "bob")
+        #expect(try gate.settleSuccess(try gate.reserve(for: "bob"), once: step.adding(.seconds(60))))
+        try gate.restart(step, for: "bob")  // a new secret, confirmed with the code of `step`
         try store.resetAttempts(user: "bob", factor: nil, by: Attribution("root", at: clock.now()))
         #expect(try !gate.settleSuccess(try gate.reserve(for: "bob"), once: step))
+        #expect(try gate.settleSuccess(try gate.reserve(for: "bob"), once: step.adding(.seconds(30))))
     }
 
     @Test("of many parallel successes with one moment, exactly one wins")

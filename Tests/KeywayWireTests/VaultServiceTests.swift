@@ -1,5 +1,7 @@
 import KeywayCore
+import KeywayCrypto
 import KeywayFactors
+import KeywayGesture
 import KeywayTestSupport
 import KeywayWire
 import Synchronization
@@ -123,6 +125,56 @@ struct VaultServiceTests {
             new: Secret(copying: Array("16729".utf8)), via: "a" + String(repeating: "\u{301}", count: 511))
         #expect(service.answer(change, from: alice) == .done)
         #expect(try store.enrollment(user: "alice", factor: .gesture)?.changedBy == "alice via a")
+    }
+
+    @Test("own TOTP: offered only just after a factor of the account is verified, once; never another's")
+    func selfServiceSharedSecret() throws {
+        let clock = Mutex<Int64>(0)
+        let hasher = try Argon2idHasher(cost: .minimum)
+        let manual = ManualClock()
+        var keepers: [any FactorKeeper] = [GestureAuthenticator.keeper(store: store, clock: manual, hasher: hasher)]
+        for plugin in Factors.all where plugin.enrollment == .sharedSecret {
+            keepers.append(
+                plugin.vaultSide(
+                    FactorPlugin.VaultSide(store: store, clock: manual, hasher: hasher, settings: FactorSettings())))
+        }
+        let service = VaultService(
+            vault: LocalVault(store: store, clock: manual, keepers: keepers), factors: Factors.all,
+            now: { clock.withLock { $0 } })
+        let totp = FactorKind(rawValue: "totp")
+        func refused(_ response: Response) -> Bool {
+            if case .failure(let error) = response { return error.code == .notPermitted } else { return false }
+        }
+        let offer = Request.offer(totp, user: "alice", via: "keyway enroll")
+        #expect(refused(service.answer(offer, from: alice)), "an offer without proof")
+        let pattern = Secret(copying: Array("2493".utf8))
+        #expect(
+            service.answer(.verify(.gesture, UserContext(name: "alice"), .secret(pattern)), from: alice)
+                == .verdict(.success))
+        #expect(refused(service.answer(.offer(totp, user: "bob", via: "t"), from: alice)), "bob's, on alice's proof")
+        guard case .offered(let secret) = service.answer(offer, from: alice) else {
+            Issue.record("no offer after the proof")
+            return
+        }
+        #expect(secret.count == 20)
+        #expect(refused(service.answer(offer, from: alice)), "the proof was spent")
+        // An enrollment of someone else's, or of a factor that is no shared secret, is still root's.
+        let code = Secret(copying: Array("123456".utf8))
+        #expect(refused(service.answer(.enroll(totp, user: "bob", label: nil, .secret(code), via: "t"), from: alice)))
+        #expect(
+            refused(
+                service.answer(.enroll(.gesture, user: "alice", label: nil, .secret(pattern), via: "t"), from: alice)))
+        // Alice's own, with a wrong code: reaches the keeper, which refuses it (not a permission refusal).
+        if case .failure(let error) = service.answer(
+            .enroll(totp, user: "alice", label: nil, .secret(code), via: "t"), from: alice)
+        {
+            #expect(error.code != .notPermitted, "\(error)")
+        }
+        clock.withLock { $0 += VaultService.proofWindow }
+        _ = service.answer(.verify(.gesture, UserContext(name: "alice"), .secret(pattern)), from: alice)
+        clock.withLock { $0 += VaultService.proofWindow }
+        #expect(refused(service.answer(offer, from: alice)), "an expired proof")
+        #expect(!refused(service.answer(offer, from: root)), "root needs none")
     }
 
     @Test("turning a factor off needs it verified by the same caller just before; once; root needs no proof")

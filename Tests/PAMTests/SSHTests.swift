@@ -329,4 +329,47 @@ struct SSHTests {
         let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", Self.coder]).text
         #expect(status.contains("pass: issued") && status.contains("expired"), "\(status)")
     }
+
+    @Test("a person replaces their own TOTP over ssh: proved with a recovery code, a new key, its code logs in")
+    func replaceOwnTOTP() throws {
+        defer { tearDown() }
+        let old = try setUp()
+        let codes = try enrollRecovery(Self.coder)
+        let config = fixture.writeConfig("[policy ssh]\nrequire = totp or recovery\n")
+        let stack = try example("sshd").replacingOccurrences(of: "policy=totp", with: "policy=ssh \(config)")
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: stack, users: [Self.coder])
+        defer { sshd.stop() }
+        var key = ""
+        do {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            try terminal.waitFor("Verification code (Enter: use recovery):", seconds: 20)
+            try terminal.type(try oathtool(old, offset: 30))
+            try inShell(terminal, as: Self.coder)
+            // As the person, not root: keyway asks them to prove it first (the code they just used is spent, so
+            // Enter, then a recovery code), then shows the new key.
+            try terminal.type("clear; \(cliPath) --socket \(fixture.socket) enroll totp --user \(Self.coder)")
+            try terminal.waitFor("Verification code (Enter: use recovery):")
+            try terminal.type("")
+            try terminal.waitFor("Recovery code:")
+            try terminal.type(codes[1])
+            let screen = try terminal.waitFor("Code from the app:")
+            let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
+            key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
+            #expect(key != old)
+            try terminal.type(try oathtool(key))
+            try terminal.waitFor("The totp of \(Self.coder) is set")
+        }
+        let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", Self.coder]).text
+        #expect(audit.contains("\(Self.coder) via keyway enroll enroll \(Self.coder) totp"), "\(audit)")
+        // The new key's next code logs in; the old key's does not.
+        let terminal = try Terminal(sshd.command(Self.coder))
+        defer { terminal.close() }
+        try terminal.waitFor("Verification code (Enter: use recovery):", seconds: 20)
+        try terminal.type(try oathtool(old, offset: 30))
+        try terminal.waitFor("Not recognized")
+        try terminal.type(try oathtool(key, offset: 30))
+        try inShell(terminal, as: Self.coder)
+    }
 }
