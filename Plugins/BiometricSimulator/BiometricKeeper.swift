@@ -266,14 +266,20 @@ public final class BiometricKeeper: FactorKeeper {
         return record(current, user: user, by: actor)
     }
 
-    public func enrollment(removing label: String, from record: Enrollment, by actor: String)
-        throws(AuthenticationError) -> Enrollment?
-    {
+    /// A reader keeps its own prints: removing the store's copy would change nothing (the next read brings them
+    /// back, and the finger still unlocks), so it is refused with what does remove them.
+    public func checkRemoval(of user: String) throws(AuthenticationError) {
         if reader != nil {
             throw AuthenticationError(
                 .invalidPolicy,
-                "the reader keeps its own prints ([biometric] backend = fprintd): fprintd-delete removes them")
+                "the reader keeps its own prints ([biometric] backend = fprintd): fprintd-delete \(user) removes them")
         }
+    }
+
+    public func enrollment(removing label: String, from record: Enrollment, by actor: String)
+        throws(AuthenticationError) -> Enrollment?
+    {
+        try checkRemoval(of: record.user)
         var current = try BiometricEnrollment(decoding: record.payload)
         current.templates.removeAll { $0.finger == label }
         guard !current.templates.isEmpty else { return nil }

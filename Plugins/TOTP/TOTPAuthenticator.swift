@@ -41,7 +41,6 @@ public final class TOTPAuthenticator: TypedAuthenticator {
         let account = request.user + (Self.hostName.map { "@\($0)" } ?? "")
         conversation.tell(.scannable(Self.uri(secret: key, user: account, issuer: issuer, digits: digits)))
         conversation.tell(.secret("Key: \(Self.grouped(key)) (time-based, \(digits) digits, every 30 seconds)"))
-        var problem: AuthenticationError? = nil
         for _ in 0..<3 {
             switch try conversation.ask(Prompt("Code from the app: ", echo: true)) {
             case .fallback, .cancel: throw AuthenticationError(.userCancel)
@@ -52,19 +51,23 @@ public final class TOTPAuthenticator: TypedAuthenticator {
                 } catch {
                     guard error.code == .invalidPolicy else { throw error }
                     conversation.tell(.error(error.reason))
-                    problem = error
                 }
             }
         }
-        throw problem ?? AuthenticationError(.authenticationFailed, "no code confirmed the new secret")
+        // The app already holds the secret under this name: say which entry will never work, so it is deleted.
+        throw AuthenticationError(
+            .authenticationFailed,
+            "no code confirmed the new secret, so nothing was saved (any earlier totp still works); delete the entry "
+                + "\(issuer) (\(account)) the app made just now: its codes will never be accepted")
     }
 
     /// The key URI authenticator apps read (Google Authenticator's "Key Uri Format"): the label is the issuer and the
-    /// account, and the secret base32 without padding.
+    /// account, and the secret base32 without padding. SHA-1, 6 digits and 30 seconds are the format's defaults, and
+    /// the issuer is the label's prefix, which apps read when the `issuer` parameter is absent: all are left out, so
+    /// the QR code is small enough for a 24-line terminal even for a long account and host name; 8 digits are said.
     public static func uri(secret: String, user: String, issuer: String, digits: Int) -> String {
         let label = percentEncoded(issuer) + ":" + percentEncoded(user)
-        return "otpauth://totp/\(label)?secret=\(secret)&issuer=\(percentEncoded(issuer))&algorithm=SHA1"
-            + "&digits=\(digits)&period=30"
+        return "otpauth://totp/\(label)?secret=\(secret)" + (digits == 6 ? "" : "&digits=\(digits)")
     }
 
     /// `text` with everything but unreserved characters (RFC 3986) percent-encoded.

@@ -158,7 +158,10 @@ public final class LocalVault: Vault {
     {
         let keeper = try keeper(factor)
         let change = Attribution(actor, at: clock.now())
-        guard let label else { return try store.removeEnrollment(user: user, factor: factor, by: change) }
+        guard let label else {
+            try keeper.checkRemoval(of: user)
+            return try store.removeEnrollment(user: user, factor: factor, by: change)
+        }
         guard let record = try store.enrollment(user: user, factor: factor),
             try keeper.details(of: record).labels.contains(label)
         else { return false }

@@ -175,6 +175,8 @@ public protocol FactorKeeper: AnyObject, Sendable {
         -> Enrollment?
     /// The labels and domain state of a stored enrollment.
     func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8])
+    /// Throws why `user`'s enrollment cannot be removed here (a reader that keeps its own prints); most can be.
+    func checkRemoval(of user: String) throws(AuthenticationError)
     /// For an enrollment spent a use at a time (recovery codes): the uses left; nil for any other.
     func usesLeft(of record: Enrollment) -> Int?
     /// True when what `user` typed at `factor`'s prompt is this keeper's to check instead (an administrator's pass
@@ -279,6 +281,8 @@ extension FactorKeeper {
     }
 
     public func usesLeft(of record: Enrollment) -> Int? { nil }
+
+    public func checkRemoval(of user: String) throws(AuthenticationError) {}
 
     public func standsIn(for factor: FactorKind, typed: Secret?, user: String) -> Bool { false }
 }

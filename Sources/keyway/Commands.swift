@@ -11,7 +11,15 @@ extension Subcommand {
             summary:
                 "set a pattern or passcode (asked twice), enroll a finger (5 touches), a TOTP app (a QR code) or "
                 + "recovery codes (ten, shown once)",
-            operands: [factor], options: [user, stdin, finger, simulateTouches], required: ["--user"],
+            operands: [factor],
+            options: [
+                user, stdin, finger, simulateTouches,
+                .init(
+                    name: "--qr-file", placeholder: "FILE",
+                    help: "write a TOTP's QR code to FILE as an SVG image (new, 0600) instead of the terminal",
+                    completion: .files),
+            ],
+            required: ["--user"],
             details: """
                 The account must exist on this system. A pattern is drawn on a grid when standard input is a \
                 terminal; --stdin reads one line and uses it for both entries. --finger (default right-index) and \

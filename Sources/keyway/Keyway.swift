@@ -187,7 +187,9 @@ struct Command {
         return "\(name) via \(tool)"
     }
 
-    var conversation: TerminalConversation { TerminalConversation(fromStandardInput: parsed.has("--stdin")) }
+    var conversation: TerminalConversation {
+        TerminalConversation(fromStandardInput: parsed.has("--stdin"), qrFile: parsed.value("--qr-file"))
+    }
 
     /// Runs an operation, reporting its error with the right exit status.
     func attempt(_ body: () throws(AuthenticationError) -> Void) -> Int32 {
@@ -263,7 +265,7 @@ struct Command {
     /// With --stdin, enrollment reads one line and uses it for both entries.
     func repeatingConversation(_ factor: FactorKind, of user: String, in runtime: Runtime) -> any Conversation {
         guard parsed.has("--stdin") else { return conversation(for: factor, of: user, in: runtime) }
-        return RepeatingConversation()
+        return RepeatingConversation(qrFile: parsed.value("--qr-file"))
     }
 
     /// The person at the terminal: a pattern is drawn on the grid where the terminal allows it (with its trail
@@ -492,6 +494,9 @@ extension Command {
 
 /// Gives the same secret for both enrollment prompts (`enroll --stdin`).
 final class RepeatingConversation: Conversation {
+    /// Where a QR code goes instead of the terminal (`--qr-file`).
+    private let qrFile: String?
+    init(qrFile: String? = nil) { self.qrFile = qrFile }
     /// The line, once read: only when first asked, so what is shown before (a new secret) is on screen by then.
     private var line: Secret? = nil
     private var hasRead = false
@@ -502,7 +507,7 @@ final class RepeatingConversation: Conversation {
         }
         return line.map(Reply.secret) ?? .cancel
     }
-    func tell(_ message: Message) { TerminalConversation.show(message) }
+    func tell(_ message: Message) { TerminalConversation.show(message, qrFile: qrFile) }
     var showsSecrets: Bool { TerminalConversation.showsSecrets }
 }
 

@@ -6,10 +6,13 @@ import KeywayTools
 final class TerminalConversation: Conversation {
     private let fromStandardInput: Bool
     private let quiet: Bool
+    /// Where a QR code goes as an SVG image instead of the terminal (`--qr-file`).
+    private let qrFile: String?
 
-    init(fromStandardInput: Bool, quiet: Bool = false) {
+    init(fromStandardInput: Bool, quiet: Bool = false, qrFile: String? = nil) {
         self.fromStandardInput = fromStandardInput
         self.quiet = quiet
+        self.qrFile = qrFile
     }
 
     func ask(_ prompt: Prompt) throws(AuthenticationError) -> Reply {
@@ -44,7 +47,7 @@ final class TerminalConversation: Conversation {
 
     func tell(_ message: Message) {
         guard !quiet else { return }
-        Self.show(message)
+        Self.show(message, qrFile: qrFile)
     }
 
     var showsSecrets: Bool { Self.showsSecrets }
@@ -55,17 +58,47 @@ final class TerminalConversation: Conversation {
 
     /// Writes `message` to standard error, drawn as a QR code first when it is scannable (`Message.scannable`). A
     /// secret is written only to a terminal; elsewhere a line says it was withheld.
-    static func show(_ message: Message) {
+    static func show(_ message: Message, qrFile: String? = nil) {
         if message.isSecret && !showsSecrets {
             let withheld = "(a secret is shown only on a terminal; standard error is not one)\n"
             _ = withheld.withCString { write(2, $0, strlen($0)) }
             return
         }
         var text = message.text + "\n"
-        if message.isScannable, let code = QRCode.lines(message.text) {
-            text = code.joined(separator: "\n") + "\n" + text
+        if message.isScannable {
+            text = scannable(message.text, qrFile: qrFile)
         }
         _ = text.withCString { write(2, $0, strlen($0)) }
+    }
+
+    /// A scannable text as the terminal can show it: its QR code in black on white when it fits the window with 3
+    /// lines to spare (the line above it, the key and the prompt below), then the text itself when that fits too;
+    /// or, with `qrFile`, the code written there as an SVG image (0600, new: it holds the secret).
+    static func scannable(_ text: String, qrFile: String?) -> String {
+        if let qrFile {
+            guard let svg = QRCode.svg(text) else { return text + "\n" }
+            let fd = open(qrFile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            guard fd >= 0 else {
+                return "(the QR code could not be written to \(qrFile): \(String(cString: strerror(errno))))\n\(text)\n"
+            }
+            let bytes = Array(svg.utf8)
+            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            guard written == bytes.count else { return "(the QR code could not be written to \(qrFile))\n\(text)\n" }
+            return "The QR code is in \(qrFile) (an SVG image, mode 0600): it holds the secret, so delete it once "
+                + "it is scanned.\n"
+        }
+        var size = winsize()
+        let rows = ioctl(2, UInt(TIOCGWINSZ), &size) == 0 && size.ws_row > 0 ? Int(size.ws_row) : 24
+        let columns = ioctl(2, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 0 ? Int(size.ws_col) : 80
+        if let code = QRCode.lines(text, margin: 2), code.count + 3 <= rows, code.allSatisfy({ $0.count <= columns }) {
+            let wrapped = (text.count + columns - 1) / columns
+            let shown = code.count + 3 + wrapped <= rows ? text + "\n" : ""
+            return QRCode.inColour(code).joined(separator: "\n") + "\n" + shown
+        }
+        let needed = QRCode.lines(text, margin: 2)?.count ?? 0
+        return "(the QR code needs \(needed + 3) lines and this terminal has \(rows): enlarge it, or run again with "
+            + "--qr-file FILE to have it written as an image)\n\(text)\n"
     }
 
     /// Reads one line (without its newline) byte by byte into a wiped buffer; nil at end of input.

@@ -6,11 +6,11 @@ import Testing
 /// as Debian's `qrencode` tool draws for the same text, level and margin.
 @Suite("QR code on a terminal")
 struct QRCodeTests {
-    /// What `qrencode -l M -m 2 -t UTF8 TEXT` prints, line by line.
-    func qrencode(_ text: String) throws -> [String] {
+    /// What `qrencode -l L -m MARGIN -t UTF8i TEXT` prints, line by line.
+    func qrencode(_ text: String, margin: Int = 2) throws -> [String] {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/qrencode")
-        process.arguments = ["-l", "M", "-m", "2", "-t", "UTF8", text]
+        process.arguments = ["-l", "L", "-m", "\(margin)", "-t", "UTF8i", text]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
@@ -29,8 +29,23 @@ struct QRCodeTests {
                 + "&algorithm=SHA1&digits=6&period=30",
         ])
     func sameAsQrencode(text: String) throws {
-        let ours = try #require(QRCode.lines(text))
-        #expect(ours == (try qrencode(text)))
-        #expect(ours.count > 10)
+        for margin in [1, 2] {
+            let ours = try #require(QRCode.lines(text, margin: margin))
+            #expect(ours == (try qrencode(text, margin: margin)))
+            #expect(ours.count > 10)
+        }
+    }
+
+    @Test("a TOTP URI of a long account name fits an 80×24 terminal, in black on white")
+    func fits() throws {
+        let uri =
+            "otpauth://totp/Keyway:a-long-user-name%40build-server-01.example.com"
+            + "?secret=ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
+        let lines = try #require(QRCode.lines(uri, margin: 2))
+        #expect(lines.count <= 21 && lines.allSatisfy { $0.count <= 80 }, "\(lines.count) lines")
+        let coloured = QRCode.inColour(lines)
+        #expect(coloured.allSatisfy { $0.hasPrefix("\u{1B}[30;47m") && $0.hasSuffix("\u{1B}[0m") })
+        let svg = try #require(QRCode.svg(uri))
+        #expect(svg.hasPrefix("<svg") && svg.contains("fill=\"#ffffff\""))
     }
 }

@@ -134,6 +134,39 @@ struct CommandLineTests {
         }
     }
 
+    @Test("every `keyway COMMAND` the README, docs/ and pam/examples/ mention is a command keyway has")
+    func documentedCommandsExist() throws {
+        let synopses = try run(cliPath, ["help", "--synopsis"]).output.map { $0.split(separator: " ").map(String.init) }
+        let commands = Set(synopses.map { $0[1] })
+        // A first word with commands under it (policy check, store copy): the second must be one of them.
+        var below: [String: Set<String>] = [:]
+        for words in synopses where words.count > 2 && synopses.filter({ $0[1] == words[1] }).count > 1 {
+            below[words[1], default: []].insert(words[2])
+        }
+        var files = ["README.md"]
+        files += try FileManager.default.contentsOfDirectory(atPath: packageRoot + "/docs").map { "docs/" + $0 }
+        files += try FileManager.default.contentsOfDirectory(atPath: packageRoot + "/pam/examples").map {
+            "pam/examples/" + $0
+        }
+        // In code: after a backtick, or at the start of a line (a shell example, a comment in an example stack).
+        let mention = try Regex("(`|^[ \t#]*(?:\\$ |sudo )?)keyway ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?")
+            .anchorsMatchLineEndings()
+        var checked = 0
+        for file in files where !file.hasSuffix(".svg") {
+            let text = try String(contentsOfFile: packageRoot + "/" + file, encoding: .utf8)
+            for match in text.matches(of: mention) {
+                let first = match.output[2].substring.map(String.init) ?? ""
+                let second = match.output[3].substring.map(String.init)
+                checked += 1
+                #expect(commands.contains(first), "\(file): `\(match.output[0].substring ?? "")` is no keyway command")
+                if let allowed = below[first], let second, !allowed.contains(where: { $0.uppercased() == $0 }) {
+                    #expect(allowed.contains(second), "\(file): `keyway \(first) \(second)` is no keyway command")
+                }
+            }
+        }
+        #expect(checked > 50, "only \(checked) mentions found")
+    }
+
     @Test("refusals that are not usage errors: no such account 67, --store as another user 77, sensor as another user")
     func refusals() throws {
         let fixture = PAMFixture()

@@ -112,6 +112,15 @@ struct FprintdTests {
             "domain state \(stateBefore) then \(stateAfter)")
         let enroll = try run(cliPath, cli + ["enroll", "biometric", "--user", Self.user, "--simulate-touches"])
         #expect(enroll.status != 0 && enroll.text.contains("fprintd"), "\(enroll.text)")
+        // Removing the biometric is refused as keywayd(8) says (the reader keeps the prints), whole or a finger, and
+        // the fingers are still there.
+        for extra in [[], ["--finger", "left-thumb"]] {
+            let removed = try run(cliPath, cli + ["remove", "biometric", "--user", Self.user] + extra)
+            #expect(removed.status != 0 && removed.text.contains("fprintd-delete"), "\(removed.text)")
+            #expect(!removed.text.contains("Removed"), "\(removed.text)")
+        }
+        let still = try run(cliPath, cli + ["status", "--user", Self.user])
+        #expect(still.text.contains("left-thumb") && still.text.contains("right-index-finger"), "\(still.text)")
     }
 
     /// `sudo` for the account in a real terminal, with `stack` as its PAM service (the module at build/, the

@@ -62,6 +62,45 @@ struct TOTPModuleTests {
         return (key, screen)
     }
 
+    @Test("in an 80×24 terminal the whole QR code, the key and the prompt are on the screen; --qr-file writes an image")
+    func smallTerminal() throws {
+        defer { uninstall() }
+        try install(policy: "totp-only", config: fixture.writeConfig("[policy totp-only]\nrequire = totp\n"))
+        let terminal = try Terminal(
+            "\(cliPath) --socket \(fixture.socket) enroll totp --user \(user)", columns: 80, rows: 24)
+        defer { terminal.close() }
+        let screen = try terminal.waitFor("Code from the app:")
+        let lines = screen.split(separator: "\n", omittingEmptySubsequences: false)
+        let keyLine = try #require(lines.first { $0.hasPrefix("Key: ") }, "\(screen)")
+        let key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, 255)
+        let uri = "otpauth://totp/Keyway:\(user)%40\(String(cString: host))?secret=\(key)"
+        let drawn = Self.asShown(try run("/usr/bin/qrencode", ["-l", "L", "-m", "2", "-t", "UTF8i", uri]).output)
+        #expect(drawn.count > 10)
+        #expect(
+            screen.contains(drawn.joined(separator: "\n")), "the whole QR code is not on the 24-line screen:\n\(screen)"
+        )
+        #expect(lines.count <= 24 && screen.contains("Scan this code"), "\(screen)")
+        terminal.close()
+        // --qr-file: the image, new and private; the terminal gets no blocks.
+        let file = fixture.directory + "/qr.svg"
+        let written = try Terminal(
+            "\(cliPath) --socket \(fixture.socket) enroll totp --user \(user) --qr-file \(file)", columns: 80, rows: 24)
+        defer { written.close() }
+        let told = try written.waitFor("Code from the app:")
+        #expect(told.contains("The QR code is in \(file)") && !told.contains("▀"), "\(told)")
+        var info = stat()
+        #expect(stat(file, &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect((try String(contentsOfFile: file, encoding: .utf8)).hasPrefix("<svg"))
+    }
+
+    /// qrencode's lines as a captured screen shows them: without trailing spaces, blank lines dropped (the capture of
+    /// a blank line is empty, and the code's blank quiet-zone lines are blank).
+    static func asShown(_ lines: [String]) -> [String] {
+        lines.map { String($0.reversed().drop { $0 == " " }.reversed()) }.filter { !$0.isEmpty }
+    }
+
     /// pamtester on the real service, with `code` on standard input.
     func pamtester(_ code: String) throws -> Run {
         try run("/usr/bin/pamtester", ["-v", service, user, "authenticate"], input: code + "\n")
@@ -76,11 +115,10 @@ struct TOTPModuleTests {
         var host = [CChar](repeating: 0, count: 256)
         gethostname(&host, 255)
         let uri =
-            "otpauth://totp/Keyway:\(user)%40\(String(cString: host))?secret=\(key)&issuer=Keyway&algorithm=SHA1"
-            + "&digits=6&period=30"
+            "otpauth://totp/Keyway:\(user)%40\(String(cString: host))?secret=\(key)"
         #expect(screen.replacingOccurrences(of: "\n", with: "").contains(uri), "the URI (wrapped at 120 columns)")
-        let qr = try run("/usr/bin/qrencode", ["-l", "M", "-m", "2", "-t", "UTF8", uri])
-        let drawn = qr.output.filter { !$0.isEmpty }
+        let qr = try run("/usr/bin/qrencode", ["-l", "L", "-m", "2", "-t", "UTF8i", uri])
+        let drawn = Self.asShown(qr.output)
         #expect(drawn.count > 10)
         #expect(screen.contains(drawn.joined(separator: "\n")), "the QR code is not on the screen:\n\(screen)")
         // The enrollment spent the current step's code: the next step's (within the window) logs in, once.

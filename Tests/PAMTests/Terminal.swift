@@ -7,8 +7,8 @@ import Foundation
 struct Terminal {
     let server: String
 
-    /// Starts `command` in a 120×40 terminal.
-    init(_ command: String) throws {
+    /// Starts `command` in a terminal of `columns` × `rows` (120×40 unless given).
+    init(_ command: String, columns: Int = 120, rows: Int = 40) throws {
         server = "keyway-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         // The shell catches Ctrl-C (a handler, which the command does not inherit), so a key meant for the command
         // does not end the pane too.
@@ -23,7 +23,7 @@ struct Terminal {
             "/bin/bash",
             [
                 "-c", "\(closeAll); exec \"$@\" </dev/null >\"$0\" 2>&1", log, "/usr/bin/tmux", "-L", server,
-                "new-session", "-d", "-x", "120", "-y", "40", "sh", "-c", shell,
+                "new-session", "-d", "-x", "\(columns)", "-y", "\(rows)", "sh", "-c", shell,
             ])
         guard started.status == 0 else {
             throw TerminalError(

@@ -207,7 +207,7 @@ struct TOTPKeeperTests {
         #expect(scannable.count == 1)
         let key = Base32.encode(secret)
         #expect(scannable.first?.hasPrefix("otpauth://totp/Keyway:alice") == true, "\(scannable)")
-        #expect(scannable.first?.contains("secret=\(key)&issuer=Keyway&algorithm=SHA1&digits=6&period=30") == true)
+        #expect(scannable.first?.hasSuffix("?secret=\(key)") == true, "\(scannable)")
         #expect(conversation.messages.contains { $0.kind == .error }, "the wrong first code was explained")
         #expect(try store.enrollment(user: "alice", factor: .totp) != nil)
     }
