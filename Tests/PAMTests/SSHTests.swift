@@ -372,4 +372,24 @@ struct SSHTests {
         try terminal.type(try oathtool(key, offset: 30))
         try inShell(terminal, as: Self.coder)
     }
+
+    @Test("keywayd stopped: the ssh client shows that Keyway is not available; no shell")
+    func reasonWhenUnavailable() throws {
+        defer { tearDown() }
+        _ = try setUp()
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: try example("sshd"),
+            users: [Self.coder])
+        defer { sshd.stop() }
+        fixture.stopDaemon()
+        let terminal = try Terminal(sshd.command(Self.coder))
+        defer { terminal.close() }
+        // The prompt comes from keywayd's note of the account (it has a code); the check cannot.
+        if (try? terminal.waitFor("Verification code:", seconds: 5)) != nil { try terminal.type("123456") }
+        let screen = try terminal.waitFor("Keyway is not available", seconds: 20)
+        #expect(!screen.contains("IN-\(Self.coder)"), "\(screen)")
+        // ssh asks again (its next keyboard-interactive round), never a shell.
+        let again = try terminal.waitFor("Verification code:", count: 2, seconds: 20)
+        #expect(!again.contains("$ "), "\(again)")
+    }
 }
