@@ -109,7 +109,7 @@ public final class RecoveryKeeper: FactorKeeper {
         case .success(let code): candidate = code
         case .failure(let problem): return .failure(.malformed(problem.message))
         }
-        guard var record = try store.enrollment(user: user.name, factor: .recovery),
+        guard let record = try store.enrollment(user: user.name, factor: .recovery),
             case let set = try RecoverySet(decoding: record.payload), !set.hashes.isEmpty
         else {
             guard user.concealsEnrollment else {
@@ -122,27 +122,25 @@ public final class RecoveryKeeper: FactorKeeper {
         case .mismatch(let fingerprint):
             return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
         case .match(let index):
+            // Take the code out of whatever the record holds now; a code already gone (used by another request, or
+            // the set replaced) is refused. The record keeps when and by whom the set was made; the use is the row's.
             let spent = set.hashes[index]
-            // Take the code out of whatever the record holds now; a record that changed in between is read again,
-            // and a code already gone (used by another request, or the set replaced) is refused.
-            var current = set
-            for _ in 0..<8 {
-                guard let position = current.hashes.firstIndex(of: spent) else { break }
-                var rest = current
+            let used = try store.spendOnce(record) { current throws(AuthenticationError) in
+                var rest = try RecoverySet(decoding: current.payload)
+                guard let position = rest.hashes.firstIndex(of: spent) else { return nil }
                 rest.hashes.remove(at: position)
-                // The record keeps when and by whom the set was made; the use is the audit row's.
-                var updated = record
+                var updated = current
                 updated.payload = rest.encoded
-                let use = AuditEntry(
-                    at: gate.clock.now(), actor: user.name, user: user.name, action: .use, factor: .recovery,
-                    detail: "a recovery code, \(rest.hashes.count) of \(rest.made) left")
-                if try store.replace(record, with: updated, recording: use) {
-                    try gate.settleSuccess(reservation)
-                    return .success
-                }
-                guard let again = try store.enrollment(user: user.name, factor: .recovery) else { break }
-                record = again
-                current = try RecoverySet(decoding: again.payload)
+                return (
+                    updated,
+                    AuditEntry(
+                        at: gate.clock.now(), actor: user.name, user: user.name, action: .use, factor: .recovery,
+                        detail: "a recovery code, \(rest.hashes.count) of \(rest.made) left")
+                )
+            }
+            if used {
+                try gate.settleSuccess(reservation)
+                return .success
             }
             return .failure(try gate.settleFailure(reservation, fingerprint: nil))
         }

@@ -100,6 +100,23 @@ extension Store {
                 at: new.changedAt, actor: new.changedBy, user: new.user, action: .enroll, factor: new.factor))
     }
 
+    /// Spends one use of a single-use secret kept in `record` (a recovery code, a pass): `spend` gives the record with
+    /// the use taken out and the audit row that says so, or nil when there is nothing of it left to spend. The record
+    /// is swapped only if it is still what was read (`replace`), and read again when another request changed it
+    /// first, so of two requests racing for one use exactly one spends it. True when this one did.
+    public func spendOnce(
+        _ record: Enrollment, _ spend: (Enrollment) throws(AuthenticationError) -> (Enrollment, AuditEntry)?
+    ) throws(AuthenticationError) -> Bool {
+        var current = record
+        for _ in 0..<8 {
+            guard let (updated, entry) = try spend(current) else { return false }
+            if try replace(current, with: updated, recording: entry) { return true }
+            guard let again = try enrollment(user: record.user, factor: record.factor) else { return false }
+            current = again
+        }
+        return false
+    }
+
     /// `pruneAudit` with the routine rows a host keeps (`AuditEntry.routineRowsPerHost`).
     @discardableResult
     public func pruneAudit(keeping limit: Int) throws(AuthenticationError) -> Int {

@@ -108,33 +108,32 @@ public final class PassKeeper: FactorKeeper {
         guard case .secret(let typed) = evidence, let candidate = Self.form.canonical(typed) else {
             return .failure(.malformed("a pass is 16 letters and digits, as written: xxxx-xxxx-xxxx-xxxx"))
         }
-        guard var record = try store.enrollment(user: user.name, factor: .pass) else {
+        guard let record = try store.enrollment(user: user.name, factor: .pass) else {
             throw AuthenticationError(.factorNotEnrolled, "\(user.name) holds no pass")
         }
         let reservation = try gate.reserve(for: user)
-        var pass = try PassRecord(decoding: record.payload)
+        let pass = try PassRecord(decoding: record.payload)
         switch try hasher.verify(candidate, against: pass.hash) {
         case .mismatch(let fingerprint):
             return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
         case .match:
             // Spend one use of this very pass (the same hash), unexpired, whatever else changed in between.
-            let hash = pass.hash
-            for _ in 0..<8 {
-                guard pass.hash == hash, pass.uses > 0, gate.clock.now() < pass.expires else { break }
-                var spent = pass
-                spent.uses -= 1
-                var updated = record
-                updated.payload = spent.encoded
-                let use = AuditEntry(
-                    at: gate.clock.now(), actor: user.name, user: user.name, action: .use, factor: .pass,
-                    detail: "a pass in place of \(pass.inPlaceOf), \(spent.uses) of \(pass.made) uses left")
-                if try store.replace(record, with: updated, recording: use) {
-                    try gate.settleSuccess(reservation)
-                    return .success
-                }
-                guard let again = try store.enrollment(user: user.name, factor: .pass) else { break }
-                record = again
-                pass = try PassRecord(decoding: again.payload)
+            let used = try store.spendOnce(record) { current throws(AuthenticationError) in
+                var left = try PassRecord(decoding: current.payload)
+                guard left.hash == pass.hash, left.uses > 0, gate.clock.now() < left.expires else { return nil }
+                left.uses -= 1
+                var updated = current
+                updated.payload = left.encoded
+                return (
+                    updated,
+                    AuditEntry(
+                        at: gate.clock.now(), actor: user.name, user: user.name, action: .use, factor: .pass,
+                        detail: "a pass in place of \(left.inPlaceOf), \(left.uses) of \(left.made) uses left")
+                )
+            }
+            if used {
+                try gate.settleSuccess(reservation)
+                return .success
             }
             return .failure(try gate.settleFailure(reservation, fingerprint: nil))
         }
