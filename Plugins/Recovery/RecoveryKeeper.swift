@@ -1,5 +1,4 @@
 public import KeywayCore
-import Synchronization
 
 /// The vault's side of recovery codes (keywayd): it makes a set of ten, keeps them in memory until one is typed
 /// back, stores only their Argon2id hashes (one salt for the set, so a check derives once:
@@ -19,9 +18,8 @@ public final class RecoveryKeeper: FactorKeeper {
     public let hasher: any SecretHasher
     /// How long a set waits for the code typed back to confirm it, in milliseconds.
     public static let pendingLifetime: Int64 = 600_000
-    /// Sets waiting at once (an offer needs root or a proven owner; a bound all the same).
-    static let pendingLimit = 1000
-    private let pending = Mutex<[String: (codes: [[UInt8]], at: Int64)]>([:])
+    /// Sets offered and not yet confirmed.
+    private let pending = PendingOffers<[[UInt8]]>(lifetime: pendingLifetime)
     private let random: @Sendable (Int) -> [UInt8]
 
     /// Creates the keeper. `random` draws the codes (the system's generator unless given: tests).
@@ -59,14 +57,7 @@ public final class RecoveryKeeper: FactorKeeper {
     /// Ten new codes for `user`, returned once as lines of text, kept here until one is typed back.
     public func offer(for user: String) throws(AuthenticationError) -> [UInt8] {
         let set = RecoveryCode.generate(RecoveryCode.setSize, random: random)
-        let now = gate.clock.now().milliseconds
-        pending.withLock { table in
-            table = table.filter { now - $0.value.at < Self.pendingLifetime }
-            if table.count >= Self.pendingLimit, let oldest = table.min(by: { $0.value.at < $1.value.at }) {
-                table.removeValue(forKey: oldest.key)
-            }
-            table[user] = (set, now)
-        }
+        pending.keep(set, for: user, now: gate.clock.now().milliseconds)
         var text: [UInt8] = []
         for (index, code) in set.enumerated() {
             if index > 0 { text.append(UInt8(ascii: "\n")) }
@@ -81,8 +72,7 @@ public final class RecoveryKeeper: FactorKeeper {
     {
         guard label == nil else { throw AuthenticationError(.invalidPolicy, "recovery codes have no named parts") }
         let now = gate.clock.now()
-        guard let offered = pending.withLock({ $0[user] }), now.milliseconds - offered.at < Self.pendingLifetime
-        else {
+        guard let offered = pending.current(for: user, now: now.milliseconds) else {
             throw AuthenticationError(
                 .invalidPolicy,
                 "no recovery codes were made for \(user.escapingControlCharacters) in the last "
@@ -93,11 +83,11 @@ public final class RecoveryKeeper: FactorKeeper {
         case .success(let code): typed = code
         case .failure(let problem): throw AuthenticationError(.invalidPolicy, problem.message)
         }
-        guard offered.codes.contains(where: { code in typed.withUnsafeBytes { $0.elementsEqual(code) } }) else {
+        guard offered.contains(where: { code in typed.withUnsafeBytes { $0.elementsEqual(code) } }) else {
             throw AuthenticationError(.invalidPolicy, "that is not one of the codes shown; type one as it is written")
         }
-        let hashes = try hasher.hashSet(offered.codes.map { Secret(copying: $0) })
-        pending.withLock { _ = $0.removeValue(forKey: user) }
+        let hashes = try hasher.hashSet(offered.map { Secret(copying: $0) })
+        pending.remove(user)
         return Enrollment(
             user: user, factor: .recovery, payload: RecoverySet(made: hashes.count, hashes: hashes).encoded,
             changedAt: now, changedBy: actor)
@@ -123,26 +113,14 @@ public final class RecoveryKeeper: FactorKeeper {
             return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
         case .match(let index):
             // Take the code out of whatever the record holds now; a code already gone (used by another request, or
-            // the set replaced) is refused. The record keeps when and by whom the set was made; the use is the row's.
+            // the set replaced) is refused.
             let spent = set.hashes[index]
-            let used = try store.spendOnce(record) { current throws(AuthenticationError) in
-                var rest = try RecoverySet(decoding: current.payload)
+            return try gate.settleUse(reservation, of: record) { payload throws(AuthenticationError) in
+                var rest = try RecoverySet(decoding: payload)
                 guard let position = rest.hashes.firstIndex(of: spent) else { return nil }
                 rest.hashes.remove(at: position)
-                var updated = current
-                updated.payload = rest.encoded
-                return (
-                    updated,
-                    AuditEntry(
-                        at: gate.clock.now(), actor: user.name, user: user.name, action: .use, factor: .recovery,
-                        detail: "a recovery code, \(rest.hashes.count) of \(rest.made) left")
-                )
+                return (rest.encoded, "a recovery code, \(rest.hashes.count) of \(rest.made) left")
             }
-            if used {
-                try gate.settleSuccess(reservation)
-                return .success
-            }
-            return .failure(try gate.settleFailure(reservation, fingerprint: nil))
         }
     }
 

@@ -1,5 +1,4 @@
 public import KeywayCore
-import Synchronization
 
 /// The vault's side of TOTP (keywayd): it makes the shared secret, keeps it in the store, checks codes with the
 /// attempt gate, and accepts each code once.
@@ -24,9 +23,8 @@ public final class TOTPKeeper: FactorKeeper {
     public let window: Int64
     /// How long an offered secret waits for its confirming code, in milliseconds.
     public static let pendingLifetime: Int64 = 600_000
-    /// Offers kept at once (root makes them; a bound all the same).
-    static let pendingLimit = 1000
-    private let pending = Mutex<[String: (secret: [UInt8], at: Int64)]>([:])
+    /// Secrets offered and not yet confirmed.
+    private let pending = PendingOffers<[UInt8]>(lifetime: pendingLifetime)
     /// Makes a new secret.
     private let random: @Sendable (Int) -> [UInt8]
     /// Keys the fingerprints of codes typed for a name with no code enrolled (made at start, never stored).
@@ -88,14 +86,7 @@ public final class TOTPKeeper: FactorKeeper {
 
     public func offer(for user: String) throws(AuthenticationError) -> [UInt8] {
         let secret = random(OneTimeCode.secretLength)
-        let now = gate.clock.now().milliseconds
-        pending.withLock { table in
-            table = table.filter { now - $0.value.at < Self.pendingLifetime }
-            if table.count >= Self.pendingLimit, let oldest = table.min(by: { $0.value.at < $1.value.at }) {
-                table.removeValue(forKey: oldest.key)
-            }
-            table[user] = (secret, now)
-        }
+        pending.keep(secret, for: user, now: gate.clock.now().milliseconds)
         return secret
     }
 
@@ -107,21 +98,20 @@ public final class TOTPKeeper: FactorKeeper {
         guard label == nil else { throw AuthenticationError(.invalidPolicy, "a totp has no named parts") }
         let entered = try Self.code(of: evidence, digits: digits)
         let now = gate.clock.now()
-        guard let offered = pending.withLock({ $0[user] }), now.milliseconds - offered.at < Self.pendingLifetime
-        else {
+        guard let offered = pending.current(for: user, now: now.milliseconds) else {
             throw AuthenticationError(
                 .invalidPolicy,
                 "no secret was offered for \(user.escapingControlCharacters) in the last "
                     + "\(Self.pendingLifetime / 60_000) minutes; run keyway enroll totp again")
         }
         guard let entered else { throw AuthenticationError(.invalidPolicy, "a code is \(digits) digits") }
-        let generator = OneTimeCode(secret: offered.secret, digits: digits)
+        let generator = OneTimeCode(secret: offered, digits: digits)
         guard let step = generator.matchingStep(entered, around: generator.step(at: now), window: window) else {
             throw AuthenticationError(
                 .invalidPolicy,
                 "that is not the app's current code for this secret (is the phone's clock right?); try the next code")
         }
-        pending.withLock { _ = $0.removeValue(forKey: user) }
+        pending.remove(user)
         try gate.restart(generator.start(of: step), for: user)
         return Enrollment(
             user: user, factor: .totp, payload: TOTPRecord(generator).encoded, changedAt: now, changedBy: actor)

@@ -148,6 +148,28 @@ public struct AttemptGate: Sendable {
         return fresh
     }
 
+    /// Settles a verified single-use secret kept in `record` (a recovery code, a pass): a success only if this
+    /// request spends it, a counted failure if another spent it first. `spend` takes the use out of the payload it
+    /// is given (the record as it is now) and says what is left, or gives nil when there is nothing of it to spend;
+    /// the change is made by `Store.spendOnce` and recorded as a use by the account's owner.
+    public func settleUse(
+        _ reservation: Reservation, of record: Enrollment,
+        _ spend: ([UInt8]) throws(AuthenticationError) -> (payload: [UInt8], detail: String)?
+    ) throws(AuthenticationError) -> Verdict {
+        let used = try store.spendOnce(record) { current throws(AuthenticationError) in
+            guard let (payload, detail) = try spend(current.payload) else { return nil }
+            var updated = current  // when and by whom it was made stay; the use is the audit row's
+            updated.payload = payload
+            let entry = AuditEntry(
+                at: clock.now(), actor: current.user, user: current.user, action: .use, factor: current.factor,
+                detail: detail)
+            return (updated, entry)
+        }
+        guard used else { return .failure(try settleFailure(reservation, fingerprint: nil)) }
+        try settleSuccess(reservation)
+        return .success
+    }
+
     /// Starts the one-time record of a new secret at `moment` (the step of the code that confirmed it): the codes of
     /// the secret it replaces were never this one's, so the record of the last one used starts over, and the new
     /// secret's next code works at once.

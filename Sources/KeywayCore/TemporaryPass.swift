@@ -1,5 +1,3 @@
-import Synchronization
-
 extension FactorKind {
     /// An administrator's temporary pass, typed where the factor it stands in for is asked (`PassKeeper`).
     public static let pass = FactorKind(rawValue: "pass")
@@ -25,7 +23,8 @@ public final class PassKeeper: FactorKeeper {
     /// The longest a pass may last, in seconds (30 days), and the most uses.
     public static let longest: Int64 = 30 * 86_400
     public static let mostUses = 10
-    private let pending = Mutex<[String: (code: [UInt8], at: Int64)]>([:])
+    /// Passes made and not yet stored: `keyway pass issue` stores one at once.
+    private let pending = PendingOffers<[UInt8]>(lifetime: 60_000)
     private let random: @Sendable (Int) -> [UInt8]
 
     /// Creates the keeper. `random` draws the codes (the system's generator unless given: tests).
@@ -59,11 +58,7 @@ public final class PassKeeper: FactorKeeper {
     /// A new pass for `user`, returned once as written; kept here until `enrollment` stores it (within a minute).
     public func offer(for user: String) throws(AuthenticationError) -> [UInt8] {
         let code = Self.form.generate(1, random: random)[0]
-        let now = gate.clock.now().milliseconds
-        pending.withLock { table in
-            table = table.filter { now - $0.value.at < 60_000 }
-            table[user] = (code, now)
-        }
+        pending.keep(code, for: user, now: gate.clock.now().milliseconds)
         return Array(Self.form.written(code).utf8)
     }
 
@@ -82,12 +77,12 @@ public final class PassKeeper: FactorKeeper {
         }
         let now = gate.clock.now()
         guard case .secret(let typed) = evidence, let canonical = Self.form.canonical(typed),
-            let offered = pending.withLock({ $0[user] }), now.milliseconds - offered.at < 60_000,
-            canonical.withUnsafeBytes({ $0.elementsEqual(offered.code) })
+            let offered = pending.current(for: user, now: now.milliseconds),
+            canonical.withUnsafeBytes({ $0.elementsEqual(offered) })
         else {
             throw AuthenticationError(.invalidPolicy, "no pass was made for \(user.escapingControlCharacters) just now")
         }
-        pending.withLock { _ = $0.removeValue(forKey: user) }
+        pending.remove(user)
         let record = PassRecord(
             inPlaceOf: FactorKind(rawValue: words[0]), expires: now.adding(.seconds(seconds)), uses: uses, made: uses,
             hash: try hasher.hash(canonical))
@@ -118,24 +113,12 @@ public final class PassKeeper: FactorKeeper {
             return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
         case .match:
             // Spend one use of this very pass (the same hash), unexpired, whatever else changed in between.
-            let used = try store.spendOnce(record) { current throws(AuthenticationError) in
-                var left = try PassRecord(decoding: current.payload)
+            return try gate.settleUse(reservation, of: record) { payload throws(AuthenticationError) in
+                var left = try PassRecord(decoding: payload)
                 guard left.hash == pass.hash, left.uses > 0, gate.clock.now() < left.expires else { return nil }
                 left.uses -= 1
-                var updated = current
-                updated.payload = left.encoded
-                return (
-                    updated,
-                    AuditEntry(
-                        at: gate.clock.now(), actor: user.name, user: user.name, action: .use, factor: .pass,
-                        detail: "a pass in place of \(left.inPlaceOf), \(left.uses) of \(left.made) uses left")
-                )
+                return (left.encoded, "a pass in place of \(left.inPlaceOf), \(left.uses) of \(left.made) uses left")
             }
-            if used {
-                try gate.settleSuccess(reservation)
-                return .success
-            }
-            return .failure(try gate.settleFailure(reservation, fingerprint: nil))
         }
     }
 }
