@@ -68,7 +68,7 @@ let package = Package(
         // links it: the module and the CLI never talk to D-Bus (docs/ARCHITECTURE.md §18).
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         library(
-            "KeywayFprintd", ["KeywayCore", "KeywayPlatform", "KeywayBiometricSimulator", "CDBus", "CKeywayLibc"],
+            "KeywayFprintd", ["KeywayCore", "KeywayPlatform", "CDBus", "CKeywayLibc"],
             path: "Plugins/Fprintd"),
 
         // The one list of factors, below both sides: the module, the CLI and keywayd all read it (Factors.all).
@@ -90,23 +90,21 @@ let package = Package(
         library(
             "KeywayRuntime",
             [
-                "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayPlatform", "KeywayWire",
-                "KeywayBiometricSimulator", "CKeywayLibc",
+                "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayPlatform", "KeywayWire", "CKeywayLibc",
             ]),
 
         // The state's composition (keywayd, `keyway --store`, tests): the SQLite store, Argon2id, the keepers.
         library(
             "KeywayVault",
             [
-                "KeywayCore", "KeywayCrypto", "KeywayFactors", "KeywayStore", "KeywayBiometricSimulator",
-                "KeywayPlatform",
+                "KeywayCore", "KeywayCrypto", "KeywayFactors", "KeywayStore", "KeywayPlatform",
             ]),
 
         // keywayd's server as a library: the accept loop, the connection threads, the bounded pool, the armed sensor
         // (docs/ARCHITECTURE.md §10). Tests drive it in-process (Tests/KeywayDaemonTests).
         library(
             "KeywayDaemon",
-            ["KeywayCore", "KeywayWire", "KeywayPlatform", "KeywayBiometricSimulator", "CKeywayLibc"]),
+            ["KeywayCore", "KeywayWire", "KeywayPlatform", "CKeywayLibc"]),
 
         // keywayd: the one process that opens the store and runs the KDF: its options, the store, the socket, then
         // the server.
@@ -115,7 +113,6 @@ let package = Package(
             dependencies: [
                 "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayRuntime", "KeywayVault",
                 "KeywayWire", "KeywayPlatform", "KeywayDaemon", "CKeywayLibc", "KeywayStore", "KeywayFprintd",
-                "KeywayBiometricSimulator",
             ],
             swiftSettings: strictSettings),
 

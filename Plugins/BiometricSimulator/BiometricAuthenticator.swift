@@ -165,7 +165,7 @@ public final class BiometricAuthenticator: Authenticator {
             throw AuthenticationError(.biometryNotAvailable, reason)
         }
         if let problem = BiometricKeeper.fingerNameProblem(finger) {
-            throw AuthenticationError(.invalidPolicy, problem)
+            throw AuthenticationError(.enrollmentRefused, problem)
         }
         let needed = sensor.configuration.model.enrollmentSamples
         var samples: [[Double]] = []
@@ -226,7 +226,8 @@ public final class BiometricAuthenticator: Authenticator {
     {
         if request.scripted {
             throw AuthenticationError(
-                .invalidPolicy, "fprintd's reader enrolls real fingers only; --simulate-touches is for the simulator")
+                .enrollmentRefused,
+                "fprintd's reader enrolls real fingers only; --simulate-touches is for the simulator")
         }
         let finger = try BiometricKeeper.readerFinger(request.label)
         try vault.enrollAtDevice(

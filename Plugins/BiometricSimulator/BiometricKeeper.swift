@@ -20,13 +20,13 @@ public final class BiometricKeeper: FactorKeeper {
     private let newDomainState: @Sendable () -> [UInt8]
     /// The reader that keeps and matches the prints itself (`[biometric] backend = fprintd`), or nil for the
     /// simulator, whose templates are in the store.
-    public let reader: (any EnrollingDevice)?
+    public let reader: (any DeviceBackend)?
 
     /// Creates the keeper; domain states come from the system's random generator unless given.
     public init(
         store: any Store, clock: any Clock, biometry: BiometryType = .fingerprint, model: NoiseModel = .default,
         schedule: ThrottleSchedule = .biometric, passcodeMaxAge: Duration? = nil,
-        newDomainState: (@Sendable () -> [UInt8])? = nil, reader: (any EnrollingDevice)? = nil
+        newDomainState: (@Sendable () -> [UInt8])? = nil, reader: (any DeviceBackend)? = nil
     ) {
         self.reader = reader
         self.biometry = biometry
@@ -218,7 +218,7 @@ public final class BiometricKeeper: FactorKeeper {
         if readerFingers.contains(name) { return name }
         if readerFingers.contains(name + "-finger") { return name + "-finger" }
         throw AuthenticationError(
-            .invalidPolicy,
+            .enrollmentRefused,
             "fprintd's reader knows the fingers as \(readerFingers.joined(separator: ", ")); "
                 + "'\(name.escapingControlCharacters)' is none of them")
     }
@@ -229,10 +229,11 @@ public final class BiometricKeeper: FactorKeeper {
     ) throws(AuthenticationError) {
         guard let reader else {
             throw AuthenticationError(
-                .invalidPolicy, "the simulated sensor is enrolled from touches that keyway enroll biometric collects")
+                .enrollmentRefused,
+                "the simulated sensor is enrolled from touches that keyway enroll biometric collects")
         }
         let finger = try Self.readerFinger(label)
-        try reader.enroll(user, finger: finger, progress: progress, cancelled: cancelled)
+        try reader.enroll(user, label: finger, progress: progress, cancelled: cancelled)
         try refresh(user, by: Attribution(actor, at: gate.clock.now()), enrolled: true)
     }
 
@@ -242,23 +243,24 @@ public final class BiometricKeeper: FactorKeeper {
     {
         if reader != nil {
             throw AuthenticationError(
-                .invalidPolicy, "the reader keeps its own prints ([biometric] backend = fprintd): enroll at the reader")
+                .enrollmentRefused,
+                "the reader keeps its own prints ([biometric] backend = fprintd): enroll at the reader")
         }
         guard case .samples(let samples) = evidence, (1...64).contains(samples.count) else {
-            throw AuthenticationError(.invalidPolicy, "a biometric is enrolled from 1 to 64 sensor samples")
+            throw AuthenticationError(.enrollmentRefused, "a biometric is enrolled from 1 to 64 sensor samples")
         }
         let finger = label ?? "right-index"
-        if let problem = Self.fingerNameProblem(finger) { throw AuthenticationError(.invalidPolicy, problem) }
+        if let problem = Self.fingerNameProblem(finger) { throw AuthenticationError(.enrollmentRefused, problem) }
         var current = try load(user) ?? BiometricEnrollment(templates: [], domainState: [])
         let replacing = current.templates.contains { $0.finger == finger }
         guard replacing || current.templates.count < BiometricEnrollment.maximumFingers else {
             throw AuthenticationError(
-                .invalidPolicy,
+                .enrollmentRefused,
                 "\(user) already has \(BiometricEnrollment.maximumFingers) fingers enrolled; remove one first")
         }
         let template: Template
         do { template = try model.enroll(samples.map(FeatureVector.init(components:))) } catch {
-            throw AuthenticationError(.invalidPolicy, "could not build a template: \(error)")
+            throw AuthenticationError(.enrollmentRefused, "could not build a template: \(error)")
         }
         current.templates.removeAll { $0.finger == finger }
         current.templates.append((finger, template))

@@ -71,6 +71,19 @@ extension BiometricAuthenticator {
                 falseMatchSetting,
                 passcodeMaxAgeSetting,
             ],
+            specimen: FactorPlugin.Specimen { vault, user, _ throws(AuthenticationError) in
+                // The simulated world's seeded samples: the user's own finger, and a stranger's.
+                let sensor = SimulatedSensor(events: ScriptedSensorEvents())
+                let finger = SensorEvent.present(user: user, finger: "right-index")
+                let samples = (0..<sensor.configuration.model.enrollmentSamples).compactMap {
+                    _ in sensor.sample(of: finger)?.components
+                }
+                try vault.enroll(.samples(samples), of: .biometric, for: user, label: "right-index", by: "conformance")
+                return .init(
+                    right: .samples([sensor.sample(of: finger)?.components ?? []]),
+                    wrong: .samples([sensor.sample(of: .presentStranger)?.components ?? []]))
+            },
+            arming: arming,
             servesRemoteSessions: { settings in settings.choice(remoteSetting) == "allow" },
             personSide: { side in
                 let events = SocketSensorEvents(directory: side.sensorDirectory, owner: side.sensorOwner)
@@ -91,6 +104,25 @@ extension BiometricAuthenticator {
                     schedule: ThrottleSchedule(lockAfter: side.settings.integer(lockoutSetting)),
                     passcodeMaxAge: side.settings.duration(passcodeMaxAgeSetting),
                     reader: usesReader(side.settings) ? side.devices["fprintd"] : nil)
+            })
+    }
+
+    /// How keywayd arms the sensor: the simulated one at its control directory, or fprintd's reader, which keywayd's
+    /// composition offers as the backend "fprintd".
+    static var arming: FactorPlugin.Arming {
+        FactorPlugin.Arming(
+            waitSetting: timeoutSetting, rule: .ownerOrLocalRoot,
+            backends: { settings in usesReader(settings) ? ["fprintd"] : [] },
+            listener: { side in
+                guard usesReader(side.settings) else {
+                    return SimulatorListener(
+                        directory: side.controlDirectory, settings: side.settings, limit: side.limit)
+                }
+                guard let reader = side.backends["fprintd"] else {
+                    return UnavailableListener(
+                        AuthenticationError(.biometryNotAvailable, "keywayd has no fprintd client"))
+                }
+                return reader.listener(for: side.user, limit: side.limit)
             })
     }
 

@@ -8,7 +8,7 @@ import KeywayCore
 /// `unplug`, `plug`, `error REASON`; the answer is `ok` or `error WHY`.
 public enum SensorControl {
     /// Where the socket and the unplugged flag live by default.
-    public static var defaultDirectory: String { "/run/keyway/sensor" }
+    public static var defaultDirectory: String { FactorPlugin.DeviceSide.defaultControlDirectory }
 
     /// The socket in `directory`.
     public static func socketPath(in directory: String) -> String { directory + "/sensor.sock" }

@@ -1,12 +1,11 @@
 import CKeywayLibc
-public import KeywayBiometricSimulator
 public import KeywayCore
 import KeywayPlatform
 
 /// fprintd's reader, as keywayd uses it (`[biometric] backend = fprintd`, docs/ARCHITECTURE.md §18): keywayd is
 /// fprintd's only client on the system bus. Each use opens its own private connection, so one stalled call holds up
 /// nothing else, and a lease's device is claimed for exactly that lease.
-public final class FprintdReader: EnrollingDevice {
+public final class FprintdReader: DeviceBackend {
     /// The bus fprintd is on (the system bus unless `keywayd --system-bus` says otherwise).
     public let busAddress: String
     /// How long one method call may take before it counts as fprintd not answering.
@@ -30,6 +29,15 @@ public final class FprintdReader: EnrollingDevice {
     }
 
     public var name: String { "fprintd" }
+
+    public var place: String { "on \(busAddress)" }
+
+    /// Asks fprintd for root's fingers: whether the reader answers at all.
+    public func check() throws(AuthenticationError) { _ = try labels(of: "root") }
+
+    public func listener(for user: UserContext, limit: Duration) -> any DeviceListener {
+        FprintdListener(reader: self, user: user.name)
+    }
 
     /// A connection to fprintd: the bus, the default device's object path, and fprintd's unique name, to which
     /// every call goes and whose signals alone are believed.
@@ -241,7 +249,7 @@ extension FprintdReader {
     /// your finger on the reader"), EnrollStop and Release. `cancelled` is asked every 100 ms: keywayd's client gone,
     /// or the enrollment's time up. Only fprintd's own signals count, as for a verification.
     public func enroll(
-        _ user: String, finger: String, progress: (String) -> Void, cancelled: () -> Bool
+        _ user: String, label finger: String, progress: (String) -> Void, cancelled: () -> Bool
     ) throws(AuthenticationError) {
         let session: FprintdSession
         do throws(DeviceHoldFailure) { session = try FprintdSession(self, user: user) } catch {
@@ -276,10 +284,10 @@ extension FprintdReader {
                     progress(step(passed + 1))
                 case "enroll-duplicate":
                     throw AuthenticationError(
-                        .invalidPolicy, "that finger is already enrolled at the reader (enroll-duplicate)")
+                        .enrollmentRefused, "that finger is already enrolled at the reader (enroll-duplicate)")
                 case "enroll-data-full":
                     throw AuthenticationError(
-                        .invalidPolicy, "the reader has no room for another finger (enroll-data-full)")
+                        .enrollmentRefused, "the reader has no room for another finger (enroll-data-full)")
                 case "enroll-disconnected":
                     throw failed(
                         AuthenticationError(.biometryNotAvailable, "the reader was disconnected (enroll-disconnected)"))

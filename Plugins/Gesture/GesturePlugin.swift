@@ -30,6 +30,7 @@ extension GestureAuthenticator {
                 Setting.attempts(), minimumDotsSetting, blocklistSetting, Setting.hashPasses(), Setting.hashMemory(),
             ],
             userSettings: [showTrailSetting],
+            specimen: .typed("2493", wrong: "1235", of: .gesture),
             personSide: { side in GestureAuthenticator(vault: side.vault, rules: rules(side.settings)) },
             vaultSide: { side in
                 keeper(store: side.store, clock: side.clock, hasher: side.hasher, rules: rules(side.settings))

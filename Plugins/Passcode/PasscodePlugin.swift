@@ -23,6 +23,7 @@ extension PasscodeAuthenticator {
                 Setting.attempts(), minimumLengthSetting, refuseCommonSetting, Setting.hashPasses(),
                 Setting.hashMemory(),
             ],
+            specimen: .typed("739164", wrong: "739165", of: .passcode),
             personSide: { side in PasscodeAuthenticator(vault: side.vault, rules: rules(side.settings)) },
             vaultSide: { side in
                 keeper(store: side.store, clock: side.clock, hasher: side.hasher, rules: rules(side.settings))

@@ -22,7 +22,7 @@ public final class RecoveryAuthenticator: TypedAuthenticator {
         -> [String]
     {
         guard request.label == nil else {
-            throw AuthenticationError(.invalidPolicy, "recovery codes have no named parts")
+            throw AuthenticationError(.enrollmentRefused, "recovery codes have no named parts")
         }
         guard conversation.showsSecrets else {
             throw AuthenticationError(
@@ -54,13 +54,13 @@ public final class RecoveryAuthenticator: TypedAuthenticator {
                             + "any earlier codes no longer do."
                     ]
                 } catch {
-                    guard error.code == .invalidPolicy else { throw error }
+                    guard error.code == .enrollmentRefused else { throw error }
                     conversation.tell(.error(error.reason))
                     problem = error
                 }
             }
         }
         throw problem
-            ?? AuthenticationError(.authenticationFailed, "no code was typed back; the earlier codes still work")
+            ?? AuthenticationError(.enrollmentRefused, "no code was typed back; the earlier codes still work")
     }
 }

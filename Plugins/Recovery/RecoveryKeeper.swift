@@ -70,21 +70,22 @@ public final class RecoveryKeeper: FactorKeeper {
     public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
         throws(AuthenticationError) -> Enrollment
     {
-        guard label == nil else { throw AuthenticationError(.invalidPolicy, "recovery codes have no named parts") }
+        guard label == nil else { throw AuthenticationError(.enrollmentRefused, "recovery codes have no named parts") }
         let now = gate.clock.now()
         guard let offered = pending.current(for: user, now: now.milliseconds) else {
             throw AuthenticationError(
-                .invalidPolicy,
+                .enrollmentRefused,
                 "no recovery codes were made for \(user.escapingControlCharacters) in the last "
                     + "\(Self.pendingLifetime / 60_000) minutes; run keyway enroll recovery again")
         }
         let typed: Secret
         switch try canonical(evidence) {
         case .success(let code): typed = code
-        case .failure(let problem): throw AuthenticationError(.invalidPolicy, problem.message)
+        case .failure(let problem): throw AuthenticationError(.enrollmentRefused, problem.message)
         }
         guard offered.contains(where: { code in typed.withUnsafeBytes { $0.elementsEqual(code) } }) else {
-            throw AuthenticationError(.invalidPolicy, "that is not one of the codes shown; type one as it is written")
+            throw AuthenticationError(
+                .enrollmentRefused, "that is not one of the codes shown; type one as it is written")
         }
         let hashes = try hasher.hashSet(offered.map { Secret(copying: $0) })
         pending.remove(user)

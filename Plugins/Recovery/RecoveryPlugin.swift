@@ -6,6 +6,14 @@ extension RecoveryAuthenticator {
         FactorPlugin(
             .recovery, summary: "single-use recovery codes, for when the usual factor is lost (ten, shown once)",
             enrollment: .sharedSecret, settings: [Setting.attempts()],
+            specimen: FactorPlugin.Specimen { vault, user, _ throws(AuthenticationError) in
+                // The set is confirmed with its first code, which keeps working; a code of no set never does.
+                let codes = try vault.offer(.recovery, for: user, by: "conformance").split(
+                    separator: UInt8(ascii: "\n"))
+                let first = Evidence.secret(Secret(copying: Array(codes[0])))
+                try vault.enroll(first, of: .recovery, for: user, label: nil, by: "conformance")
+                return .init(right: first, wrong: .secret(Secret(copying: Array("abcd-efgh-jkmn".utf8))))
+            },
             personSide: { side in RecoveryAuthenticator(vault: side.vault) },
             vaultSide: { side in RecoveryKeeper(store: side.store, clock: side.clock, hasher: side.hasher) })
     }

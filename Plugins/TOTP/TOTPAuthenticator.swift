@@ -27,7 +27,7 @@ public final class TOTPAuthenticator: TypedAuthenticator {
     public func enroll(_ request: EnrollmentRequest, conversation: any Conversation) throws(AuthenticationError)
         -> [String]
     {
-        guard request.label == nil else { throw AuthenticationError(.invalidPolicy, "a totp has no named parts") }
+        guard request.label == nil else { throw AuthenticationError(.enrollmentRefused, "a totp has no named parts") }
         guard conversation.showsSecrets else {
             throw AuthenticationError(
                 .notInteractive,
@@ -49,14 +49,14 @@ public final class TOTPAuthenticator: TypedAuthenticator {
                     try vault.enroll(.secret(code), of: .totp, for: request.user, label: nil, by: request.actor)
                     return ["The totp of \(request.user) is set: the app lists it as \(issuer) (\(account))."]
                 } catch {
-                    guard error.code == .invalidPolicy else { throw error }
+                    guard error.code == .enrollmentRefused else { throw error }
                     conversation.tell(.error(error.reason))
                 }
             }
         }
         // The app already holds the secret under this name: say which entry will never work, so it is deleted.
         throw AuthenticationError(
-            .authenticationFailed,
+            .enrollmentRefused,
             "no code confirmed the new secret, so nothing was saved (any earlier totp still works); delete the entry "
                 + "\(issuer) (\(account)) the app made just now: its codes will never be accepted")
     }

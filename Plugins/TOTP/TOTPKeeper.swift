@@ -95,20 +95,20 @@ public final class TOTPKeeper: FactorKeeper {
     public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
         throws(AuthenticationError) -> Enrollment
     {
-        guard label == nil else { throw AuthenticationError(.invalidPolicy, "a totp has no named parts") }
+        guard label == nil else { throw AuthenticationError(.enrollmentRefused, "a totp has no named parts") }
         let entered = try Self.code(of: evidence, digits: digits)
         let now = gate.clock.now()
         guard let offered = pending.current(for: user, now: now.milliseconds) else {
             throw AuthenticationError(
-                .invalidPolicy,
+                .enrollmentRefused,
                 "no secret was offered for \(user.escapingControlCharacters) in the last "
                     + "\(Self.pendingLifetime / 60_000) minutes; run keyway enroll totp again")
         }
-        guard let entered else { throw AuthenticationError(.invalidPolicy, "a code is \(digits) digits") }
+        guard let entered else { throw AuthenticationError(.enrollmentRefused, "a code is \(digits) digits") }
         let generator = OneTimeCode(secret: offered, digits: digits)
         guard let step = generator.matchingStep(entered, around: generator.step(at: now), window: window) else {
             throw AuthenticationError(
-                .invalidPolicy,
+                .enrollmentRefused,
                 "that is not the app's current code for this secret (is the phone's clock right?); try the next code")
         }
         pending.remove(user)

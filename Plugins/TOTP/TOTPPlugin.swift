@@ -22,6 +22,14 @@ extension TOTPAuthenticator {
             .totp, aliases: ["otp"], summary: "a time-based one-time code from an authenticator app (RFC 6238)",
             enrollment: .sharedSecret,
             settings: [Setting.attempts(), digitsSetting, windowSetting],
+            specimen: FactorPlugin.Specimen { vault, user, clock throws(AuthenticationError) in
+                // Confirmed with this step's code, which is then spent; the next step's is within the window.
+                let generator = OneTimeCode(secret: try vault.offer(.totp, for: user, by: "conformance"))
+                let step = generator.step(at: clock.now())
+                let confirm = Evidence.secret(Secret(copying: generator.code(step: step)))
+                try vault.enroll(confirm, of: .totp, for: user, label: nil, by: "conformance")
+                return .init(right: .secret(Secret(copying: generator.code(step: step + 1))), wrong: confirm)
+            },
             personSide: { side in TOTPAuthenticator(vault: side.vault, digits: digits(side.settings)) },
             vaultSide: { side in
                 TOTPKeeper(

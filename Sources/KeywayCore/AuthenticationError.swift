@@ -25,7 +25,7 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
     /// authentication)."
     public var spoken: String {
         switch code {
-        case .biometryNotAvailable, .factorNotAvailable, .timeout:
+        case .biometryNotAvailable, .factorNotAvailable, .timeout, .enrollmentRefused:
             guard reason != code.summary else { return code.summary }
             return "\(code.summary.dropLast()) (\(reason))."
         case .authenticationFailed, .userCancel, .userFallback, .systemCancel, .passcodeNotSet, .biometryNotEnrolled,
@@ -74,6 +74,9 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
         case lockedOut
         /// The policy is empty, unsatisfiable or refers to an unknown factor.
         case invalidPolicy
+        /// What was given cannot be enrolled, and nothing was saved: a rule refused it, a confirmation did not match
+        /// what was shown, or it has the wrong shape for the factor.
+        case enrollmentRefused
         /// The enrollment and attempt store could not be read or written.
         case storeFailure
         /// The conversation with the person failed (not a cancel).
@@ -108,6 +111,7 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
             case .timeout: "Timed out waiting for the person."
             case .lockedOut: "Locked after too many failures; an administrator must reset it."
             case .invalidPolicy: "The policy cannot be satisfied."
+            case .enrollmentRefused: "Nothing was enrolled."
             case .storeFailure: "The Keyway store could not be used."
             case .conversationFailure: "The conversation failed."
             case .internalFailure: "Internal failure."
@@ -124,7 +128,7 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
             case .authenticationFailed, .userCancel, .userFallback, .systemCancel, .passcodeNotSet,
                 .biometryNotAvailable, .biometryNotEnrolled, .appCancel, .invalidContext, .notInteractive,
                 .factorNotEnrolled, .factorNotAvailable, .timeout, .invalidPolicy, .storeFailure, .conversationFailure,
-                .internalFailure, .invalidUserName, .serviceUnavailable, .notPermitted:
+                .internalFailure, .invalidUserName, .serviceUnavailable, .notPermitted, .enrollmentRefused:
                 false
             }
         }
@@ -135,7 +139,7 @@ public struct AuthenticationError: Error, Sendable, Equatable, CustomStringConve
             switch self {
             case .userCancel, .systemCancel, .appCancel, .invalidContext, .notInteractive,
                 .invalidPolicy, .storeFailure, .conversationFailure, .internalFailure, .invalidUserName,
-                .serviceUnavailable, .notPermitted:
+                .serviceUnavailable, .notPermitted, .enrollmentRefused:
                 true
             case .authenticationFailed, .userFallback, .passcodeNotSet, .biometryNotAvailable, .biometryNotEnrolled,
                 .biometryLockout, .factorNotEnrolled, .factorNotAvailable, .throttled, .timeout, .lockedOut:

@@ -31,14 +31,14 @@ public struct FactorPlugin: Sendable {
         public var hasher: any SecretHasher
         /// The factor's global settings.
         public var settings: FactorSettings
-        /// Devices the composition offers by backend name (keywayd's fprintd client as "fprintd"): a plugin whose
+        /// Device backends the composition offers by name (keywayd's fprintd client as "fprintd"): a plugin whose
         /// settings choose a backend takes it from here. Empty in every process but keywayd.
-        public var devices: [String: any EnrollingDevice]
+        public var devices: [String: any DeviceBackend]
 
         /// Creates the inputs.
         public init(
             store: any Store, clock: any Clock, hasher: any SecretHasher, settings: FactorSettings,
-            devices: [String: any EnrollingDevice] = [:]
+            devices: [String: any DeviceBackend] = [:]
         ) {
             self.store = store
             self.clock = clock
@@ -66,6 +66,10 @@ public struct FactorPlugin: Sendable {
     public let settings: [Setting]
     /// The per-user switches it has: `enabled`, then those it declares.
     public let userSettings: [UserSetting]
+    /// What the conformance run enrolls and presents (Tests/KeywayWireTests/FactorConformanceTests.swift).
+    public let specimen: Specimen
+    /// How keywayd arms its device, for a presented factor; nil for a typed one.
+    public let arming: Arming?
     /// Whether it can serve a remote session with these settings (a local sensor cannot).
     public let servesRemoteSessions: @Sendable (FactorSettings) -> Bool
     /// Builds the person's side.
@@ -105,7 +109,7 @@ public struct FactorPlugin: Sendable {
     public init(
         _ kind: FactorKind, aliases: [String] = [], summary: String, input: Input = .typed,
         enrollment: EnrollmentKind = .chosenSecret, codes: FactorCodes = FactorCodes(), device: String? = nil,
-        settings: [Setting], userSettings: [UserSetting] = [],
+        settings: [Setting], userSettings: [UserSetting] = [], specimen: Specimen, arming: Arming? = nil,
         servesRemoteSessions: @escaping @Sendable (FactorSettings) -> Bool = { _ in true },
         personSide: @escaping @Sendable (PersonSide) -> any Authenticator,
         vaultSide: @escaping @Sendable (VaultSide) -> any FactorKeeper
@@ -119,9 +123,51 @@ public struct FactorPlugin: Sendable {
         self.input = input
         self.settings = settings
         self.userSettings = [UserSetting.enabled(kind)] + userSettings
+        self.arming = arming
+        self.specimen = specimen
         self.servesRemoteSessions = servesRemoteSessions
         self.personSide = personSide
         self.vaultSide = vaultSide
+    }
+
+    /// A factor's own examples, which one conformance run drives every entry of `Factors.all` with: a factor cannot
+    /// be listed without them, so none goes unchecked (docs/ARCHITECTURE.md §11).
+    public struct Specimen: Sendable {
+        /// Evidence the enrolled user's presentation verifies with once, now, and evidence that never does.
+        public struct Presentations: Sendable {
+            public var right: Evidence
+            public var wrong: Evidence
+
+            /// Creates the pair.
+            public init(right: Evidence, wrong: Evidence) {
+                self.right = right
+                self.wrong = wrong
+            }
+        }
+
+        /// Enrolls `user` through the vault as an administrator would (for a shared secret, an offer and the code
+        /// that confirms it, at the clock's time), and returns the presentations.
+        public var enroll:
+            @Sendable (_ vault: any Vault, _ user: String, _ clock: any Clock) throws(AuthenticationError)
+                -> Presentations
+
+        /// Declares the examples.
+        public init(
+            enroll:
+                @escaping @Sendable (_ vault: any Vault, _ user: String, _ clock: any Clock) throws(AuthenticationError)
+                -> Presentations
+        ) {
+            self.enroll = enroll
+        }
+
+        /// A typed secret: `right` is enrolled as it is typed.
+        public static func typed(_ right: String, wrong: String, of factor: FactorKind) -> Specimen {
+            Specimen { vault, user, _ throws(AuthenticationError) in
+                let typed = Evidence.secret(Secret(copying: Array(right.utf8)))
+                try vault.enroll(typed, of: factor, for: user, label: nil, by: "conformance")
+                return Presentations(right: typed, wrong: .secret(Secret(copying: Array(wrong.utf8))))
+            }
+        }
     }
 
     /// The declared setting named `key`.
@@ -154,17 +200,4 @@ extension Array where Element == FactorPlugin {
     public func plugin(named word: String) -> FactorPlugin? {
         first { $0.kind.rawValue == word || $0.aliases.contains(word) }
     }
-}
-
-/// A device that keeps and matches its own enrollments (fprintd's reader keeps the prints): what the vault asks it.
-/// Class-bound, so the module's Embedded Swift build can hold one too, though only keywayd ever has one.
-public protocol EnrollingDevice: AnyObject, Sendable {
-    /// What the audit trail calls it ("fprintd").
-    var name: String { get }
-    /// The labels (fingers) enrolled at the device for `user` ([] when none), or why the device cannot tell.
-    func labels(of user: String) throws(AuthenticationError) -> [String]
-    /// Enrolls `label` for `user` at the device, telling the person each step through `progress`; `cancelled` is
-    /// asked while the device waits, and true ends the enrollment (appCancel).
-    func enroll(_ user: String, finger label: String, progress: (String) -> Void, cancelled: () -> Bool)
-        throws(AuthenticationError)
 }

@@ -214,13 +214,13 @@ public final class KnowledgeKeeper: FactorKeeper {
     public func enrollment(of evidence: Evidence, for user: String, label: String?, by actor: String)
         throws(AuthenticationError) -> Enrollment
     {
-        guard label == nil else { throw AuthenticationError(.invalidPolicy, "a \(factor) has no named parts") }
+        guard label == nil else { throw AuthenticationError(.enrollmentRefused, "a \(factor) has no named parts") }
         let secret: Secret
         switch try canonical(evidence) {
         case .success(let canonical): secret = canonical
-        case .failure(let problem): throw AuthenticationError(.invalidPolicy, problem.message)
+        case .failure(let problem): throw AuthenticationError(.enrollmentRefused, problem.message)
         }
-        if let problem = rules(secret) { throw AuthenticationError(.invalidPolicy, problem.message) }
+        if let problem = rules(secret) { throw AuthenticationError(.enrollmentRefused, problem.message) }
         let encoded = try hasher.hash(secret)
         decoys.withLock { $0.refreshed = nil }  // the costs in use may change with this one: read them again
         return Enrollment(
@@ -365,7 +365,9 @@ extension KnowledgeAuthenticator {
     public func enroll(_ request: EnrollmentRequest, conversation: any Conversation) throws(AuthenticationError)
         -> [String]
     {
-        guard request.label == nil else { throw AuthenticationError(.invalidPolicy, "a \(factor) has no named parts") }
+        guard request.label == nil else {
+            throw AuthenticationError(.enrollmentRefused, "a \(factor) has no named parts")
+        }
         try enroll(user: request.user, by: request.actor, conversation: conversation)
         return ["The \(factor) of \(request.user) is set."]
     }

@@ -71,7 +71,7 @@ public final class PassKeeper: FactorKeeper {
             let uses = Int(words[2]), (1...Self.mostUses).contains(uses), !words[0].isEmpty, words[0] != "pass"
         else {
             throw AuthenticationError(
-                .invalidPolicy,
+                .enrollmentRefused,
                 "a pass's terms are FACTOR SECONDS USES: a factor, 60 to \(Self.longest) seconds, 1 to \(Self.mostUses) uses"
             )
         }
@@ -80,7 +80,8 @@ public final class PassKeeper: FactorKeeper {
             let offered = pending.current(for: user, now: now.milliseconds),
             canonical.withUnsafeBytes({ $0.elementsEqual(offered) })
         else {
-            throw AuthenticationError(.invalidPolicy, "no pass was made for \(user.escapingControlCharacters) just now")
+            throw AuthenticationError(
+                .enrollmentRefused, "no pass was made for \(user.escapingControlCharacters) just now")
         }
         pending.remove(user)
         let record = PassRecord(

@@ -82,6 +82,14 @@ public enum Evidence: Sendable, Equatable {
     /// A reader that matches prints itself (fprintd) said whether the presented finger matched an enrolled one.
     /// Made only inside keywayd, by its own conversation with the reader: the wire has no way to carry it in.
     case readerVerdict(matched: Bool)
+
+    /// True for a secret typed at a prompt; false for what a device produced, which a device's `ArmingRule` governs.
+    public var isTyped: Bool {
+        switch self {
+        case .secret: true
+        case .samples, .readerVerdict: false
+        }
+    }
 }
 
 /// One user's enrollments, counters and availability, as `keyway status` shows them.
@@ -204,7 +212,7 @@ public protocol FactorKeeper: AnyObject, Sendable {
     /// Brings the store's record of `user`'s enrollment up to date with a device that keeps the enrollment itself
     /// (fprintd's prints), before the vault reads it; most keepers have nothing to do.
     func refresh(_ user: String) throws(AuthenticationError)
-    /// Enrolls `label` at the device that keeps this factor's enrollments (`EnrollingDevice`), recording it as
+    /// Enrolls `label` at the device that keeps this factor's enrollments (`DeviceBackend`), recording it as
     /// `actor`'s; a factor without one refuses.
     func enrollAtDevice(
         for user: String, label: String?, by actor: String, progress: (String) -> Void, cancelled: () -> Bool

@@ -1,45 +1,67 @@
 import CKeywayLibc
 import Glibc
-public import KeywayBiometricSimulator
 public import KeywayCore
 import KeywayPlatform
 import KeywayWire
 import Synchronization
 
-/// Where keywayd waits at the device for an armed authentication (`first of`, docs/ARCHITECTURE.md §14).
+/// Where keywayd waits at the devices of presented factors for an armed authentication (`first of`, and a presented
+/// factor's sequential wait; docs/ARCHITECTURE.md §14). Each factor says how its device is made and how long it is
+/// waited for (`FactorPlugin.Arming`); keywayd names none.
 public struct ArmingOptions: Sendable {
-    /// The system sensor, the default settings.
+    /// The default control directory and settings, no backends.
     public init() {}
 
-    /// The simulated sensor's control directory (`--sensor`).
-    public var sensorDirectory = SensorControl.defaultDirectory
-    /// The biometric settings of keyway.conf: the sensor's kind and its false-match rate.
-    public var settings = FactorSettings()
-    /// The device keywayd waits at for `user`, for at most the given time: nil for the simulated sensor at
-    /// `sensorDirectory`; keywayd sets fprintd's reader here with `[biometric] backend = fprintd`.
-    public var device: (@Sendable (_ user: UserContext, _ limit: Duration) -> any DeviceListener)? = nil
+    /// Where simulated devices take their events (`--sensor`).
+    public var controlDirectory = FactorPlugin.DeviceSide.defaultControlDirectory
+    /// keyway.conf's settings: each factor's device, and how long it is waited for.
+    public var settings = SettingsBook()
+    /// The device backends keywayd's composition built (fprintd's reader as "fprintd"), by name.
+    public var backends: [String: any DeviceBackend] = [:]
 
-    /// The listener for one lease.
-    func listener(for user: UserContext) -> any DeviceListener {
-        let limit = Duration.milliseconds(Leases.maximumDuration)
-        if let device { return device(user, limit) }
-        return SimulatorListener(directory: sensorDirectory, settings: settings, limit: limit)
+    /// The listener for one lease of `plugin`'s device.
+    func listener(for plugin: FactorPlugin, _ arming: FactorPlugin.Arming, user: UserContext) -> any DeviceListener {
+        arming.listener(
+            .init(
+                settings: settings[plugin.kind], user: user, limit: .milliseconds(Leases.maximumDuration),
+                controlDirectory: controlDirectory, backends: backends))
     }
-}
 
-extension ArmingOptions {
-    /// `[biometric] timeout` in milliseconds: how long an authentication waits in line for the sensor, and how long
-    /// a lease may keep it while another authentication waits.
-    var timeout: Int64 {
-        let duration = settings.duration(BiometricAuthenticator.timeoutSetting) ?? .seconds(30)
+    /// The factor's wait setting in milliseconds: how long an authentication waits in line for its device, and how
+    /// long a lease may keep it while another authentication waits.
+    func timeout(_ plugin: FactorPlugin, _ arming: FactorPlugin.Arming) -> Int64 {
+        let duration = settings[plugin.kind].duration(arming.waitSetting) ?? .seconds(30)
         return duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
     }
 }
 
-/// Who has the sensor and who waits for it, first come first served (docs/ARCHITECTURE.md §14): a lease that keeps
-/// it while someone waits ends after the biometric timeout, and a holder that arms again queues behind the waiters,
-/// so no one holds the sensor against another user's waiting authentication for longer than that.
-final class SensorLine: Sendable {
+/// One presented factor's device as keywayd serves it: the plugin's declaration, its line, and its wait.
+struct DeviceSeat: Sendable {
+    let plugin: FactorPlugin
+    let arming: FactorPlugin.Arming
+    let line = DeviceLine()
+    /// The wait setting, in milliseconds.
+    let timeout: Int64
+
+    /// The seats of every factor in `factors` that declares a device.
+    static func all(_ factors: [FactorPlugin], _ options: ArmingOptions) -> [FactorKind: DeviceSeat] {
+        var seats: [FactorKind: DeviceSeat] = [:]
+        for plugin in factors {
+            guard let arming = plugin.arming else { continue }
+            seats[plugin.kind] = DeviceSeat(plugin: plugin, arming: arming, timeout: options.timeout(plugin, arming))
+        }
+        return seats
+    }
+
+    /// What people call the device ("the sensor").
+    var name: String { "the \(plugin.device ?? "device")" }
+}
+
+/// Who has one factor's device and who waits for it, first come first served (docs/ARCHITECTURE.md §14): a lease
+/// that keeps it while someone waits ends after the factor's wait setting, and a holder that arms again queues behind
+/// the waiters, so no one holds the device against another user's waiting authentication for longer than that.
+/// keywayd keeps one line per factor that has a device.
+final class DeviceLine: Sendable {
     private struct State {
         var next: UInt64 = 0
         var holder: UInt64? = nil
@@ -51,7 +73,7 @@ final class SensorLine: Sendable {
     /// checks (every 100 ms, later on a loaded machine), so the waiter must outlast that check, not race it.
     static let handover: Int64 = 1000
 
-    /// A ticket for the sensor: at once when it is free and nobody waits; otherwise, with `waits`, in turn within
+    /// A ticket for the device: at once when it is free and nobody waits; otherwise, with `waits`, in turn within
     /// `limit` milliseconds while `gone()` stays false; nil when not given.
     func take(waits: Bool, within limit: Int64, gone: () -> Bool) -> UInt64? {
         let (ticket, now) = state.withLock { state -> (UInt64, Bool) in
@@ -83,7 +105,7 @@ final class SensorLine: Sendable {
         }
     }
 
-    /// Gives the sensor back.
+    /// Gives the device back.
     func release(_ ticket: UInt64) {
         state.withLock { state in if state.holder == ticket { state.holder = nil } }
     }
@@ -93,10 +115,10 @@ final class SensorLine: Sendable {
 }
 
 extension Server {
-    /// Serves an `arm` request (`first of`, and the sensor's sequential wait): checks that the sensor may answer this
-    /// authentication, takes it (in line, with `waits`), answers with the nonce, then listens, matching and counting
+    /// Serves an `arm` request (`first of`, and a presented factor's sequential wait): checks that the factor's device
+    /// may answer this authentication (its plugin's `ArmingRule`), takes it (in line, with `waits`), answers with the nonce, then listens, matching and counting
     /// each touch at once and writing one byte to the client for each, so a client waiting on the connection wakes.
-    /// The sensor is given back as soon as the lease has what it can use, when the client closes the connection or
+    /// The device is given back as soon as the lease has what it can use, when the client closes the connection or
     /// dies, after the biometric timeout while another authentication waits, or at `Leases.maximumDuration`; the
     /// lease stays claimable until the client closes it.
     /// `request` is vouched for already (`VaultService.vouched`): `user.startedBy` is the one keywayd trusts.
@@ -104,22 +126,23 @@ extension Server {
         _ request: Request, factor: FactorKind, user: UserContext, waits: Bool, from caller: VaultService.Caller,
         at place: Place, on fd: Int32
     ) {
-        guard factor == .biometric else {
-            reply(.failure(AuthenticationError(.factorNotAvailable, "only the sensor can be armed")), to: fd)
+        guard let seat = seats[factor] else {
+            reply(.failure(AuthenticationError(.factorNotAvailable, "the \(factor) has no device to arm")), to: fd)
             return
         }
         if let refusal = VaultService.refusal(of: request, by: caller) {
             reply(.failure(AuthenticationError(.notPermitted, refusal)), to: fd)
             return
         }
-        // A touch proves only that someone is at the sensor: an authentication it may not answer never takes it.
-        if let refusal = service.sensorRefusal(user, by: caller) {
+        // A touch proves only that someone is at the device: an authentication it may not answer never takes it.
+        if let refusal = service.armingRefusal(of: factor, user, by: caller) {
             Server.logLimited(
-                "\(caller.label): the sensor refused for \(user.name.escapingControlCharacters): \(refusal)")
-            reply(.failure(AuthenticationError(.biometryNotAvailable, refusal)), to: fd)
+                "\(caller.label): \(seat.name) refused for \(user.name.escapingControlCharacters): \(refusal.reason)")
+            reply(.failure(refusal), to: fd)
             return
         }
-        let timeout = arming.timeout
+        let timeout = seat.timeout
+        let line = seat.line
         let leases = service.leases
         // The one connection that may carry a descriptor: the terminal the module in a root host deposits.
         let disposer = self.disposer
@@ -144,52 +167,54 @@ extension Server {
                 _ = poll(&entry, 1, 1000)
             }
         }
-        // The sensor's turn. A sequential wait waits in line before it is answered. A `first of` finding the sensor
+        // The device's turn. A sequential wait waits in line before it is answered. A `first of` finding the device
         // held is answered armed at once (its prompt goes on meanwhile) and waits in the same line, so the holder's
-        // lease ends after the timeout for it as for a sequential wait, and no one holds the sensor against it.
-        var ticket = sensorLine.take(waits: false, within: 0, gone: { false })
+        // lease ends after the timeout for it as for a sequential wait, and no one holds the device against it.
+        var ticket = line.take(waits: false, within: 0, gone: { false })
         if ticket == nil && waits {
-            guard let turn = placeInLine(waits: true, for: factor, on: fd) else { return }
+            guard let turn = placeInLine(waits: true, at: seat, on: fd) else { return }
             ticket = turn
         } else if ticket == nil {
             let answer = service.answer(request, from: caller, inLine: true)
             reply(answer, to: fd)
             guard case .armed(let armed) = answer else { return }
             defer { leases.close(armed) }
-            ticket = sensorLine.take(waits: true, within: timeout + SensorLine.handover, gone: clientGone)
+            ticket = line.take(waits: true, within: timeout + DeviceLine.handover, gone: clientGone)
             guard let turn = ticket else {
                 leases.end(armed, with: service.deviceBusy(factor))
                 wake()
                 return keepClaimable()
             }
             guard leases.hold(armed) else {
-                sensorLine.release(turn)
+                line.release(turn)
                 leases.end(armed, with: service.deviceBusy(factor))
                 wake()
                 return keepClaimable()
             }
             return listen(
-                armed, ticket: turn, request, user: user, factor: factor, waits: true, from: caller, on: fd,
+                armed, at: seat, ticket: turn, request, user: user, waits: true, from: caller, on: fd,
                 custody: custody, wake: wake, keepClaimable: keepClaimable)
         }
         guard let turn = ticket else { return }
         listen(
-            nil, ticket: turn, request, user: user, factor: factor, waits: waits, from: caller, on: fd,
+            nil, at: seat, ticket: turn, request, user: user, waits: waits, from: caller, on: fd,
             custody: custody, wake: wake, keepClaimable: keepClaimable)
     }
 
-    /// The sensor held for one arming (`ticket`, its turn in the line): holds the device, answers the client unless it
+    /// The device held for one arming (`ticket`, its turn in the line): holds the device, answers the client unless it
     /// was answered already (`early`, the nonce of a lease made in line), then listens until the lease has what it
-    /// can use, its client goes, or it has kept the sensor for the timeout while someone else waits.
+    /// can use, its client goes, or it has kept the device for the timeout while someone else waits.
     private func listen(
-        _ early: [UInt8]?, ticket: UInt64, _ request: Request, user: UserContext, factor: FactorKind, waits: Bool,
+        _ early: [UInt8]?, at seat: DeviceSeat, ticket: UInt64, _ request: Request, user: UserContext, waits: Bool,
         from caller: VaultService.Caller, on fd: Int32, custody: TerminalHolder, wake: () -> Void,
         keepClaimable: () -> Void
     ) {
-        let timeout = arming.timeout
+        let timeout = seat.timeout
+        let factor = seat.plugin.kind
         let leases = service.leases
-        let device = arming.listener(for: user)
-        // Says why the sensor cannot serve this arming: to the client, or on the lease it was answered already.
+        let device = arming.listener(for: seat.plugin, seat.arming, user: user)
+        let line = seat.line
+        // Says why the device cannot serve this arming: to the client, or on the lease it was answered already.
         func fail(_ error: AuthenticationError) {
             guard let early else { return reply(.failure(error), to: fd) }
             leases.end(early, with: error)
@@ -218,10 +243,10 @@ extension Server {
                     }
                     fail(service.deviceBusy(factor))
                 case .unavailable(let why):
-                    Server.logLimited("\(caller.label): the sensor is unavailable: \(why.reason)")
+                    Server.logLimited("\(caller.label): \(seat.name) is unavailable: \(why.reason)")
                     fail(why)
                 }
-                sensorLine.release(ticket)
+                line.release(ticket)
                 if early != nil { keepClaimable() }
                 return
             }
@@ -234,7 +259,7 @@ extension Server {
             holding = false
             device.release()
             if let nonce { leases.release(nonce) }
-            sensorLine.release(ticket)
+            line.release(ticket)
         }
         defer { giveBack() }
         if early == nil {
@@ -245,12 +270,11 @@ extension Server {
         }
         guard let armed = nonce else { return }
         defer { if early == nil { leases.close(armed) } }
-        let line = sensorLine
         @Sendable func overstaying() -> Bool {
             line.othersWaiting && UnixSocket.monotonicMilliseconds() - heldSince >= timeout
         }
         // Stops when the client has gone (its socket closed: a killed sudo included), the lease wants no more, or it
-        // has kept the sensor for the timeout while someone else waits for it.
+        // has kept the device for the timeout while someone else waits for it.
         let stop = CancellationFlag(following: CancellationFlag()) {
             custody.take(from: fd) || !leases.wantsMore(armed) || overstaying()
         }
@@ -258,7 +282,7 @@ extension Server {
             switch event {
             case .evidence(let evidence):
                 do {
-                    leases.record(try service.vault.verify(evidence, of: .biometric, for: user), for: armed)
+                    leases.record(try service.vault.verify(evidence, of: factor, for: user), for: armed)
                 } catch {
                     leases.end(armed, with: error)
                 }
@@ -266,7 +290,7 @@ extension Server {
                 leases.record(.failure(.noSample(reason)), for: armed)
             case .ended(let outcome):
                 if outcome.code == .biometryNotAvailable || outcome.code == .systemCancel {
-                    Server.logLimited("\(caller.label): the wait at the sensor ended: \(outcome.reason)")
+                    Server.logLimited("\(caller.label): the wait at \(seat.name) ended: \(outcome.reason)")
                 }
                 leases.end(armed, with: outcome)
             }
@@ -276,11 +300,11 @@ extension Server {
         if leases.wantsMore(armed) && overstaying() {
             Server.logLimited(
                 "\(caller.label): lease for \(user.name.escapingControlCharacters) ended after \(timeout / 1000) s: "
-                    + "another authentication waits for the sensor")
+                    + "another authentication waits for \(seat.name)")
             leases.end(
                 armed,
                 with: AuthenticationError(
-                    .systemCancel, "the sensor was given to another authentication waiting for it"))
+                    .systemCancel, "\(seat.name) was given to another authentication waiting for it"))
             wake()
         }
         giveBack()  // the lease has what it can use: the next in line need not wait for this client
@@ -291,12 +315,12 @@ extension Server {
 extension Server {
     /// The device's turn for the client on `fd` (waiting in line with `waits`, for at most the biometric timeout
     /// and the handover), or nil once the client has been answered that the device is busy.
-    func placeInLine(waits: Bool, for factor: FactorKind, on fd: Int32) -> UInt64? {
+    func placeInLine(waits: Bool, at seat: DeviceSeat, on fd: Int32) -> UInt64? {
         guard
-            let ticket = sensorLine.take(
-                waits: waits, within: arming.timeout + SensorLine.handover, gone: { UnixSocket.peerHasClosed(fd) })
+            let ticket = seat.line.take(
+                waits: waits, within: seat.timeout + DeviceLine.handover, gone: { UnixSocket.peerHasClosed(fd) })
         else {
-            reply(.failure(service.deviceBusy(factor)), to: fd)
+            reply(.failure(service.deviceBusy(seat.plugin.kind)), to: fd)
             return nil
         }
         return ticket
@@ -305,7 +329,7 @@ extension Server {
     /// How long an enrollment at the device may take, the touches of all its stages included.
     static let enrollmentLimit: Int64 = 120_000
 
-    /// `enrollAtDevice`: root's request to enroll a finger at fprintd's reader. It waits in the sensor's line like
+    /// `enrollAtDevice`: root's request to enroll a finger at fprintd's reader. It waits in the device's line like
     /// any wait at the device, sends each step as a `.progress` frame, and ends when the client goes (the kernel
     /// closes its socket), after `enrollmentLimit`, or when it has held the device for the biometric timeout while
     /// an authentication waits for it; the reader is released in every case.
@@ -316,11 +340,15 @@ extension Server {
             reply(.failure(AuthenticationError(.notPermitted, refusal)), to: fd)
             return
         }
-        let timeout = arming.timeout
-        guard let ticket = placeInLine(waits: true, for: factor, on: fd) else { return }
-        defer { sensorLine.release(ticket) }
+        guard let seat = seats[factor] else {
+            reply(.failure(AuthenticationError(.factorNotAvailable, "the \(factor) has no device")), to: fd)
+            return
+        }
+        let timeout = seat.timeout
+        guard let ticket = placeInLine(waits: true, at: seat, on: fd) else { return }
+        let line = seat.line
+        defer { line.release(ticket) }
         let started = UnixSocket.monotonicMilliseconds()
-        let line = sensorLine
         let answer = service.answer(
             request, from: caller, progress: { step in reply(.progress(step), to: fd) },
             cancelled: {
@@ -347,7 +375,7 @@ final class TerminalHolder: Sendable {
     /// Whether a terminal may be deposited here: only by the module inside a root host (keywayd(8), "Descriptors").
     let acceptsCustody: Bool
     /// Where descriptors the client passed but may not deposit go: its own disposal line (`Disposer`), never the
-    /// thread that holds the sensor, since their close may block.
+    /// thread that holds the device, since their close may block.
     private let discard: @Sendable ([Int32]) -> Void
 
     /// Creates an empty holder; `acceptsCustody` for a root client; what it refuses goes to `discard`.

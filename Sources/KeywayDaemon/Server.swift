@@ -1,7 +1,7 @@
 import CKeywayLibc
 import Dispatch
 import Glibc
-public import KeywayCore
+import KeywayCore
 public import KeywayPlatform
 public import KeywayWire
 import Synchronization
@@ -81,7 +81,7 @@ public final class Server: Sendable {
 
     public let service: VaultService
     public let options: Options
-    /// Where the sensor is listened to for an armed authentication.
+    /// Where presented factors' devices are listened to for an armed authentication.
     let arming: ArmingOptions
     /// Run at start and every `maintenanceInterval`, on a thread of its own.
     let maintenance: @Sendable () -> Void
@@ -99,8 +99,8 @@ public final class Server: Sendable {
     private let maintained = Mutex<Int64?>(nil)
     /// Where refused connections are answered and let go of, off the accept loop.
     let disposer = Disposer()
-    /// Who has the sensor and who waits for it.
-    let sensorLine = SensorLine()
+    /// Each presented factor's device: its declaration, its line, its wait.
+    let seats: [FactorKind: DeviceSeat]
     /// How long a slow-hash request takes a worker, so faster answers can be made to take as long.
     let guessTime = GuessTime()
     /// Whose subordinate uids are whose: a person's connection places count them all.
@@ -116,6 +116,7 @@ public final class Server: Sendable {
         self.service = service
         self.options = options
         self.arming = arming
+        self.seats = DeviceSeat.all(service.factors, arming)
         self.notes = notes
         self.maintenance = maintenance
         workers = DispatchSemaphore(value: options.workers)

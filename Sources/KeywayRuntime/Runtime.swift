@@ -1,5 +1,4 @@
 import CKeywayLibc
-public import KeywayBiometricSimulator
 public import KeywayConfig
 public import KeywayCore
 public import KeywayFactors
@@ -11,7 +10,7 @@ public struct Runtime: Sendable {
     /// Where the factors find their devices.
     public struct Options: Sendable, Equatable {
         /// The simulated sensor's control directory.
-        public var sensorDirectory = SensorControl.defaultDirectory
+        public var sensorDirectory = FactorPlugin.DeviceSide.defaultControlDirectory
         /// Accept a sensor directory owned by the current user instead of root: tests and the demo only.
         public var sensorOwnedByCurrentUser = false
 
@@ -62,8 +61,11 @@ public struct Runtime: Sendable {
 }
 
 extension SettingsBook {
-    /// Replaces `[biometric] timeout` (the module's `timeout=` argument).
+    /// Replaces the wait setting of every factor with a device (`[biometric] timeout`: the module's `timeout=`).
     public mutating func setSensorTimeout(seconds: Int) {
-        self[.biometric].set(BiometricAuthenticator.timeoutSetting.key, .duration(Int64(seconds) * 1000))
+        for plugin in Factors.all {
+            guard let arming = plugin.arming else { continue }
+            self[plugin.kind].set(arming.waitSetting.key, .duration(Int64(seconds) * 1000))
+        }
     }
 }

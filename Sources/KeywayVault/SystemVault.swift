@@ -1,4 +1,3 @@
-public import KeywayBiometricSimulator
 public import KeywayCore
 public import KeywayCrypto
 import KeywayFactors
@@ -33,7 +32,7 @@ public enum SystemVault {
 
     /// Opens the store and builds the keepers; `devices` are the backends keywayd offers the plugins by name
     /// (`FactorPlugin.VaultSide.devices`: fprintd's reader).
-    public static func open(_ options: Options, devices: [String: any EnrollingDevice] = [:])
+    public static func open(_ options: Options, devices: [String: any DeviceBackend] = [:])
         throws(AuthenticationError)
         -> LocalVault
     {

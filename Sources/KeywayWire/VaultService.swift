@@ -57,7 +57,7 @@ public struct VaultService: Sendable {
     let proofs: Proofs
     /// The factors armed now (`first of`, the sensor's sequential wait).
     public let leases: Leases
-    /// An account's uid, for the sensor's rule (`sensorRefusal`); nil when it cannot be told.
+    /// An account's uid, for a device's rule (`armingRefusal`); nil when it cannot be told.
     public let accountUID: @Sendable (String) -> UInt32?
     /// How many changes each user other than root has made lately: each writes an audit row.
     let writes: WriteBudget
@@ -182,24 +182,38 @@ public struct VaultService: Sendable {
 
     private func isSharedSecret(_ factor: FactorKind) -> Bool { factors.plugin(factor)?.enrollment == .sharedSecret }
 
-    /// Why the sensor may not serve this authentication, or nil: a touch proves only that someone is at the sensor,
-    /// so it answers only an authentication the account's owner started (its starter's uid is the account's: sudo,
-    /// a screen locker), or one root started on a local seat (a console login, a greeter). Never `su OTHER` from
-    /// someone else's session; unknown means no (docs/ARCHITECTURE.md §10, "The sensor answers only the person").
-    public func sensorRefusal(_ context: UserContext, by caller: Caller) -> String? {
+    /// Why `factor`'s device may not answer this authentication, as the refusal its plugin's codes name, or nil for a
+    /// factor without a device. A presentation proves only that someone is at the device, so the plugin's
+    /// `ArmingRule` says whose authentications it may answer (docs/ARCHITECTURE.md §10, "The sensor answers only the
+    /// person").
+    public func armingRefusal(of factor: FactorKind, _ context: UserContext, by caller: Caller) -> AuthenticationError?
+    {
+        guard let plugin = factors.plugin(factor), let arming = plugin.arming else { return nil }
+        let device = "the \(plugin.device ?? "device")"
+        let why: String?
+        switch arming.rule {
+        case .ownerOrLocalRoot: why = ownerOrLocalRootRefusal(context, by: caller, device: device)
+        }
+        return why.map { AuthenticationError(plugin.codes.notAvailable, $0) }
+    }
+
+    /// `ArmingRule.ownerOrLocalRoot`: the account's owner started it (its starter's uid is the account's: sudo, a
+    /// screen locker), or root started it on a local seat (a console login, a greeter). Never `su OTHER` from
+    /// someone else's session; unknown means no.
+    private func ownerOrLocalRootRefusal(_ context: UserContext, by caller: Caller, device: String) -> String? {
         if startedByOwner(context.name, startedBy: context.startedBy, caller: caller) { return nil }
         guard let starter = context.startedBy else {
-            return "who started this authentication is unknown; the sensor answers only its owner"
+            return "who started this authentication is unknown; \(device) answers only its owner"
         }
         if starter == 0 {
             return context.isRemote ? "root's authentication of \(context.name) is remote" : nil
         }
         guard accountUID(context.name) != nil else {
             return
-                "the uid of \(context.name.escapingControlCharacters) cannot be told; the sensor answers only its owner"
+                "the uid of \(context.name.escapingControlCharacters) cannot be told; \(device) answers only its owner"
         }
         return "uid \(starter) started this authentication of \(context.name.escapingControlCharacters) "
-            + "(su from another person's session); the sensor answers only its owner"
+            + "(su from another person's session); \(device) answers only its owner"
     }
 
     /// True when the account's owner started this authentication: a caller other than root asking about its own
@@ -285,8 +299,8 @@ public struct VaultService: Sendable {
             case .availability(let factor, let user):
                 return .availability(vault.availability(of: factor, for: user))
             case .verify(let factor, let user, let evidence):
-                if case .samples = evidence, let refusal = sensorRefusal(user, by: caller) {
-                    return .failure(AuthenticationError(.biometryNotAvailable, refusal))
+                if !evidence.isTyped, let refusal = armingRefusal(of: factor, user, by: caller) {
+                    return .failure(refusal)
                 }
                 let verdict = try vault.verify(evidence, of: factor, for: user)
                 if verdict == .success {
@@ -315,8 +329,8 @@ public struct VaultService: Sendable {
             case .audit(let user):
                 return .audit(try vault.audit(of: user))
             case .arm(let factor, let user, let attempts, _):
-                if let refusal = sensorRefusal(user, by: caller) {
-                    return .failure(AuthenticationError(.biometryNotAvailable, refusal))
+                if let refusal = armingRefusal(of: factor, user, by: caller) {
+                    return .failure(refusal)
                 }
                 // The daemon holds the device first and listens after this answer, for as long as the connection
                 // stays open; here: may the user use the factor now, and is the device free. `inLine`: the daemon

@@ -29,6 +29,7 @@ enum ExitStatus {
             return 3
         case .userCancel, .appCancel, .systemCancel, .invalidContext, .notInteractive, .conversationFailure: return 4
         case .invalidPolicy: return 78  // EX_CONFIG
+        case .enrollmentRefused: return 5
         case .storeFailure: return 74  // EX_IOERR
         case .internalFailure: return 70  // EX_SOFTWARE
         case .invalidUserName: return usage

@@ -65,7 +65,7 @@ struct Keyway {
             'keyway COMMAND --help' shows a command's options.
 
             Exit status: 0 success, 1 failed (doctor: a warning), 2 locked out, 3 not enrolled or unavailable,
-            4 cancelled, 64 usage, 65 configuration errors, 66 configuration file missing, 67 no such user,
+            4 cancelled, 5 enrollment refused (nothing saved), 64 usage, 65 configuration errors, 66 configuration file missing, 67 no such user,
             69 keywayd unreachable or busy, 70 internal, 73 cannot write a file, 74 store, 77 not permitted,
             78 configuration.
             """,

@@ -1,7 +1,6 @@
 import CKeywayLibc
 import Dispatch
 import Glibc
-import KeywayBiometricSimulator
 import KeywayConfig
 import KeywayCore
 import KeywayDaemon
@@ -106,9 +105,9 @@ struct Keywayd {
             case "--audit-rows": options.auditRowLimit = number(word, 100...100_000_000)
             case "--notes": noteLimit = number(word, 0...1_000_000)
             case "--sensor":
-                arming.sensorDirectory = value(word)
-                guard arming.sensorDirectory.hasPrefix("/") else {
-                    fail("--sensor \(arming.sensorDirectory): give an absolute path")
+                arming.controlDirectory = value(word)
+                guard arming.controlDirectory.hasPrefix("/") else {
+                    fail("--sensor \(arming.controlDirectory): give an absolute path")
                 }
             case "--system-bus": systemBus = value(word)
             case "--help":
@@ -126,28 +125,34 @@ struct Keywayd {
                         + errors.map { $0.headline }.joined(separator: "; "))
             }
             vaultOptions.settings = configuration.settings
-            arming.settings = configuration.settings[.biometric]
+            arming.settings = configuration.settings
         case .failure(let problems):
             let text = "keywayd: refusing to start: the configuration has errors\n\(problems)\n"
             _ = text.withCString { write(2, $0, strlen($0)) }
             exit(78)
         }
-        // With `[biometric] backend = fprintd` keywayd is fprintd's one client: the keeper asks the reader which
-        // fingers are enrolled, and each armed wait claims it (docs/ARCHITECTURE.md §18).
-        var devices: [String: any EnrollingDevice] = [:]
-        if BiometricAuthenticator.usesReader(arming.settings) {
-            let reader = FprintdReader(busAddress: systemBus, log: { Server.logLimited($0) })
-            devices["fprintd"] = reader
-            arming.device = { user, _ in FprintdListener(reader: reader, user: user.name) }
-            do throws(AuthenticationError) {
-                _ = try reader.labels(of: "root")
-                Server.log("biometric: fprintd's reader on \(systemBus)")
-            } catch {
-                Server.log("biometric: fprintd's reader cannot be used yet (the policies fall back): \(error.reason)")
+        // The device backends the factors' settings choose (fprintd's reader with `[biometric] backend = fprintd`,
+        // keywayd then its one client): built once, offered to the keepers and to each armed wait
+        // (docs/ARCHITECTURE.md §14 and §18).
+        for plugin in Factors.all {
+            guard let declared = plugin.arming else { continue }
+            for name in declared.backends(arming.settings[plugin.kind]) where arming.backends[name] == nil {
+                guard let backend = DeviceBackends.make(name, systemBus: systemBus) else {
+                    Server.log("\(plugin.kind): keywayd has no device backend '\(name)'; the policies fall back")
+                    continue
+                }
+                arming.backends[name] = backend
+                do throws(AuthenticationError) {
+                    try backend.check()
+                    Server.log("\(plugin.kind): \(backend.name) \(backend.place)")
+                } catch {
+                    Server.log(
+                        "\(plugin.kind): \(backend.name) cannot be used yet (the policies fall back): \(error.reason)")
+                }
             }
         }
         let vault: LocalVault
-        do { vault = try SystemVault.open(vaultOptions, devices: devices) } catch {
+        do { vault = try SystemVault.open(vaultOptions, devices: arming.backends) } catch {
             Server.log("cannot open the store: \(error.reason)")
             exit(74)
         }

@@ -6,7 +6,7 @@ import Testing
 @testable import KeywayBiometricSimulator
 
 /// A reader that keeps its own prints (fprintd's shape), counting how often it is asked for a user's fingers.
-final class CountingReader: EnrollingDevice {
+final class CountingReader: DeviceBackend {
     let state = Mutex((fingers: ["right-index-finger"], reachable: true, asked: 0))
     var name: String { "counting reader" }
 
@@ -19,13 +19,25 @@ final class CountingReader: EnrollingDevice {
         return fingers
     }
 
-    func enroll(_ user: String, finger label: String, progress: (String) -> Void, cancelled: () -> Bool)
+    func listener(for user: UserContext, limit: Duration) -> any DeviceListener { EndedListener() }
+
+    func enroll(_ user: String, label: String, progress: (String) -> Void, cancelled: () -> Bool)
         throws(AuthenticationError)
     {
         state.withLock { $0.fingers.append(label) }
     }
 
     var asked: Int { state.withLock { $0.asked } }
+}
+
+/// A device that is gone as soon as it is held.
+final class EndedListener: DeviceListener {
+    func hold() throws(DeviceHoldFailure) {
+        throw .unavailable(AuthenticationError(.biometryNotAvailable, "unplugged"))
+    }
+    func next(cancellation: CancellationFlag) -> DeviceEvent? { nil }
+    func handled() {}
+    func release() {}
 }
 
 /// With a reader, the availability before a prompt asks it once: its list brings the record up to date and its

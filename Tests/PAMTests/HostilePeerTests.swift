@@ -114,15 +114,16 @@ struct HostilePeerTests {
             for _ in 0..<5 { slowest = max(slowest, try victim()) }
             let report = running.finish()
             #expect(report.status == 0, "\(report.text)")
+            // A victim held by the attack waits its 3 s; a loaded machine (a suite beside this one) costs a second.
             #expect(
-                slowest <= normal + 1000,
+                slowest <= normal + 2000,
                 "\(mode) \(kind) \(passing): \(slowest) ms, \(normal) ms normally; \(report.text)")
             if mode == "refuse" {
                 #expect(report.text.contains("passed 0 "), "the kernel took a descriptor: \(report.text)")
             } else {
                 #expect(!report.text.contains("passed 0 "), "no descriptor was passed: \(report.text)")
             }
-            #expect(try victim() <= normal + 1000, "after: \(mode) \(kind) \(passing)")
+            #expect(try victim() <= normal + 2000, "after: \(mode) \(kind) \(passing)")
             #expect(
                 settle(to: before) <= before,
                 "\(mode) \(kind) \(passing): \(before) descriptors before, \(descriptors())")

@@ -138,6 +138,28 @@ struct TOTPModuleTests {
         #expect(!fixture.daemonLog.contains(key), "the secret is never logged")
     }
 
+    @Test("three mistyped confirmations save nothing, say so and exit 5 (enrollment refused), not a config error")
+    func mistypedConfirmation() throws {
+        defer { uninstall() }
+        try install(policy: "totp-only", config: fixture.writeConfig("[policy totp-only]\nrequire = totp\n"))
+        let terminal = try Terminal("\(cliPath) --socket \(fixture.socket) enroll totp --user \(user)")
+        defer { terminal.close() }
+        let screen = try terminal.waitFor("Code from the app:")
+        let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
+        let key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
+        let right = try oathtool(key)
+        for typo in ["12345", right == "000000" ? "000001" : "000000", "abcdef"] {
+            try terminal.type(typo)
+            usleep(300_000)
+        }
+        let done = try terminal.waitFor("[exit ")
+        #expect(done.contains("[exit 5]"), "\(done)")
+        #expect(done.contains("nothing was saved"), "\(done)")
+        #expect(done.contains("current code"), "each typo is answered: \(done)")
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
+        #expect(!status.text.contains("totp: enrolled"), "nothing was enrolled: \(status.text)")
+    }
+
     @Test("with standard error not a terminal (a pipe, as a log would be), no secret is made or shown")
     func secretOnlyOnATerminal() throws {
         defer { uninstall() }

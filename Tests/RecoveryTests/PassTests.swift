@@ -77,7 +77,7 @@ struct PassTests {
         #expect((try? verify(pass)) != .success)
         for terms in ["totp 59 1", "totp 2592001 1", "totp 60 0", "totp 60 11", "pass 60 1", "totp 60"] {
             let code = try vault.offer(.pass, for: "alice", by: "root")
-            #expect(throws: AuthenticationError(.invalidPolicy), "\(terms)") {
+            #expect(throws: AuthenticationError(.enrollmentRefused), "\(terms)") {
                 try vault.enroll(.secret(Secret(copying: code)), of: .pass, for: "alice", label: terms, by: "root")
             }
         }

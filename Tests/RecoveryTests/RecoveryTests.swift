@@ -81,7 +81,7 @@ struct RecoveryTests {
     @Test("a set is saved only when one of its codes is typed back; each code then works once; status counts them")
     func enrollAndUse() throws {
         defer { remove() }
-        #expect(throws: AuthenticationError(.invalidPolicy)) {
+        #expect(throws: AuthenticationError(.enrollmentRefused)) {
             try vault.enroll(
                 .secret(Secret(copying: Array("abcd-efgh-jkmn".utf8))), of: .recovery, for: "alice",
                 label: nil, by: "root")
@@ -89,7 +89,7 @@ struct RecoveryTests {
         let offered = String(decoding: try vault.offer(.recovery, for: "alice", by: "root"), as: UTF8.self)
         let codes = offered.split(separator: "\n").map(String.init)
         #expect(codes.count == 10)
-        #expect(throws: AuthenticationError(.invalidPolicy), "a code of no set") {
+        #expect(throws: AuthenticationError(.enrollmentRefused), "a code of no set") {
             try vault.enroll(
                 .secret(Secret(copying: Array("abcd-efgh-jkmn".utf8))), of: .recovery, for: "alice",
                 label: nil, by: "root")

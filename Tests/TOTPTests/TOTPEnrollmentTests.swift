@@ -9,7 +9,7 @@ import Testing
 @Suite("TOTP enrollment")
 struct TOTPEnrollmentTests {
     @Test(
-        "three wrong confirmations: nothing saved, an ordinary failure (not a configuration error), the app's entry named"
+        "three wrong confirmations: nothing saved, refused as an enrollment (not a configuration error), the entry named"
     )
     func deadEntryNamed() throws {
         let store = InMemoryStore()
@@ -21,7 +21,7 @@ struct TOTPEnrollmentTests {
             _ = try TOTPAuthenticator(vault: vault).enroll(request, conversation: conversation)
             Issue.record("enrolled with three wrong codes")
         } catch {
-            #expect(error.code == .authenticationFailed, "\(error)")
+            #expect(error.code == .enrollmentRefused, "\(error)")
             let account = "alice" + (TOTPAuthenticator.hostName.map { "@\($0)" } ?? "")
             #expect(error.reason.contains("delete the entry Keyway (\(account))"), "\(error.reason)")
         }

@@ -40,11 +40,11 @@ struct TOTPKeeperTests {
 
     @Test("enrollment saves the offered secret only once a current code confirms it; the confirming code is spent")
     func enrollment() throws {
-        #expect(throws: AuthenticationError(.invalidPolicy)) {
+        #expect(throws: AuthenticationError(.enrollmentRefused)) {
             try vault.enroll(.secret(code()), of: .totp, for: "alice", label: nil, by: "root")
         }
         _ = try vault.offer(.totp, for: "alice", by: "root")
-        #expect(throws: AuthenticationError(.invalidPolicy)) {
+        #expect(throws: AuthenticationError(.enrollmentRefused)) {
             try vault.enroll(.secret(code(3)), of: .totp, for: "alice", label: nil, by: "root")
         }
         #expect(try store.enrollment(user: "alice", factor: .totp) == nil, "a wrong code saves nothing")
@@ -58,11 +58,11 @@ struct TOTPKeeperTests {
     @Test("an offer lasts ten minutes and is for one user")
     func offerLifetime() throws {
         _ = try vault.offer(.totp, for: "alice", by: "root")
-        #expect(throws: AuthenticationError(.invalidPolicy)) {
+        #expect(throws: AuthenticationError(.enrollmentRefused)) {
             try vault.enroll(.secret(code()), of: .totp, for: "bob", label: nil, by: "root")
         }
         clock.advance(by: .seconds(601))
-        #expect(throws: AuthenticationError(.invalidPolicy)) {
+        #expect(throws: AuthenticationError(.enrollmentRefused)) {
             try vault.enroll(.secret(code()), of: .totp, for: "alice", label: nil, by: "root")
         }
     }

@@ -236,7 +236,7 @@ struct ModuleCall {
             return error.spoken
         case .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled:
             return "Not set up for you yet (`keyway enroll` sets it up)."
-        case .invalidPolicy, .storeFailure, .internalFailure, .serviceUnavailable:
+        case .invalidPolicy, .storeFailure, .internalFailure, .serviceUnavailable, .enrollmentRefused:
             return "Keyway is not available (see the system log)."
         case .notPermitted:
             return "Keyway does not allow this here: \(error.reason)."

@@ -31,7 +31,7 @@ enum PAMOutcome: Equatable {
             case .passcodeNotSet, .biometryNotEnrolled, .factorNotEnrolled, .biometryNotAvailable,
                 .factorNotAvailable, .timeout, .serviceUnavailable:
                 code = PAM_AUTHINFO_UNAVAIL
-            case .invalidPolicy:
+            case .invalidPolicy, .enrollmentRefused:
                 code = PAM_SERVICE_ERR
             case .storeFailure, .internalFailure:
                 code = PAM_SYSTEM_ERR
