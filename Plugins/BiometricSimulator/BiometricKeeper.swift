@@ -123,7 +123,7 @@ public final class BiometricKeeper: FactorKeeper {
     /// matches itself, counts the verdict it gave (reserved and settled at once: the match has happened, and its
     /// result reaches no one before the count is on disk).
     public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
-        if reader != nil || { if case .readerVerdict = evidence { true } else { false } }() {
+        if reader != nil || { if case .device = evidence { true } else { false } }() {
             return try countReaderVerdict(evidence, for: user)
         }
         guard case .samples(let samples) = evidence, samples.count == 1 else {
@@ -155,7 +155,8 @@ public final class BiometricKeeper: FactorKeeper {
 
     private func countReaderVerdict(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict
     {
-        guard reader != nil, case .readerVerdict(let matched) = evidence else {
+        // A reader's verdict is one byte, 1 for a match (FprintdListener).
+        guard reader != nil, case .device(let verdict) = evidence, verdict.count == 1 else {
             throw AuthenticationError(
                 .invalidPolicy,
                 reader == nil
@@ -165,7 +166,7 @@ public final class BiometricKeeper: FactorKeeper {
         guard try gate.store.enrollment(user: user.name, factor: .biometric) != nil else {
             throw AuthenticationError(.biometryNotEnrolled, "no finger is enrolled at the reader for \(user.name)")
         }
-        return try countedAttempt(for: user.name) { matched }
+        return try countedAttempt(for: user.name) { verdict[0] == 1 }
     }
 
     /// With a reader: the store's record of its fingers brought up to date, with a new domain state whenever the
@@ -233,7 +234,10 @@ public final class BiometricKeeper: FactorKeeper {
                 "the simulated sensor is enrolled from touches that keyway enroll biometric collects")
         }
         let finger = try Self.readerFinger(label)
-        try reader.enroll(user, label: finger, progress: progress, cancelled: cancelled)
+        _ = try reader.enroll(
+            FactorPlugin.DeviceSide(
+                settings: FactorSettings(), user: UserContext(name: user), limit: .milliseconds(120_000)),
+            label: finger, progress: progress, cancelled: cancelled)
         try refresh(user, by: Attribution(actor, at: gate.clock.now()), enrolled: true)
     }
 

@@ -65,7 +65,11 @@ extension BiometricAuthenticator {
         FactorPlugin(
             .biometric, aliases: ["fingerprint", "face"],
             summary: "a fingerprint or face sensor (simulated, or fprintd's reader)",
-            input: .presented, enrollment: .samples, codes: codes, device: "sensor",
+            input: .presented, enrollment: .atDevice, part: "finger",
+            enrollmentHelp:
+                "a finger (--name, default right-index) from 5 touches of the sensor (--simulate-touches: genuine "
+                + "touches made in-process), or at fprintd's reader",
+            codes: codes, device: "sensor",
             settings: [
                 Setting.attempts(), backendSetting, typeSetting, timeoutSetting, remoteSetting, lockoutSetting,
                 falseMatchSetting,
@@ -122,7 +126,7 @@ extension BiometricAuthenticator {
                     return UnavailableListener(
                         AuthenticationError(.biometryNotAvailable, "keywayd has no fprintd client"))
                 }
-                return reader.listener(for: side.user, limit: side.limit)
+                return reader.listener(side)
             })
     }
 

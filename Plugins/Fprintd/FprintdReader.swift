@@ -35,8 +35,8 @@ public final class FprintdReader: DeviceBackend {
     /// Asks fprintd for root's fingers: whether the reader answers at all.
     public func check() throws(AuthenticationError) { _ = try labels(of: "root") }
 
-    public func listener(for user: UserContext, limit: Duration) -> any DeviceListener {
-        FprintdListener(reader: self, user: user.name)
+    public func listener(_ side: FactorPlugin.DeviceSide) -> any DeviceListener {
+        FprintdListener(reader: self, user: side.user.name)
     }
 
     /// A connection to fprintd: the bus, the default device's object path, and fprintd's unique name, to which
@@ -222,9 +222,9 @@ public final class FprintdListener: DeviceListener {
     static func event(of result: String) -> DeviceEvent {
         switch result {
         case "verify-match":
-            return .evidence(.readerVerdict(matched: true))
+            return .evidence(.device([1]))  // the verdict's form: one byte, 1 for a match (BiometricKeeper)
         case "verify-no-match":
-            return .evidence(.readerVerdict(matched: false))
+            return .evidence(.device([0]))
         case "verify-disconnected":
             return .ended(
                 AuthenticationError(.biometryNotAvailable, "the reader was disconnected (verify-disconnected)"))
@@ -249,8 +249,9 @@ extension FprintdReader {
     /// your finger on the reader"), EnrollStop and Release. `cancelled` is asked every 100 ms: keywayd's client gone,
     /// or the enrollment's time up. Only fprintd's own signals count, as for a verification.
     public func enroll(
-        _ user: String, label finger: String, progress: (String) -> Void, cancelled: () -> Bool
-    ) throws(AuthenticationError) {
+        _ side: FactorPlugin.DeviceSide, label finger: String, progress: (String) -> Void, cancelled: () -> Bool
+    ) throws(AuthenticationError) -> [UInt8] {
+        let user = side.user.name
         let session: FprintdSession
         do throws(DeviceHoldFailure) { session = try FprintdSession(self, user: user) } catch {
             switch error {
@@ -278,7 +279,7 @@ extension FprintdReader {
                 guard member == "EnrollStatus" else { continue }
                 switch result {
                 case "enroll-completed":
-                    return
+                    return []  // fprintd keeps the print
                 case "enroll-stage-passed":
                     passed += 1
                     progress(step(passed + 1))

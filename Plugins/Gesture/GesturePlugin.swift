@@ -26,6 +26,7 @@ extension GestureAuthenticator {
     public static var plugin: FactorPlugin {
         FactorPlugin(
             .gesture, aliases: ["pattern"], summary: "the 3×3 pattern lock",
+            enrollmentHelp: "drawn twice on a grid when standard input is a terminal (--stdin: one line, used twice)",
             settings: [
                 Setting.attempts(), minimumDotsSetting, blocklistSetting, Setting.hashPasses(), Setting.hashMemory(),
             ],

@@ -18,7 +18,8 @@ extension PasscodeAuthenticator {
     /// The passcode as a plugin.
     public static var plugin: FactorPlugin {
         FactorPlugin(
-            .passcode, summary: "the passcode, the fallback that also unlocks a biometric lockout", codes: codes,
+            .passcode, summary: "the passcode, the fallback that also unlocks a biometric lockout",
+            enrollmentHelp: "typed twice (--stdin: one line, used twice)", codes: codes,
             settings: [
                 Setting.attempts(), minimumLengthSetting, refuseCommonSetting, Setting.hashPasses(),
                 Setting.hashMemory(),

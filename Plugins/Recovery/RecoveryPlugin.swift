@@ -5,7 +5,9 @@ extension RecoveryAuthenticator {
     public static var plugin: FactorPlugin {
         FactorPlugin(
             .recovery, summary: "single-use recovery codes, for when the usual factor is lost (ten, shown once)",
-            enrollment: .sharedSecret, settings: [Setting.attempts()],
+            enrollment: .sharedSecret,
+            enrollmentHelp: "keywayd makes ten single-use codes, shown once; typing one back saves them and voids any "
+                + "earlier set", settings: [Setting.attempts()],
             specimen: FactorPlugin.Specimen { vault, user, _ throws(AuthenticationError) in
                 // The set is confirmed with its first code, which keeps working; a code of no set never does.
                 let codes = try vault.offer(.recovery, for: user, by: "conformance").split(

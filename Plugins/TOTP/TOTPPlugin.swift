@@ -21,6 +21,8 @@ extension TOTPAuthenticator {
         FactorPlugin(
             .totp, aliases: ["otp"], summary: "a time-based one-time code from an authenticator app (RFC 6238)",
             enrollment: .sharedSecret,
+            enrollmentHelp: "keywayd makes a secret, shown once as a QR code and a key (--qr-file: as an SVG image); "
+                + "one code from the app confirms it",
             settings: [Setting.attempts(), digitsSetting, windowSetting],
             specimen: FactorPlugin.Specimen { vault, user, clock throws(AuthenticationError) in
                 // Confirmed with this step's code, which is then spent; the next step's is within the window.

@@ -56,15 +56,18 @@ public protocol DeviceBackend: AnyObject, Sendable {
     var place: String { get }
     /// Throws why it cannot serve now (keywayd's log at start; the policies fall back meanwhile).
     func check() throws(AuthenticationError)
-    /// The listener for one armed authentication of `user`, waiting at most `limit`.
-    func listener(for user: UserContext, limit: Duration) -> any DeviceListener
+    /// The listener for one armed authentication (`side.user`, waiting at most `side.limit`).
+    func listener(_ side: FactorPlugin.DeviceSide) -> any DeviceListener
     /// The labels (fingers) enrolled at the device for `user` ([] when none), or why the device cannot tell; a
     /// backend that keeps no enrollments of its own throws.
     func labels(of user: String) throws(AuthenticationError) -> [String]
-    /// Enrolls `label` for `user` at the device, telling the person each step through `progress`; `cancelled` is
-    /// asked while the device waits, and true ends the enrollment (appCancel).
-    func enroll(_ user: String, label: String, progress: (String) -> Void, cancelled: () -> Bool)
-        throws(AuthenticationError)
+    /// Enrolls `label` for `side.user` at the device, telling the person each step through `progress`; `cancelled`
+    /// is asked while the device waits, and true ends the enrollment (appCancel). Returns what the device made for
+    /// the factor's keeper to keep (a security key's credential), or nothing when the device keeps the enrollment
+    /// itself (fprintd's prints).
+    func enroll(
+        _ side: FactorPlugin.DeviceSide, label: String, progress: (String) -> Void, cancelled: () -> Bool
+    ) throws(AuthenticationError) -> [UInt8]
 }
 
 extension DeviceBackend {
@@ -76,10 +79,10 @@ extension DeviceBackend {
         throw AuthenticationError(.factorNotAvailable, "\(name) keeps no enrollments of its own")
     }
 
-    public func enroll(_ user: String, label: String, progress: (String) -> Void, cancelled: () -> Bool)
-        throws(AuthenticationError)
-    {
-        throw AuthenticationError(.factorNotAvailable, "\(name) keeps no enrollments of its own")
+    public func enroll(
+        _ side: FactorPlugin.DeviceSide, label: String, progress: (String) -> Void, cancelled: () -> Bool
+    ) throws(AuthenticationError) -> [UInt8] {
+        throw AuthenticationError(.factorNotAvailable, "\(name) enrolls nothing")
     }
 }
 
@@ -119,7 +122,7 @@ extension FactorPlugin {
         }
     }
 
-    /// What a factor's device listener is made from, in keywayd.
+    /// What a factor's device listener (or an enrollment at its device) is made from, in keywayd.
     public struct DeviceSide: Sendable {
         /// The factor's global settings.
         public var settings: FactorSettings
@@ -133,17 +136,21 @@ extension FactorPlugin {
         public static var defaultControlDirectory: String { "/run/keyway/sensor" }
         /// The backends keywayd's composition built, by name.
         public var backends: [String: any DeviceBackend]
+        /// The user's stored enrollment of the factor, if any (a key signs only for the credentials it is told of).
+        public var enrollment: Enrollment?
 
         /// Creates the inputs.
         public init(
-            settings: FactorSettings, user: UserContext, limit: Duration, controlDirectory: String,
-            backends: [String: any DeviceBackend]
+            settings: FactorSettings, user: UserContext, limit: Duration,
+            controlDirectory: String = DeviceSide.defaultControlDirectory, backends: [String: any DeviceBackend] = [:],
+            enrollment: Enrollment? = nil
         ) {
             self.settings = settings
             self.user = user
             self.limit = limit
             self.controlDirectory = controlDirectory
             self.backends = backends
+            self.enrollment = enrollment
         }
     }
 }

@@ -56,6 +56,11 @@ public struct FactorPlugin: Sendable {
     public let codes: FactorCodes
     /// What people call the device it is presented to ("sensor"), for a presented factor; nil for a typed one.
     public let device: String?
+    /// What one of its named parts is called ("finger"), for a factor enrolled in parts (`--name`); nil for one
+    /// secret.
+    public let part: String?
+    /// How `keyway enroll` enrolls it, one sentence for `keyway enroll --help`.
+    public let enrollmentHelp: String
     /// Other names the command line accepts for it (`pattern` for the gesture).
     public let aliases: [String]
     /// One line: what it is.
@@ -81,8 +86,8 @@ public struct FactorPlugin: Sendable {
     public enum EnrollmentKind: Sendable, Equatable {
         /// A secret the person chooses, asked twice; its owner may change it by giving the current one.
         case chosenSecret
-        /// Samples taken at the device (a finger's touches), under a label.
-        case samples
+        /// Made at the device, under a label: a finger from its touches, a security key's credential.
+        case atDevice
         /// A secret keywayd generates and shows once (`Vault.offer`), confirmed with one code before it is saved.
         /// Its owner may enroll a new one after verifying a factor of the account (`VaultService.selfService`).
         case sharedSecret
@@ -92,7 +97,7 @@ public struct FactorPlugin: Sendable {
     public var changeable: Bool {
         switch enrollment {
         case .chosenSecret: true
-        case .samples, .sharedSecret: false
+        case .atDevice, .sharedSecret: false
         }
     }
 
@@ -108,7 +113,8 @@ public struct FactorPlugin: Sendable {
     /// Declares a plugin.
     public init(
         _ kind: FactorKind, aliases: [String] = [], summary: String, input: Input = .typed,
-        enrollment: EnrollmentKind = .chosenSecret, codes: FactorCodes = FactorCodes(), device: String? = nil,
+        enrollment: EnrollmentKind = .chosenSecret, part: String? = nil, enrollmentHelp: String,
+        codes: FactorCodes = FactorCodes(), device: String? = nil,
         settings: [Setting], userSettings: [UserSetting] = [], specimen: Specimen, arming: Arming? = nil,
         servesRemoteSessions: @escaping @Sendable (FactorSettings) -> Bool = { _ in true },
         personSide: @escaping @Sendable (PersonSide) -> any Authenticator,
@@ -116,6 +122,8 @@ public struct FactorPlugin: Sendable {
     ) {
         self.kind = kind
         self.enrollment = enrollment
+        self.part = part
+        self.enrollmentHelp = enrollmentHelp
         self.codes = codes
         self.device = device
         self.aliases = aliases

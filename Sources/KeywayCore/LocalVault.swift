@@ -121,6 +121,10 @@ public final class LocalVault: Vault {
         try store.save(try keeper(factor).enrollment(of: evidence, for: user, label: label, by: actor))
     }
 
+    public func record(of factor: FactorKind, for user: String) throws(AuthenticationError) -> Enrollment? {
+        try store.enrollment(user: user, factor: factor)
+    }
+
     public func enrollAtDevice(
         _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
         cancelled: () -> Bool

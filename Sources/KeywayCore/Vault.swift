@@ -46,6 +46,9 @@ public protocol Vault: AnyObject, Sendable {
         -> any ArmedFactor
     /// True for a vault that waits at the devices itself (keywayd's), so a factor's sequential wait is an arming.
     var waitsAtDevices: Bool { get }
+    /// The stored record of `user`'s enrollment of `factor`, for keywayd's own device listeners (a security key signs
+    /// only for the credentials it is told of); nil when there is none or the vault does not say.
+    func record(of factor: FactorKind, for user: String) throws(AuthenticationError) -> Enrollment?
     /// Enrolls `label` of `factor` for `user` at a device the vault drives (fprintd's reader), telling the person
     /// each step through `progress`; `cancelled` is asked while the device waits. Root only; only a vault beside
     /// the device can.
@@ -65,6 +68,9 @@ extension Vault {
     /// Most vaults hold no device.
     public var waitsAtDevices: Bool { false }
 
+    /// Only a vault beside the store says.
+    public func record(of factor: FactorKind, for user: String) throws(AuthenticationError) -> Enrollment? { nil }
+
     public func enrollAtDevice(
         _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
         cancelled: () -> Bool
@@ -79,15 +85,16 @@ public enum Evidence: Sendable, Equatable {
     case secret(Secret)
     /// Sensor samples: one to match, several to enroll. Each is a point in the sensor's feature space.
     case samples([[Double]])
-    /// A reader that matches prints itself (fprintd) said whether the presented finger matched an enrolled one.
-    /// Made only inside keywayd, by its own conversation with the reader: the wire has no way to carry it in.
-    case readerVerdict(matched: Bool)
+    /// What a device produced inside keywayd, in its factor's own form: fprintd's verdict (one byte, 1 for a match),
+    /// a security key's checked assertion. Made only by keywayd's own listener at the device: the wire refuses it
+    /// from any client.
+    case device([UInt8])
 
     /// True for a secret typed at a prompt; false for what a device produced, which a device's `ArmingRule` governs.
     public var isTyped: Bool {
         switch self {
         case .secret: true
-        case .samples, .readerVerdict: false
+        case .samples, .device: false
         }
     }
 }

@@ -19,12 +19,14 @@ public struct ArmingOptions: Sendable {
     /// The device backends keywayd's composition built (fprintd's reader as "fprintd"), by name.
     public var backends: [String: any DeviceBackend] = [:]
 
-    /// The listener for one lease of `plugin`'s device.
-    func listener(for plugin: FactorPlugin, _ arming: FactorPlugin.Arming, user: UserContext) -> any DeviceListener {
+    /// The listener for one lease of `plugin`'s device, given the user's stored enrollment.
+    func listener(
+        for plugin: FactorPlugin, _ arming: FactorPlugin.Arming, user: UserContext, enrollment: Enrollment?
+    ) -> any DeviceListener {
         arming.listener(
             .init(
                 settings: settings[plugin.kind], user: user, limit: .milliseconds(Leases.maximumDuration),
-                controlDirectory: controlDirectory, backends: backends))
+                controlDirectory: controlDirectory, backends: backends, enrollment: enrollment))
     }
 
     /// The factor's wait setting in milliseconds: how long an authentication waits in line for its device, and how
@@ -212,8 +214,24 @@ extension Server {
         let timeout = seat.timeout
         let factor = seat.plugin.kind
         let leases = service.leases
-        let device = arming.listener(for: seat.plugin, seat.arming, user: user)
         let line = seat.line
+        let device: any DeviceListener
+        do throws(AuthenticationError) {
+            device = arming.listener(
+                for: seat.plugin, seat.arming, user: user,
+                enrollment: try service.vault.record(of: factor, for: user.name))
+        } catch {
+            Server.logLimited("\(caller.label): \(seat.name) not armed: \(error.reason)")
+            if let early {
+                leases.end(early, with: error)
+                wake()
+            } else {
+                reply(.failure(error), to: fd)
+            }
+            line.release(ticket)
+            if early != nil { keepClaimable() }
+            return
+        }
         // Says why the device cannot serve this arming: to the client, or on the lease it was answered already.
         func fail(_ error: AuthenticationError) {
             guard let early else { return reply(.failure(error), to: fd) }

@@ -177,7 +177,7 @@ public enum Request: Sendable, Equatable {
         switch evidence {
         case .secret(let secret)?: total += secret.count + 4
         case .samples(let samples)?: total += samples.reduce(4) { $0 + 4 + 8 * $1.count }
-        case .readerVerdict?, nil: break
+        case .device?, nil: break
         }
         return total
     }
@@ -471,7 +471,7 @@ extension WireWriter {
                 u32(sample.count)
                 for value in sample { double(value) }
             }
-        case .readerVerdict:
+        case .device:
             u8(3)  // never sent by keywayd's clients; the decoder refuses it (below)
         }
     }
@@ -548,7 +548,7 @@ extension WireReader {
             }
             return .samples(samples)
         case 3:
-            throw WireError("a reader's verdict is keywayd's own; no client may send one")
+            throw WireError("what a device produced is keywayd's own; no client may send it")
         case let other:
             throw WireError("evidence kind \(other) is unknown")
         }

@@ -8,25 +8,21 @@ extension Subcommand {
     static let all: [Subcommand] = [
         Subcommand(
             path: ["enroll"],
-            summary:
-                "set a pattern or passcode (asked twice), enroll a finger (5 touches), a TOTP app (a QR code) or "
-                + "recovery codes (ten, shown once)",
+            summary: "enroll a factor for an account",
             operands: [factor],
             options: [
-                user, stdin, finger, simulateTouches,
+                user, stdin, name, finger, simulateTouches,
                 .init(
                     name: "--qr-file", placeholder: "FILE",
                     help: "write a TOTP's QR code to FILE as an SVG image (new, 0600) instead of the terminal",
                     completion: .files),
             ],
             required: ["--user"],
-            details: """
-                The account must exist on this system. A pattern is drawn on a grid when standard input is a \
-                terminal; --stdin reads one line and uses it for both entries. --finger (default right-index) and \
-                --simulate-touches apply to the biometric only. For totp, keywayd makes a secret, shown once as a QR \
-                code and a key; one code from the app confirms it. For recovery, keywayd makes ten single-use codes, shown once; \
-                typing one back saves them and voids any earlier set. Creates the store if needed (--store).
-                """,
+            details: "The account must exist on this system. "
+                + Factors.all.map { "\($0.kind): \($0.enrollmentHelp)." }.joined(separator: " ")
+                + " --name applies to a factor enrolled in named parts ("
+                + Factors.all.compactMap { $0.part.map { part in "\(part)s" } }.joined(separator: ", ")
+                + "). Creates the store if needed (--store).",
             run: { $0.enroll() }),
         Subcommand(
             path: ["change"], summary: "change a pattern or passcode (the current one first)",
@@ -35,7 +31,8 @@ extension Subcommand {
             details: "With --stdin: the current secret on the first line, the new one on the second.",
             run: { $0.change() }),
         Subcommand(
-            path: ["remove"], summary: "remove a factor, or one finger", operands: [factor], options: [user, finger],
+            path: ["remove"], summary: "remove a factor, or one named part of it (a finger)", operands: [factor],
+            options: [user, name, finger],
             required: ["--user"], run: { $0.remove() }),
         Subcommand(
             path: ["enable"], summary: "turn a factor back on for an account (its enrollment was kept)",
@@ -275,9 +272,12 @@ extension Subcommand {
     }
     static let stdin = CommandLineParser.Option(
         name: "--stdin", help: "read secrets from standard input, one per line, instead of the terminal")
+    static let name = CommandLineParser.Option(
+        name: "--name", placeholder: "NAME", help: "the named part: a finger (biometric; default right-index)")
     static let finger = CommandLineParser.Option(
-        name: "--finger", placeholder: "NAME", help: "the finger (biometric; default right-index)")
+        name: "--finger", placeholder: "NAME", help: "the same as --name, for the biometric's finger")
     static let simulateTouches = CommandLineParser.Option(
-        name: "--simulate-touches", help: "present genuine touches in-process instead of waiting for the sensor")
+        name: "--simulate-touches",
+        help: "present genuine touches in-process instead of waiting at the device (the simulated sensor)")
     static var factorNames: [String] { Factors.all.map(\.kind.rawValue) }
 }

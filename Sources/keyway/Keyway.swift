@@ -203,6 +203,9 @@ struct Command {
 
     // MARK: Commands
 
+    /// The named part `--name` (or its older spelling `--finger`) gives, if any.
+    var partName: String? { parsed.value("--name") ?? parsed.value("--finger") }
+
     func enroll() -> Int32 {
         let factor = factor()
         let user = user()
@@ -215,11 +218,8 @@ struct Command {
             return ExitStatus.noUser
         }
         let plugin = Factors.all.plugin(factor)
-        if plugin?.enrollment != .samples, let option = ["--finger", "--simulate-touches"].first(where: parsed.isGiven)
-        {
-            Keyway.fail(
-                usage: "'\(option)' applies to a factor enrolled from samples (the biometric) only.",
-                command: subcommand)
+        if plugin?.part == nil, let option = ["--name", "--finger", "--simulate-touches"].first(where: parsed.isGiven) {
+            Keyway.fail(usage: "'\(option)' applies to a factor enrolled in named parts only.", command: subcommand)
         }
         let runtime = runtime(creating: true)
         return attempt { () throws(AuthenticationError) in
@@ -232,7 +232,7 @@ struct Command {
                 try prove(user, before: "set your \(factor)", preferring: factor, in: runtime)
             }
             let request = EnrollmentRequest(
-                user: user, actor: actor, label: parsed.value("--finger"), scripted: parsed.has("--simulate-touches"))
+                user: user, actor: actor, label: partName, scripted: parsed.has("--simulate-touches"))
             let lines = try authenticator.enroll(
                 request, conversation: repeatingConversation(factor, of: user, in: runtime))
             for line in lines { print(line) }
@@ -300,7 +300,7 @@ struct Command {
         let user = user()
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
-            let removed = try runtime.vault.remove(factor, of: user, label: parsed.value("--finger"), by: actor)
+            let removed = try runtime.vault.remove(factor, of: user, label: partName, by: actor)
             guard removed else { throw AuthenticationError(.factorNotEnrolled, "\(user) has no \(factor) to remove") }
             print("Removed the \(factor) of \(user).")
         }
@@ -323,7 +323,7 @@ struct Command {
                         factor.enrolled.map { "\(plugin == nil ? "issued" : "enrolled") \($0.at) by \($0.by)" }
                         ?? "not enrolled"
                     if !factor.labels.isEmpty {
-                        let noun = plugin?.enrollment == .samples ? "fingers: " : ""
+                        let noun = plugin?.part.map { "\($0)s: " } ?? ""
                         line += " (\(noun)\(factor.labels.joined(separator: ", ")))"
                     }
                     if let left = factor.usesLeft, factor.enrolled != nil {

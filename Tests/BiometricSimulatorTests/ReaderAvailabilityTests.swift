@@ -19,12 +19,13 @@ final class CountingReader: DeviceBackend {
         return fingers
     }
 
-    func listener(for user: UserContext, limit: Duration) -> any DeviceListener { EndedListener() }
+    func listener(_ side: FactorPlugin.DeviceSide) -> any DeviceListener { EndedListener() }
 
-    func enroll(_ user: String, label: String, progress: (String) -> Void, cancelled: () -> Bool)
-        throws(AuthenticationError)
+    func enroll(_ side: FactorPlugin.DeviceSide, label: String, progress: (String) -> Void, cancelled: () -> Bool)
+        throws(AuthenticationError) -> [UInt8]
     {
         state.withLock { $0.fingers.append(label) }
+        return []
     }
 
     var asked: Int { state.withLock { $0.asked } }

@@ -7,7 +7,8 @@ import Testing
 
 /// One conformance run over every entry of `Factors.all` (docs/ARCHITECTURE.md §11): each factor's keeper and person
 /// side agree with what its plugin declares, its own specimen enrolls and verifies through the vault, a wrong
-/// presentation fails and is counted, and its evidence crosses the wire unchanged. A factor is listed with its
+/// presentation fails and is counted, and its evidence crosses the wire unchanged (or, made by a device inside
+/// keywayd, is refused from a client). A factor is listed with its
 /// specimen (`FactorPlugin.Specimen`), so a new one is checked here without a line of this file changing.
 @Suite("every factor in Factors.all: one conformance run")
 struct FactorConformanceTests {
@@ -53,10 +54,16 @@ struct FactorConformanceTests {
         let status = try #require(try vault.status(of: user.name).first?[kind])
         #expect(status.enrolled?.by == "conformance", "\(kind): \(status)")
 
-        // The wire carries both presentations unchanged.
+        // The wire carries both presentations unchanged; what a device made inside keywayd no client may send.
         for evidence in [mine.right, mine.wrong] {
             let request = Request.verify(kind, user, evidence)
-            #expect(try Request(decoding: request.encoded) == request, "\(kind): the evidence did not round-trip")
+            if case .device = evidence {
+                #expect(throws: WireError.self, "\(kind): a client sent a device's evidence") {
+                    try Request(decoding: request.encoded)
+                }
+            } else {
+                #expect(try Request(decoding: request.encoded) == request, "\(kind): the evidence did not round-trip")
+            }
         }
         // Right passes, wrong fails and is counted.
         #expect(try vault.verify(mine.right, of: kind, for: user) == .success, "\(kind): its specimen is refused")

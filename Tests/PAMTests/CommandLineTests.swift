@@ -26,7 +26,7 @@ struct CommandLineTests {
         (["enroll", "--user", "root"], "Error: Missing the factor: \(factorWords)."),
         (
             ["enroll", "gesture", "--user", "root", "--finger", "left"],
-            "Error: '--finger' applies to a factor enrolled from samples (the biometric) only."
+            "Error: '--finger' applies to a factor enrolled in named parts only."
         ),
         (
             ["enroll", "gesture", "--user", "root", "--polcy", "x"],
