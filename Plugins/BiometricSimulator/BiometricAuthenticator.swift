@@ -1,4 +1,3 @@
-import CKeywayLibc
 public import KeywayCore
 
 /// The person's side of the biometric factor over the simulated sensor: it waits for touches and hands the samples
@@ -88,39 +87,16 @@ public final class BiometricAuthenticator: Authenticator {
     }
 
     /// The sequential wait where keywayd holds the sensor: arm for one counted failure (waiting in line if another
-    /// authentication has the sensor), tell the person, wait on the lease until keywayd writes its wake byte or the
-    /// timeout passes, then claim what was presented. Ctrl-C and the context's cancel end the wait at once.
+    /// authentication has the sensor), tell the person, and wait for what keywayd saw (`ArmedWaiting.verdict`).
     private func waitInDaemon(_ request: AuthenticationRequest, conversation: any Conversation)
         throws(AuthenticationError) -> Verdict
     {
         let armed = try vault.arm(.biometric, for: request.user, attempts: 1, waits: true)
         defer { armed.release() }
         conversation.tell(.instruction(sensor.instruction))
-        let timeout = sensor.configuration.timeout
-        let limit = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        var waited: Int64 = 0
-        while true {
-            if request.cancellation.isCancelled { throw AuthenticationError(.appCancel) }
-            if conversation.personHasStopped {
-                throw AuthenticationError(.userCancel, "the person stopped the wait at the sensor (Ctrl-C)")
-            }
-            if let verdict = try armed.collect().first { return verdict }
-            guard waited < limit else {
-                throw AuthenticationError(
-                    .timeout, "nothing was presented to the sensor within \(timeout.spokenDescription)")
-            }
-            guard let wake = armed.wakeDescriptor else {
-                throw AuthenticationError(.biometryNotAvailable, "keywayd ended the wait at the sensor")
-            }
-            let slice = Int32(min(100, limit - waited))
-            var entry = pollfd(fd: wake, events: Int16(POLLIN), revents: 0)
-            if poll(&entry, 1, slice) == 0 { waited += Int64(slice) }
-            if entry.revents & Int16(POLLHUP | POLLERR) != 0 {
-                // keywayd closed the lease: what it recorded is claimable once more, or it ended it with a reason.
-                if let verdict = try armed.collect().first { return verdict }
-                throw AuthenticationError(.biometryNotAvailable, "keywayd ended the wait at the sensor")
-            }
-        }
+        return try ArmedWaiting.verdict(
+            of: armed, within: sensor.configuration.timeout, device: "the sensor", request: request,
+            conversation: conversation)
     }
 
     /// The sensor waits in the background while a prompt does (`first of`).

@@ -74,10 +74,58 @@ public protocol ArmedFactor: AnyObject {
     /// True when the other end of `wakeDescriptor` keeps a terminal's settings deposited with it and puts them back
     /// if this process goes without withdrawing them (keywayd, `TerminalCustody`).
     var keepsTerminalSettings: Bool { get }
+    /// Waits up to `milliseconds` for the device's holder to say something was presented (`.ended` at once for a
+    /// factor nothing can be waited on).
+    func awaitPresentation(milliseconds: Int32) -> ArmedWait
+}
+
+/// What a wait on an armed factor saw.
+public enum ArmedWait: Sendable, Equatable {
+    /// Something was presented (or may have been): collect.
+    case presented
+    /// Nothing yet.
+    case quiet
+    /// The device's holder ended the lease.
+    case ended
 }
 
 extension ArmedFactor {
     public var keepsTerminalSettings: Bool { false }
+}
+
+/// A presented factor's sequential wait where keywayd holds the device (`Vault.waitsAtDevices`): after the person
+/// was told to present, until what `armed` saw gives a verdict or `timeout` passes; the context's cancel and the
+/// person's Ctrl-C end it at once. `device` names the device in the reasons ("the sensor"). A function over the
+/// existential, not a protocol extension with a defaulted requirement: that form ended every wait at once in the
+/// module's Embedded Swift build, and trapped there with a security key (the sensor tests and sudo showed both).
+public enum ArmedWaiting {
+    public static func verdict(
+        of armed: any ArmedFactor, within timeout: Duration, device: String, request: AuthenticationRequest,
+        conversation: any Conversation
+    ) throws(AuthenticationError) -> Verdict {
+        let limit = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        var waited: Int64 = 0
+        while true {
+            if request.cancellation.isCancelled { throw AuthenticationError(.appCancel) }
+            if conversation.personHasStopped {
+                throw AuthenticationError(.userCancel, "the person stopped the wait at \(device) (Ctrl-C)")
+            }
+            if let verdict = try armed.collect().first { return verdict }
+            guard waited < limit else {
+                throw AuthenticationError(
+                    .timeout, "nothing was presented to \(device) within \(timeout.spokenDescription)")
+            }
+            let slice = Int32(min(100, limit - waited))
+            switch armed.awaitPresentation(milliseconds: slice) {
+            case .quiet: waited += Int64(slice)
+            case .presented: continue
+            case .ended:
+                // keywayd closed the lease: what it recorded is claimable once more, or it ended it with a reason.
+                if let verdict = try armed.collect().first { return verdict }
+                throw AuthenticationError(.biometryNotAvailable, "keywayd ended the wait at \(device)")
+            }
+        }
+    }
 }
 
 /// Who is authenticating, and from where.

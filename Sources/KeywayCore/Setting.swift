@@ -30,6 +30,8 @@ public struct Setting: Sendable {
         case choice([String])
         /// A rate written `1/N`, N in the range.
         case rate(ClosedRange<Int>)
+        /// A word of 1 to `maxLength` printable ASCII characters, no spaces or quotes (a relying party id).
+        case word(maxLength: Int)
     }
 
     /// Who enforces a setting.
@@ -44,6 +46,7 @@ public struct Setting: Sendable {
         case choice(String)
         /// `1/N`.
         case rate(Int)
+        case word(String)
 
         /// The value as a configuration file writes it; parsing it gives the same value.
         public var description: String {
@@ -54,6 +57,7 @@ public struct Setting: Sendable {
             case .duration(let milliseconds?): Setting.format(milliseconds: milliseconds)
             case .choice(let word): word
             case .rate(let denominator): "1/\(denominator)"
+            case .word(let word): word
             }
         }
     }
@@ -107,6 +111,7 @@ public struct Setting: Sendable {
                 + (offAllowed ? ", or off" : "")
         case .choice(let words): Self.list(words)
         case .rate(let range): "1/N with N from \(range.lowerBound) to \(range.upperBound)"
+        case .word(let maxLength): "1 to \(maxLength) printable characters without spaces or quotes"
         }
     }
 
@@ -144,6 +149,12 @@ public struct Setting: Sendable {
                 return .failure(SettingError("\(key) = \(text) is out of range: expected \(expected)"))
             }
             return .success(.rate(denominator))
+        case .word(let maxLength):
+            let bytes = Array(text.utf8)
+            guard (1...maxLength).contains(bytes.count),
+                bytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "'") })
+            else { return .failure(bad) }
+            return .success(.word(text))
         }
     }
 
@@ -229,6 +240,13 @@ public struct FactorSettings: Sendable, Equatable {
     public func choice(_ setting: Setting) -> String {
         if case .choice(let word) = self[setting] { return word }
         if case .choice(let word) = setting.defaultValue { return word }
+        return ""
+    }
+
+    /// A word setting's word.
+    public func word(_ setting: Setting) -> String {
+        if case .word(let word) = self[setting] { return word }
+        if case .word(let word) = setting.defaultValue { return word }
         return ""
     }
 

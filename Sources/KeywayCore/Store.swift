@@ -184,13 +184,16 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
         case set
         /// A single-use secret was spent (a recovery code, a pass; what is left in `detail`).
         case use
+        /// keywayd marked an enrollment for what a verification found (a security key whose signature counter did
+        /// not increase: it may have been cloned; `detail` says which and why).
+        case mark
 
         /// A row pruning drops first (`Store.pruneAudit`): what a user may do to their own account any number of
         /// times, as opposed to an enrollment, a removal or a reset.
         public var isRoutine: Bool {
             switch self {
             case .set: true
-            case .enroll, .remove, .reset, .use: false
+            case .enroll, .remove, .reset, .use, .mark: false
             }
         }
     }

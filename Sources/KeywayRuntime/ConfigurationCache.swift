@@ -346,6 +346,9 @@ public struct ConfigurationCache: Sendable {
             case .rate(let denominator):
                 out.u8(4)
                 out.i64(Int64(denominator))
+            case .word(let word):
+                out.u8(5)
+                out.string(word)
             }
         }
     }
@@ -363,6 +366,7 @@ public struct ConfigurationCache: Sendable {
                     try reader.optional("a duration") { reader throws(WireError) in try reader.i64("ms") })
             case 3: value = .choice(try text(&reader, "a choice"))
             case 4: value = .rate(Int(try reader.i64("a rate")))
+            case 5: value = .word(try text(&reader, "a word"))
             default: throw WireError("an unknown value")
             }
             settings.set(key, value)

@@ -252,6 +252,13 @@ final class DaemonArmedFactor: ArmedFactor {
         return verdicts
     }
 
+    func awaitPresentation(milliseconds: Int32) -> ArmedWait {
+        guard let connection else { return .ended }
+        var entry = pollfd(fd: connection, events: Int16(POLLIN), revents: 0)
+        if poll(&entry, 1, milliseconds) == 0 { return .quiet }
+        return entry.revents & Int16(POLLHUP | POLLERR) != 0 ? .ended : .presented
+    }
+
     func release() {
         if let connection { close(connection) }
         connection = nil

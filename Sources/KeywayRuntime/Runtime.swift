@@ -1,5 +1,5 @@
 import CKeywayLibc
-public import KeywayConfig
+import KeywayConfig
 public import KeywayCore
 public import KeywayFactors
 

@@ -127,6 +127,8 @@ final class ScriptedArmed: ArmedFactor {
 
     var wakeDescriptor: Int32? { nil }
 
+    func awaitPresentation(milliseconds: Int32) -> ArmedWait { .ended }
+
     func release() { released = true }
 }
 

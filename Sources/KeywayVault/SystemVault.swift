@@ -2,7 +2,7 @@ public import KeywayCore
 public import KeywayCrypto
 import KeywayFactors
 import KeywayPlatform
-public import KeywayStore
+import KeywayStore
 
 /// The vault keywayd serves: the store (this host's SQLite file, or a fleet's PostgreSQL database), Argon2id, and every
 /// factor's keeper built from its settings. `keyway --store` and the tests open one directly.
