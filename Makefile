@@ -4,7 +4,8 @@ SHELL := /bin/bash
 APT_PACKAGES := libsodium-dev libsqlite3-dev libpq-dev postgresql-15 libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file \
 	binutils fuse3 libfuse3-dev openssh-server openssh-client \
 	valgrind bsdextrautils procps util-linux systemd tmux \
-	libdbus-1-dev dbus-daemon dbus-bin fprintd libfprint-2-2 libpam-fprintd python3-dbus python3-dbusmock
+	libdbus-1-dev dbus-daemon dbus-bin fprintd libfprint-2-2 libpam-fprintd python3-dbus python3-dbusmock \
+	libfido2-dev fido2-tools
 
 PREFIX ?= /usr/local
 # Where Debian keeps PAM modules (/lib/x86_64-linux-gnu/security on amd64); gcc knows the multiarch name.
@@ -61,11 +62,13 @@ daemon: deps
 	cp .build/release/keywayd build/keywayd.new && mv -f build/keywayd.new build/keywayd
 
 # A C host over the real libpam, for the PAM tests and the benchmark.
-harness: pam/tests/harness.c pam/tests/count-getenv.c Benchmarks/count-hash.c
+harness: pam/tests/harness.c pam/tests/count-getenv.c Benchmarks/count-hash.c Tests/SoftKeyShim/softkey_shim.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -o build/pam-harness pam/tests/harness.c -lpam -ldl
 	$(CC) -O2 -Wall -Wextra -shared -fPIC -o build/count-getenv.so pam/tests/count-getenv.c -ldl
 	$(CC) -O2 -Wall -Wextra -shared -fPIC -o build/count-hash.so Benchmarks/count-hash.c -ldl
+	$(CC) -O2 -Wall -Wextra -shared -fPIC -I Tests/SoftKeyShim/include -o build/softkey-shim.so \
+		Tests/SoftKeyShim/softkey_shim.c -ldl
 
 # Layout is checked, not argued about: .swift-format holds the settings (4 spaces, 120 columns). The import graph is
 # checked against Package.swift, and the check is shown to fail on a wrong import (scripts/package-graph.py).

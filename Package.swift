@@ -71,12 +71,20 @@ let package = Package(
             "KeywayFprintd", ["KeywayCore", "KeywayPlatform", "CDBus", "CKeywayLibc"],
             path: "Plugins/Fprintd"),
 
+        // Security keys: the factor (core only, in the module too), and its libfido2 backend, which only keywayd links.
+        library("KeywayFIDO2", ["KeywayCore"], path: "Plugins/FIDO2/Factor"),
+        .systemLibrary(
+            name: "CFido2", path: "Plugins/FIDO2/CFido2", pkgConfig: "libfido2", providers: [.apt(["libfido2-dev"])]),
+        library(
+            "KeywayFIDO2Key", ["KeywayCore", "KeywayFIDO2", "KeywayPlatform", "CFido2", "CKeywayLibc"],
+            path: "Plugins/FIDO2/Key"),
+
         // The one list of factors, below both sides: the module, the CLI and keywayd all read it (Factors.all).
         library(
             "KeywayFactors",
             [
                 "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPasscode", "KeywayTOTP",
-                "KeywayRecovery",
+                "KeywayRecovery", "KeywayFIDO2",
             ]),
 
         // The configuration language: keyway.conf's sections, settings checked against what the plugins declare,
@@ -113,6 +121,7 @@ let package = Package(
             dependencies: [
                 "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayRuntime", "KeywayVault",
                 "KeywayWire", "KeywayPlatform", "KeywayDaemon", "CKeywayLibc", "KeywayStore", "KeywayFprintd",
+                "KeywayFIDO2Key",
             ],
             swiftSettings: strictSettings),
 
@@ -205,7 +214,7 @@ let package = Package(
             [
                 "KeywayRuntime", "KeywayConfig", "KeywayFactors", "KeywayVault", "KeywayWire", "KeywayCrypto",
                 "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode",
-                "KeywayBiometricSimulator", "KeywayTestSupport", "keyway-hostile",
+                "KeywayBiometricSimulator", "KeywayTestSupport", "keyway-hostile", "keyway-softkey",
             ]),
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
         .executableTarget(
@@ -220,6 +229,13 @@ let package = Package(
             name: "keyway-hostile",
             dependencies: ["KeywayCore", "KeywayPlatform", "KeywayWire"],
             path: "Tests/KeywayHostile", swiftSettings: strictSettings),
+        // A software FIDO2 security key (CTAP2 over a Unix socket, Ed25519 through libsodium) for the FIDO2 tests.
+        // The LD_PRELOAD shim that lets any libfido2 program reach it is C, built by `make harness` with gcc
+        // (Tests/SoftKeyShim), so it carries no Swift runtime into the programs it is preloaded into.
+        .executableTarget(
+            name: "keyway-softkey",
+            dependencies: ["KeywayCore", "KeywayPlatform", "CSodium", "CKeywayLibc"],
+            path: "Tests/KeywaySoftKey", swiftSettings: strictSettings),
         // A separate process that drives a real store, for the multi-process tests and the store benchmark.
         .executableTarget(
             name: "keyway-probe",

@@ -1,5 +1,6 @@
 import KeywayBiometricSimulator
 public import KeywayCore
+import KeywayFIDO2
 import KeywayGesture
 import KeywayPasscode
 import KeywayRecovery
@@ -15,7 +16,7 @@ public enum Factors {
     public static var all: [FactorPlugin] {
         [
             GestureAuthenticator.plugin, BiometricAuthenticator.plugin, PasscodeAuthenticator.plugin,
-            TOTPAuthenticator.plugin, RecoveryAuthenticator.plugin,
+            TOTPAuthenticator.plugin, RecoveryAuthenticator.plugin, FIDO2Plugin.plugin,
         ]
     }
 }

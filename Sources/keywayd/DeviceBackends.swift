@@ -1,5 +1,6 @@
 import KeywayCore
 import KeywayDaemon
+import KeywayFIDO2Key
 import KeywayFprintd
 import KeywayPlatform
 
@@ -11,6 +12,7 @@ enum DeviceBackends {
     static func make(_ name: String, systemBus: String) -> (any DeviceBackend)? {
         switch name {
         case "fprintd": FprintdReader(busAddress: systemBus, log: { Server.logLimited($0) })
+        case "libfido2": SecurityKeys()
         default: nil
         }
     }

@@ -1,0 +1,85 @@
+import CFido2
+import CKeywayLibc
+import KeywayCore
+import KeywayPlatform
+import Synchronization
+
+/// A call's result, handed from its thread.
+private final class CallResult: Sendable {
+    private let code = Mutex<Int32?>(nil)
+    func set(_ value: Int32) { code.withLock { $0 = value } }
+    var value: Int32? { code.withLock { $0 } }
+}
+
+/// One open security key (libfido2's `fido_dev_t`), and the one call at a time keywayd makes on it. A call that
+/// waits for a touch runs on a thread of its own, so the caller can stop it: `fido_dev_cancel` sends the key
+/// CTAPHID_CANCEL and the call returns. This file and `SecurityKeys.swift` are the only callers of libfido2.
+final class KeyDevice: @unchecked Sendable {
+    /// libfido2's handle: used by one call at a time (`run`), cancelled from the caller's thread.
+    private let device: OpaquePointer
+    /// The path it was opened at ("/dev/hidraw3").
+    let path: String
+
+    private init(device: OpaquePointer, path: String) {
+        self.device = device
+        self.path = path
+    }
+
+    deinit {
+        _ = fido_dev_close(device)
+        var handle: OpaquePointer? = device
+        fido_dev_free(&handle)
+    }
+
+    /// The first key libfido2 finds (hidraw devices that speak FIDO), opened; nil when none is plugged in.
+    static func first() throws(AuthenticationError) -> KeyDevice? {
+        guard let list = fido_dev_info_new(16) else {
+            throw AuthenticationError(.internalFailure, "libfido2: no memory")
+        }
+        var handle: OpaquePointer? = list
+        defer { fido_dev_info_free(&handle, 16) }
+        var found = 0
+        guard fido_dev_info_manifest(list, 16, &found) == FIDO_OK, found > 0,
+            let info = fido_dev_info_ptr(list, 0), let cPath = fido_dev_info_path(info)
+        else { return nil }
+        let path = String(cString: cPath)
+        guard let device = fido_dev_new() else { throw AuthenticationError(.internalFailure, "libfido2: no memory") }
+        let opened = fido_dev_open(device, cPath)
+        guard opened == FIDO_OK else {
+            var failed: OpaquePointer? = device
+            fido_dev_free(&failed)
+            throw AuthenticationError(
+                .factorNotAvailable, "the security key at \(path) cannot be opened (\(KeyDevice.describe(opened)))")
+        }
+        return KeyDevice(device: device, path: path)
+    }
+
+    /// True when the key can verify its user itself (a PIN set, or its own reader).
+    var verifiesUsers: Bool { fido_dev_has_uv(device) || fido_dev_has_pin(device) }
+
+    /// Runs `call` on the device on a thread of its own; while it waits, `stop` is asked every 50 ms and a true
+    /// answer cancels the call at the key. Returns libfido2's result, or nil when it was stopped.
+    func run(stop: () -> Bool, _ call: @escaping @Sendable (OpaquePointer) -> Int32) -> Int32? {
+        let result = CallResult()
+        // The thread holds this device until the call returns, so it is never closed under a running call.
+        guard spawn({ result.set(call(self.device)) }) else { return FIDO_ERR_INTERNAL }
+        var cancelled = false
+        while true {
+            if let code = result.value { return cancelled ? nil : code }
+            if !cancelled && stop() {
+                cancelled = true
+                _ = fido_dev_cancel(device)
+            }
+            usleep(50_000)
+        }
+    }
+
+    /// libfido2's name for a result ("FIDO_ERR_NO_CREDENTIALS").
+    static func describe(_ code: Int32) -> String { String(cString: fido_strerr(code)) }
+
+    /// Fresh random bytes for a challenge: each attempt signs a new one, so no assertion can be replayed.
+    static func challenge() -> [UInt8] {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+    }
+}

@@ -1,0 +1,34 @@
+// keyway-softkey: a software FIDO2 security key for the tests that must run without hardware. It speaks CTAP2
+// (getInfo, makeCredential, getAssertion; Ed25519 through libsodium, self attestation) to any program built on
+// libfido2 (pam_u2f, fido2-tools, keywayd) through the LD_PRELOAD shim in Tests/SoftKeyShim. Not installed.
+//
+//   keyway-softkey DIR &
+//   LD_PRELOAD=.build/debug/libkeyway-softkey-shim.so KEYWAY_SOFTKEY=DIR/key.sock fido2-token -L
+//
+// DIR holds key.sock (the socket, mode 0666), state (the credentials: copy it to another DIR for a clone of the key),
+// knobs (how it behaves: Knobs.swift), touch (made by a test to touch the key when `presence = wait`) and log (a line
+// per request). scripts/softkey-check.sh shows Debian's libfido2 tools using it.
+import CKeywayLibc
+import KeywayPlatform
+
+/// Writes `line` to standard error and exits with status 2.
+func fail(_ line: String) -> Never {
+    let text = "keyway-softkey: " + line + "\n"
+    _ = text.withCString { write(2, $0, strlen($0)) }
+    exit(2)
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count == 2, !arguments[1].hasPrefix("-") else { fail("usage: keyway-softkey DIR") }
+BrokenPipe.ignoreSignal()
+guard Sodium.start() else { fail("libsodium could not start") }
+guard let directory = KeyDirectory.open(arguments[1]) else { fail("cannot open the directory \(arguments[1])") }
+let listener: Int32
+do {
+    listener = try Listener.listen(in: directory)
+} catch {
+    fail(error.reason)
+}
+let ready = "keyway-softkey: listening on \(directory.path(of: Listener.socketName))\n"
+_ = ready.withCString { write(1, $0, strlen($0)) }
+Listener.serve(listener, key: SoftKey(directory: directory))

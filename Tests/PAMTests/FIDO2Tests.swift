@@ -1,0 +1,235 @@
+import Foundation
+import KeywayCore
+import Testing
+
+/// The tests' software security key (`keyway-softkey`, CTAP2 over a Unix socket) and the shim that lets any
+/// libfido2 program reach it (`libkeyway-softkey-shim.so`, preloaded), both built beside the test bundle.
+final class SoftKey: @unchecked Sendable {
+    static let directoryOfBuild: URL = {
+        var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        while !FileManager.default.fileExists(atPath: directory.appendingPathComponent("keyway-softkey").path),
+            directory.path != "/"
+        {
+            directory = directory.deletingLastPathComponent()
+        }
+        return directory
+    }()
+    static let program = directoryOfBuild.appendingPathComponent("keyway-softkey").path
+    /// Built by `make harness` with gcc, so that every build of the suite (debug, AddressSanitizer) finds it.
+    static let shim = packageRoot + "/build/softkey-shim.so"
+
+    /// Where its socket, state, knobs, touch file and log are.
+    let directory: String
+    private let process = Process()
+
+    /// Starts a key in `directory` (made if missing) and waits for its socket.
+    init(_ directory: String) throws {
+        self.directory = directory
+        mkdir(directory, 0o755)
+        process.executableURL = URL(fileURLWithPath: Self.program)
+        process.arguments = [directory]
+        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        for _ in 0..<100 where access(socket, F_OK) != 0 { usleep(50_000) }
+        #expect(access(socket, F_OK) == 0, "the software key did not start")
+    }
+
+    deinit { stop() }
+
+    var socket: String { directory + "/key.sock" }
+
+    /// What a libfido2 program needs in its environment to see this key. Under AddressSanitizer (scripts/harden.sh)
+    /// the preloaded shim comes before ASan's runtime, which ASan accepts once told to.
+    var environment: [String: String] {
+        let asan = ProcessInfo.processInfo.environment["ASAN_OPTIONS"].map { $0 + ":" } ?? ""
+        return [
+            "LD_PRELOAD": Self.shim, "KEYWAY_SOFTKEY": socket, "ASAN_OPTIONS": asan + "verify_asan_link_order=0",
+        ]
+    }
+
+    /// Sets the key's knobs (presence, counter, uv, unplugged).
+    func knobs(_ text: String) {
+        _ = FileManager.default.createFile(atPath: directory + "/knobs", contents: Data(text.utf8))
+    }
+
+    /// Touches the key (with `presence = wait`).
+    func touch() { _ = FileManager.default.createFile(atPath: directory + "/touch", contents: Data()) }
+
+    /// What the key did, a line per request.
+    var log: [String] {
+        ((try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? "").split(separator: "\n").map(
+            String.init)
+    }
+
+    /// Stops the key (SIGKILL: it may be waiting for a touch), and waits for it.
+    func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+}
+
+/// Security keys through the real libfido2 in keywayd, the real module, real sudo in tmux (docs/ARCHITECTURE.md §19),
+/// against the software key. Inside `scripts/test-isolated.sh` only.
+@Suite("fido2: a security key", .serialized)
+struct FIDO2Tests {
+    let fixture = PAMFixture()
+    let user = "kwkey\(getpid() % 100_000)"
+    var keyDirectory: String { fixture.directory + "/key" }
+
+    /// A user with a passcode and a pattern, keywayd started beside the software key, and `config` written.
+    func install(_ config: String) throws -> SoftKey {
+        try requireIsolation()
+        #expect(try TestAccounts.add(user))
+        try fixture.enrollPasscode(user, "739155")
+        try fixture.enrollPattern(user, "2-4-9-3")
+        _ = fixture.writeConfig(config)
+        let key = try SoftKey(keyDirectory)
+        fixture.startDaemon(["--config", fixture.configPath], environment: key.environment)
+        return key
+    }
+
+    func uninstall() {
+        unlink("/etc/sudoers.d/keyway-key-\(user)")
+        unlink("/etc/pam.d/keyway-key-\(user)")
+        TestAccounts.remove(user)
+        fixture.remove()
+    }
+
+    /// `keyway enroll fido2` as root: the key touched at once (presence = auto).
+    func enroll(_ name: String = "yubi") throws -> Run {
+        try run(cliPath, ["--socket", fixture.socket, "enroll", "fido2", "--user", user, "--name", name])
+    }
+
+    /// sudo for `user` with `policy` in front of pam_unix.
+    func installSudo(policy: String) throws {
+        let rules =
+            "Defaults:\(user) pam_service=keyway-key-\(user), !lecture, passwd_tries=1\n\(user) ALL=(ALL) ALL\n"
+        try fixture.installSudoers(rules, at: "/etc/sudoers.d/keyway-key-\(user)")
+        let line = "\(modulePath) policy=\(policy) config=\(fixture.configPath) \(fixture.moduleArguments)"
+        let stack = """
+            auth     [success=done default=ignore] \(line)
+            auth     required pam_unix.so
+            account  required \(line)
+            session  required pam_permit.so
+
+            """
+        _ = FileManager.default.createFile(atPath: "/etc/pam.d/keyway-key-\(user)", contents: Data(stack.utf8))
+    }
+
+    func sudo() throws -> Terminal {
+        try Terminal("setpriv --reuid \(user) --regid \(user) --init-groups sudo -k id -u")
+    }
+
+    @Test("enroll a key, then real sudo: a touch → root; nobody touches → the passcode → root")
+    func sudoTouchAndFallback() throws {
+        defer { uninstall() }
+        let key = try install("[fido2]\ntimeout = 3s\n[policy key]\nrequire = fido2 or passcode\n")
+        let enrolled = try enroll()
+        #expect(enrolled.status == 0, "\(enrolled.text)")
+        #expect(enrolled.text.contains("Registered security key 'yubi'"), "\(enrolled.text)")
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
+        #expect(status.text.contains("(keys: yubi)"), "\(status.text)")
+        try installSudo(policy: "key")
+
+        key.knobs("presence = wait\n")
+        let touched = try sudo()
+        defer { touched.close() }
+        try touched.waitFor("Touch your security key.")
+        key.touch()
+        let root = try touched.waitFor("[exit ")
+        #expect(root.contains("\n0\n[exit 0]"), "\(root)")
+
+        key.knobs("presence = never\n")
+        let untouched = try sudo()
+        defer { untouched.close() }
+        try untouched.waitFor("Touch your security key.")
+        try untouched.waitFor("Passcode:", seconds: 20)
+        try untouched.type("739155")
+        let fallback = try untouched.waitFor("[exit ")
+        #expect(fallback.contains("\n0\n[exit 0]"), "\(fallback)")
+    }
+
+    @Test("first of (fido2, gesture) at sudo's one prompt: a touch → root; the pattern typed → root")
+    func firstOfBothWays() throws {
+        defer { uninstall() }
+        let key = try install("[policy either]\nrequire = first of (fido2, gesture)\n")
+        #expect(try enroll().status == 0)
+        try installSudo(policy: "either")
+        let prompt = "Touch your security key and press Enter, or type your pattern"
+
+        key.knobs("presence = wait\n")
+        let touched = try sudo()
+        defer { touched.close() }
+        try touched.waitFor(prompt)
+        key.touch()
+        for _ in 0..<50 where !key.log.contains(where: { $0.hasPrefix("getAssertion ok") }) { usleep(100_000) }
+        try touched.type("")
+        let root = try touched.waitFor("[exit ")
+        #expect(root.contains("\n0\n[exit 0]"), "\(root)")
+
+        key.knobs("presence = never\n")
+        let typed = try sudo()
+        defer { typed.close() }
+        try typed.waitFor(prompt)
+        try typed.type("2-4-9-3")
+        let pattern = try typed.waitFor("[exit ")
+        #expect(pattern.contains("\n0\n[exit 0]"), "\(pattern)")
+    }
+
+    @Test("a cloned key (its counter repeats) is refused, logged as a possible clone, and marked in keyway status")
+    func clonedKeyRefused() throws {
+        defer { uninstall() }
+        let key = try install("[policy key]\nrequire = fido2\n")
+        #expect(try enroll().status == 0)
+        fixture.service("keyway-key", "policy=key config=\(fixture.configPath)")
+        let first = try harness(fixture, "keyway-key", user)
+        #expect(first.result == "PAM_SUCCESS", "\(first.text)")
+        key.knobs("counter = repeat\n")
+        let clone = try harness(fixture, "keyway-key", user)
+        #expect(clone.result != "PAM_SUCCESS", "\(clone.text)")
+        #expect(fixture.daemonLog.contains("may have been cloned"), "\(fixture.daemonLog)")
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
+        #expect(status.text.contains("MAY BE CLONED"), "\(status.text)")
+        key.knobs("counter = count\n")
+        let onward = try harness(fixture, "keyway-key", user)
+        #expect(onward.result == "PAM_SUCCESS", "the key itself counts on: \(onward.text)")
+    }
+
+    @Test("the software key against Debian's fido2-tools: credentials and assertions verify, each knob acts")
+    func softKeyAgainstFido2Tools() throws {
+        try requireIsolation()
+        let checked = try run("/bin/bash", [packageRoot + "/scripts/softkey-check.sh", SoftKey.directoryOfBuild.path])
+        #expect(checked.status == 0, "\(checked.text)")
+        #expect(checked.text.contains("softkey-check: all passed"), "\(checked.text)")
+    }
+
+    @Test("64 parallel attempts with a key that is not the account's: at most lockout-after are counted")
+    func parallelWrongKey() throws {
+        defer { uninstall() }
+        let key = try install("[fido2]\nlockout-after = 5\n[policy key]\nrequire = fido2\n")
+        #expect(try enroll().status == 0)
+        fixture.service("keyway-key", "policy=key config=\(fixture.configPath)")
+        // Another person's key: this one forgets the account's credential.
+        rename(keyDirectory + "/state", keyDirectory + "/state.away")
+        let results = LockedResults()
+        DispatchQueue.concurrentPerform(iterations: 64) { _ in
+            results.append((try? harness(fixture, "keyway-key", user))?.result ?? "error")
+        }
+        #expect(!results.all.contains("PAM_SUCCESS"))
+        let asked = key.log.filter { $0.hasPrefix("getAssertion") }.count
+        #expect(asked <= 5, "the key was asked \(asked) times: \(key.log)")
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
+        #expect(status.text.contains("5 consecutive failures"), "\(status.text)")
+    }
+}
+
+/// Results gathered from concurrent runs.
+final class LockedResults: @unchecked Sendable {
+    private let lock = NSLock()
+    private var results: [String] = []
+    func append(_ result: String) { lock.withLock { results.append(result) } }
+    var all: [String] { lock.withLock { results } }
+}
