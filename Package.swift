@@ -214,7 +214,7 @@ let package = Package(
             [
                 "KeywayRuntime", "KeywayConfig", "KeywayFactors", "KeywayVault", "KeywayWire", "KeywayCrypto",
                 "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode",
-                "KeywayBiometricSimulator", "KeywayTestSupport", "keyway-hostile", "keyway-softkey",
+                "KeywayBiometricSimulator", "KeywayTestSupport", "keyway-hostile", "keyway-softkey", "KeywayFIDO2",
             ]),
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
         .executableTarget(

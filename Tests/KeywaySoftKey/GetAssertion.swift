@@ -46,11 +46,17 @@ extension SoftKey {
         var flags: UInt8 = presenceWanted ? AuthenticatorData.userPresent : 0
         if verify { flags |= AuthenticatorData.userVerified }
         let authData = AuthenticatorData.make(rpIDHash: rpIDHash, flags: flags, counter: credential.counter)
-        let signature = Sodium.sign(authData + clientDataHash, seed: credential.seed)
+        var signature = Sodium.sign(authData + clientDataHash, seed: credential.seed)
+        if knobs.badSignature { signature[0] ^= 1 }
         let body = CBOR.map([
             .int(1): .map([.text("id"): .bytes(credential.id), .text("type"): .text("public-key")]),
             .int(2): .bytes(authData), .int(3): .bytes(signature),
         ])
-        return Reply(status: .ok, body: body, detail: "counter=\(credential.counter)" + (verify ? " uv" : ""))
+        // What was signed, for a test that checks it with fido2-assert -V: the hash, the authenticator data, the
+        // signature, in hex.
+        return Reply(
+            status: .ok, body: body,
+            detail: "counter=\(credential.counter)" + (verify ? " uv" : "")
+                + " cdh=\(clientDataHash.hex) authdata=\(authData.hex) sig=\(signature.hex)")
     }
 }

@@ -6,6 +6,7 @@
 ///     counter = count | repeat | back   count: +1 per assertion; repeat: the stored value (a clone); back: one less
 ///     uv = none | builtin               builtin: the key verifies the user itself (a fingerprint key)
 ///     unplugged = yes                   every request is answered by closing the connection
+///     signature = good | bad            bad: an assertion's signature has one bit flipped (a forgery's)
 struct Knobs: Equatable, Sendable {
     static let fileName = "knobs"
 
@@ -32,6 +33,7 @@ struct Knobs: Equatable, Sendable {
     var counter = Counter.count
     var verification = Verification.absent
     var unplugged = false
+    var badSignature = false
 
     /// The knobs `DIR/knobs` sets now.
     static func load(from directory: KeyDirectory) -> Knobs {
@@ -55,6 +57,7 @@ struct Knobs: Equatable, Sendable {
             case "counter": knobs.counter = Counter(rawValue: value) ?? knobs.counter
             case "uv": knobs.verification = Verification(rawValue: value) ?? knobs.verification
             case "unplugged": knobs.unplugged = ["yes", "true", "1"].contains(value)
+            case "signature": knobs.badSignature = value == "bad"
             default: continue
             }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import KeywayCore
+import KeywayFIDO2
 import Testing
 
 /// The tests' software security key (`keyway-softkey`, CTAP2 over a Unix socket) and the shim that lets any
@@ -196,6 +197,62 @@ struct FIDO2Tests {
         key.knobs("counter = count\n")
         let onward = try harness(fixture, "keyway-key", user)
         #expect(onward.result == "PAM_SUCCESS", "the key itself counts on: \(onward.text)")
+    }
+
+    /// The assertion the key made last (its log): the client data hash, the authenticator data, the signature.
+    func lastAssertion(_ key: SoftKey) throws -> (hash: [UInt8], authData: [UInt8], signature: [UInt8]) {
+        let line = try #require(key.log.last { $0.hasPrefix("getAssertion ok") }, "\(key.log)")
+        func field(_ name: String) throws -> [UInt8] {
+            let word = try #require(line.split(separator: " ").first { $0.hasPrefix(name + "=") })
+            let hex = Array(word.dropFirst(name.count + 1).utf8)
+            return stride(from: 0, to: hex.count, by: 2).map {
+                UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16)!
+            }
+        }
+        return (try field("cdh"), try field("authdata"), try field("sig"))
+    }
+
+    /// `fido2-assert -V -p` on an assertion, against the public key keywayd stored: true when Debian's tool accepts it.
+    func fido2AssertAccepts(_ assertion: (hash: [UInt8], authData: [UInt8], signature: [UInt8]), publicKey: [UInt8])
+        throws -> Bool
+    {
+        let der: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00] + publicKey
+        let pem = "-----BEGIN PUBLIC KEY-----\n\(Data(der).base64EncodedString())\n-----END PUBLIC KEY-----\n"
+        let pemPath = fixture.directory + "/key.pem"
+        let inputPath = fixture.directory + "/assertion.in"
+        _ = FileManager.default.createFile(atPath: pemPath, contents: Data(pem.utf8))
+        // The authenticator data as fido2-assert reads it: a CBOR byte string (0x58, its length, the bytes).
+        let input =
+            [
+                Data(assertion.hash).base64EncodedString(), "pam://keyway",
+                Data([0x58, UInt8(assertion.authData.count)] + assertion.authData).base64EncodedString(),
+                Data(assertion.signature).base64EncodedString(),
+            ].joined(separator: "\n") + "\n"
+        _ = FileManager.default.createFile(atPath: inputPath, contents: Data(input.utf8))
+        return try run("/usr/bin/fido2-assert", ["-V", "-p", "-i", inputPath, pemPath, "eddsa"]).status == 0
+    }
+
+    @Test("fido2-assert -V accepts the assertion keywayd accepted, and refuses the forged one keywayd refused")
+    func crossCheckedWithFido2Assert() throws {
+        defer { uninstall() }
+        let key = try install("[policy key]\nrequire = fido2\n")
+        #expect(try enroll().status == 0)
+        fixture.service("keyway-key", "policy=key config=\(fixture.configPath)")
+        let record = try #require(try fixture.vault().store.enrollment(user: user, factor: .fido2))
+        let publicKey = try FIDO2Keys(decoding: record.payload).credentials[0].publicKey
+
+        let accepted = try harness(fixture, "keyway-key", user)
+        #expect(accepted.result == "PAM_SUCCESS", "\(accepted.text)")
+        #expect(try fido2AssertAccepts(try lastAssertion(key), publicKey: publicKey))
+
+        key.knobs("signature = bad\n")
+        let forged = try harness(fixture, "keyway-key", user)
+        #expect(forged.result != "PAM_SUCCESS", "\(forged.text)")
+        #expect(try !fido2AssertAccepts(try lastAssertion(key), publicKey: publicKey))
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
+        // Each of the policy's 3 attempts met a forgery, and each was counted.
+        let line = status.output.first { $0.contains("fido2:") } ?? ""
+        #expect(line.contains("3 consecutive failures"), "the forgeries were counted: \(status.text)")
     }
 
     @Test("the software key against Debian's fido2-tools: credentials and assertions verify, each knob acts")
