@@ -5,7 +5,7 @@ APT_PACKAGES := libsodium-dev libsqlite3-dev libpq-dev postgresql-15 libpam0g-de
 	binutils fuse3 libfuse3-dev openssh-server openssh-client \
 	valgrind bsdextrautils procps util-linux systemd tmux \
 	libdbus-1-dev dbus-daemon dbus-bin fprintd libfprint-2-2 libpam-fprintd python3-dbus python3-dbusmock \
-	libfido2-dev fido2-tools
+	libfido2-dev fido2-tools libssl-dev libpam-u2f pamu2fcfg
 
 PREFIX ?= /usr/local
 # Where Debian keeps PAM modules (/lib/x86_64-linux-gnu/security on amd64); gcc knows the multiarch name.

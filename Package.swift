@@ -229,12 +229,15 @@ let package = Package(
             name: "keyway-hostile",
             dependencies: ["KeywayCore", "KeywayPlatform", "KeywayWire"],
             path: "Tests/KeywayHostile", swiftSettings: strictSettings),
-        // A software FIDO2 security key (CTAP2 over a Unix socket, Ed25519 through libsodium) for the FIDO2 tests.
-        // The LD_PRELOAD shim that lets any libfido2 program reach it is C, built by `make harness` with gcc
-        // (Tests/SoftKeyShim), so it carries no Swift runtime into the programs it is preloaded into.
+        // A software FIDO2 security key (CTAP2 over a Unix socket; Ed25519 through libsodium, ES256 and the PIN
+        // protocol's P-256, AES and HMAC through libcrypto in a small C helper) for the FIDO2 tests. The LD_PRELOAD
+        // shim that lets any libfido2 program reach it is C, built by `make harness` with gcc (Tests/SoftKeyShim),
+        // so it carries no Swift runtime into the programs it is preloaded into. Nothing Keyway ships links either.
+        .target(
+            name: "SoftKeyCrypto", path: "Tests/SoftKeyCrypto", linkerSettings: [.linkedLibrary("crypto")]),
         .executableTarget(
             name: "keyway-softkey",
-            dependencies: ["KeywayCore", "KeywayPlatform", "CSodium", "CKeywayLibc"],
+            dependencies: ["KeywayCore", "KeywayPlatform", "CSodium", "CKeywayLibc", "SoftKeyCrypto"],
             path: "Tests/KeywaySoftKey", swiftSettings: strictSettings),
         // A separate process that drives a real store, for the multi-process tests and the store benchmark.
         .executableTarget(

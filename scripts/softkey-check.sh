@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tests' software security key checked against an implementation that is not ours: Debian's libfido2 tools
-# (fido2-token, fido2-cred, fido2-assert) reach keyway-softkey through the LD_PRELOAD shim, make an EdDSA credential,
-# verify its self attestation, get assertions and verify them, and see each knob act (DIR/knobs, Knobs.swift).
+# (fido2-token, fido2-cred, fido2-assert) reach keyway-softkey through the LD_PRELOAD shim, make EdDSA and ES256
+# credentials, verify their self attestation, get assertions and verify them, read the PIN's tries left, see each
+# knob act (DIR/knobs, Knobs.swift), and Debian's pamu2fcfg enroll the key.
 #
 #   swift build --product keyway-softkey && make harness     (the key, and build/softkey-shim.so)
 #   scripts/softkey-check.sh .build/debug
@@ -85,7 +86,7 @@ grep -q "version strings: FIDO_2_0" "$work/info" || fail "no FIDO_2_0 in: $(cat 
 grep -q "caps: 0x0c" "$work/info" || fail "capabilities are not CBOR|NMSG"
 ok "$(grep -E 'aaguid|options' "$work/info" | tr '\n' ' ')"
 
-step "fido2-cred -M makes an EdDSA credential; fido2-cred -V verifies its self attestation"
+step "fido2-cred -M makes an EdDSA credential; fido2-cred -V verifies its attestation (x5c)"
 rp=keyway.test
 printf '%s\n%s\nalice\n%s\n' "$(b64 32)" "$rp" "$(b64 16)" >"$work/cred.in"
 with_key "$sock" fido2-cred -M -i "$work/cred.in" -o "$work/cred.out" "$dev" eddsa
@@ -94,23 +95,31 @@ fido2-cred -V -i "$work/cred.out" -o "$work/cred.v" eddsa
 credential_id=$(sed -n 1p "$work/cred.v")
 sed -n '2,$p' "$work/cred.v" >"$work/pub.pem"
 grep -q "BEGIN PUBLIC KEY" "$work/pub.pem" || fail "fido2-cred -V gave no public key"
-[ "$(log_count 'makeCredential ok')" = 1 ] || fail "the key's log has no 'makeCredential ok'"
-ok "credential $credential_id verified (packed, self attestation)"
+[ "$(log_count 'makeCredential ok eddsa')" = 1 ] || fail "the key's log has no 'makeCredential ok eddsa'"
+ok "credential $credential_id verified (packed, x5c attestation)"
 
-step "fido2-cred -M with es256 is refused (the key does Ed25519 alone)"
+step "fido2-cred -M makes an ES256 credential too; algorithms = eddsa refuses it"
+with_key "$sock" fido2-cred -M -i "$work/cred.in" -o "$work/cred-es.out" "$dev" es256
+fido2-cred -V -i "$work/cred-es.out" -o "$work/cred-es.v" es256
+es_id=$(sed -n 1p "$work/cred-es.v")
+sed -n '2,$p' "$work/cred-es.v" >"$work/pub-es.pem"
+knobs "algorithms = eddsa"
 if with_key "$sock" fido2-cred -M -q -i "$work/cred.in" "$dev" es256 >/dev/null 2>"$work/es256.err"; then
-    fail "an es256 credential was made"
+    fail "an es256 credential was made by a key told to make Ed25519 alone"
 fi
 grep -q "FIDO_ERR_UNSUPPORTED_ALGORITHM" "$work/es256.err" || fail "es256: $(cat "$work/es256.err")"
-ok "$(tr -d '\n' <"$work/es256.err")"
+knobs ""
+ok "ES256 credential $es_id verified; refused with algorithms = eddsa"
 
-# assert OUT [fido2-assert -G options...]: an assertion for the credential on the key, verified with its public key.
+# assert OUT [fido2-assert -G options...]: an assertion for the credential on the key, verified with its public key
+# (ES_ASSERT=1: the ES256 credential's).
 assert() {
-    local out=$1
+    local out=$1 id=$credential_id pem=$work/pub.pem alg=eddsa
     shift
-    printf '%s\n%s\n%s\n' "$(b64 32)" "$rp" "$credential_id" >"$work/assert.in"
+    if [ "${ES_ASSERT:-}" = 1 ]; then id=$es_id pem=$work/pub-es.pem alg=es256; fi
+    printf '%s\n%s\n%s\n' "$(b64 32)" "$rp" "$id" >"$work/assert.in"
     with_key "$sock" fido2-assert -G "$@" -i "$work/assert.in" -o "$out" "$dev"
-    fido2-assert -V -i "$out" "$work/pub.pem" eddsa
+    fido2-assert -V -i "$out" "$pem" "$alg"
 }
 
 step "fido2-assert -G gets assertions; fido2-assert -V verifies them; the counter counts"
@@ -121,6 +130,18 @@ c1=$(counter_of "$work/a1")
 c2=$(counter_of "$work/a2")
 [ "$c1" = 1 ] && [ "$c2" = 2 ] || fail "counters $c1, $c2 (expected 1, 2)"
 ok "verified; sig counts $c1 then $c2"
+
+step "an ES256 assertion verifies with fido2-assert -V"
+ES_ASSERT=1 assert "$work/a-es" -p
+ok "verified (es256)"
+
+step "a PIN: fido2-token -I reads clientPin and the tries left"
+knobs $'pin = 4321\npin-retries = 5'
+with_key "$sock" fido2-token -I "$dev" >"$work/info-pin"
+grep -q "clientPin" "$work/info-pin" || fail "no clientPin option: $(cat "$work/info-pin")"
+grep -q "pin retries: 5" "$work/info-pin" || fail "no 'pin retries: 5': $(cat "$work/info-pin")"
+knobs ""
+ok "$(grep -E 'clientPin|pin retries|pin protocols' "$work/info-pin" | tr '\n' ' ')"
 
 step "an assertion does not verify under another credential's key"
 with_key "$sock" fido2-cred -M -i "$work/cred.in" -o "$work/cred2.out" "$dev" eddsa
@@ -253,14 +274,11 @@ knobs ""
 
 step "pamu2fcfg (optional)"
 if command -v pamu2fcfg >/dev/null; then
-    # pam_u2f 1.1.0 (Debian 12) knows ES256 and RS256 alone, so it cannot enroll an Ed25519-only key: this shows it
-    # reaching the key and being refused, nothing more.
-    if with_key "$sock" timeout 20 pamu2fcfg -u root -o pam://keyway -i pam://keyway >/dev/null 2>"$work/pamu2fcfg.err"
-    then
-        fail "pamu2fcfg enrolled an es256 credential on an Ed25519-only key"
-    fi
-    grep -q UNSUPPORTED_ALGORITHM "$work/pamu2fcfg.err" || fail "pamu2fcfg: $(cat "$work/pamu2fcfg.err")"
-    ok "pamu2fcfg reached the key and asked for ES256: $(tr '\n' ' ' <"$work/pamu2fcfg.err")"
+    # pam_u2f 1.1.0 (Debian 12) knows ES256 and RS256 alone: the key makes it an ES256 credential.
+    with_key "$sock" timeout 20 pamu2fcfg -u root -o pam://keyway -i pam://keyway >"$work/pamu2fcfg.out" \
+        2>"$work/pamu2fcfg.err" || fail "pamu2fcfg: $(cat "$work/pamu2fcfg.err")"
+    grep -q "^root:.*,es256," "$work/pamu2fcfg.out" || fail "pamu2fcfg wrote: $(cat "$work/pamu2fcfg.out")"
+    ok "pamu2fcfg enrolled an ES256 credential: $(cut -c1-60 "$work/pamu2fcfg.out")..."
 else
     skip "pamu2fcfg is not installed"
 fi

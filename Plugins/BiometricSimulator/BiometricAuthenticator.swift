@@ -91,7 +91,7 @@ public final class BiometricAuthenticator: Authenticator {
     private func waitInDaemon(_ request: AuthenticationRequest, conversation: any Conversation)
         throws(AuthenticationError) -> Verdict
     {
-        let armed = try vault.arm(.biometric, for: request.user, attempts: 1, waits: true)
+        let armed = try vault.arm(.biometric, for: request.user, attempts: 1, waits: true, typed: nil)
         defer { armed.release() }
         conversation.tell(.instruction(sensor.instruction))
         return try ArmedWaiting.verdict(
@@ -107,7 +107,7 @@ public final class BiometricAuthenticator: Authenticator {
     /// Has the vault (keywayd, beside the sensor) listen for this authentication.
     public func arm(_ request: AuthenticationRequest) throws(AuthenticationError) -> any ArmedFactor {
         if let reason = unusableReason(for: request.user) { throw AuthenticationError(.biometryNotAvailable, reason) }
-        return try vault.arm(.biometric, for: request.user, attempts: request.attemptsAllowed, waits: false)
+        return try vault.arm(.biometric, for: request.user, attempts: request.attemptsAllowed, waits: false, typed: nil)
     }
 
     /// Why the sensor cannot serve this user at all, or nil. fprintd's reader is keywayd's to judge (only keywayd
@@ -207,7 +207,7 @@ public final class BiometricAuthenticator: Authenticator {
         }
         let finger = try BiometricKeeper.readerFinger(request.label)
         try vault.enrollAtDevice(
-            .biometric, for: request.user, label: finger, by: request.actor,
+            .biometric, for: request.user, label: finger, by: request.actor, typed: nil,
             progress: { step in conversation.tell(.instruction(step)) }, cancelled: { false })
         return try enrolled(finger, for: request.user)
     }

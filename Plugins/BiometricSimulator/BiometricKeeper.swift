@@ -226,7 +226,8 @@ public final class BiometricKeeper: FactorKeeper {
 
     /// With a reader: enrolls `label` there, then records the new list (and a new domain state) as `actor`'s.
     public func enrollAtDevice(
-        for user: String, label: String?, by actor: String, progress: (String) -> Void, cancelled: () -> Bool
+        for user: String, label: String?, by actor: String, typed: Secret?, progress: (String) -> Void,
+        cancelled: () -> Bool
     ) throws(AuthenticationError) {
         guard let reader else {
             throw AuthenticationError(

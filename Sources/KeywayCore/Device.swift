@@ -138,13 +138,16 @@ extension FactorPlugin {
         public var backends: [String: any DeviceBackend]
         /// The user's stored enrollment of the factor, if any (a key signs only for the credentials it is told of).
         public var enrollment: Enrollment?
+        /// What the person typed for the device (a security key's PIN), for this arming or enrollment only.
+        public var typed: Secret?
 
         /// Creates the inputs.
         public init(
             settings: FactorSettings, user: UserContext, limit: Duration,
             controlDirectory: String = DeviceSide.defaultControlDirectory, backends: [String: any DeviceBackend] = [:],
-            enrollment: Enrollment? = nil
+            enrollment: Enrollment? = nil, typed: Secret? = nil
         ) {
+            self.typed = typed
             self.settings = settings
             self.user = user
             self.limit = limit

@@ -126,11 +126,11 @@ public final class LocalVault: Vault {
     }
 
     public func enrollAtDevice(
-        _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
-        cancelled: () -> Bool
+        _ factor: FactorKind, for user: String, label: String?, by actor: String, typed: Secret?,
+        progress: (String) -> Void, cancelled: () -> Bool
     ) throws(AuthenticationError) {
         try keeper(factor).enrollAtDevice(
-            for: user, label: label, by: actor, progress: progress, cancelled: cancelled)
+            for: user, label: label, by: actor, typed: typed, progress: progress, cancelled: cancelled)
     }
 
     public func offer(_ factor: FactorKind, for user: String, by actor: String) throws(AuthenticationError) -> [UInt8] {

@@ -42,8 +42,9 @@ public protocol Vault: AnyObject, Sendable {
     /// Arms `factor` for `user` (`first of`): the vault waits at the device, matches and counts what is presented, at
     /// most `attempts` counted failures, until the returned factor is released. Only a vault beside the device can.
     /// With `waits`, a device another authentication holds is waited for in line instead of refused at once.
-    func arm(_ factor: FactorKind, for user: UserContext, attempts: Int, waits: Bool) throws(AuthenticationError)
-        -> any ArmedFactor
+    /// `typed` is what the person typed for the device (a security key's PIN), used for this arming only.
+    func arm(_ factor: FactorKind, for user: UserContext, attempts: Int, waits: Bool, typed: Secret?)
+        throws(AuthenticationError) -> any ArmedFactor
     /// True for a vault that waits at the devices itself (keywayd's), so a factor's sequential wait is an arming.
     var waitsAtDevices: Bool { get }
     /// The stored record of `user`'s enrollment of `factor`, for keywayd's own device listeners (a security key signs
@@ -51,15 +52,15 @@ public protocol Vault: AnyObject, Sendable {
     func record(of factor: FactorKind, for user: String) throws(AuthenticationError) -> Enrollment?
     /// Enrolls `label` of `factor` for `user` at a device the vault drives (fprintd's reader), telling the person
     /// each step through `progress`; `cancelled` is asked while the device waits. Root only; only a vault beside
-    /// the device can.
+    /// the device can. `typed` as for `arm`.
     func enrollAtDevice(
-        _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
-        cancelled: () -> Bool
+        _ factor: FactorKind, for user: String, label: String?, by actor: String, typed: Secret?,
+        progress: (String) -> Void, cancelled: () -> Bool
     ) throws(AuthenticationError)
 }
 
 extension Vault {
-    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int, waits: Bool)
+    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int, waits: Bool, typed: Secret?)
         throws(AuthenticationError) -> any ArmedFactor
     {
         throw AuthenticationError(.factorNotAvailable, "this vault cannot wait at the \(factor)")
@@ -72,8 +73,8 @@ extension Vault {
     public func record(of factor: FactorKind, for user: String) throws(AuthenticationError) -> Enrollment? { nil }
 
     public func enrollAtDevice(
-        _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
-        cancelled: () -> Bool
+        _ factor: FactorKind, for user: String, label: String?, by actor: String, typed: Secret?,
+        progress: (String) -> Void, cancelled: () -> Bool
     ) throws(AuthenticationError) {
         throw AuthenticationError(.factorNotAvailable, "this vault drives no device to enroll the \(factor) at")
     }
@@ -220,9 +221,10 @@ public protocol FactorKeeper: AnyObject, Sendable {
     /// (fprintd's prints), before the vault reads it; most keepers have nothing to do.
     func refresh(_ user: String) throws(AuthenticationError)
     /// Enrolls `label` at the device that keeps this factor's enrollments (`DeviceBackend`), recording it as
-    /// `actor`'s; a factor without one refuses.
+    /// `actor`'s, with what the person typed for it (`typed`, a security key's PIN); a factor without one refuses.
     func enrollAtDevice(
-        for user: String, label: String?, by actor: String, progress: (String) -> Void, cancelled: () -> Bool
+        for user: String, label: String?, by actor: String, typed: Secret?, progress: (String) -> Void,
+        cancelled: () -> Bool
     ) throws(AuthenticationError)
 }
 
@@ -249,7 +251,8 @@ extension FactorKeeper {
     public func refresh(_ user: String) throws(AuthenticationError) {}
 
     public func enrollAtDevice(
-        for user: String, label: String?, by actor: String, progress: (String) -> Void, cancelled: () -> Bool
+        for user: String, label: String?, by actor: String, typed: Secret?, progress: (String) -> Void,
+        cancelled: () -> Bool
     ) throws(AuthenticationError) {
         throw AuthenticationError(.invalidPolicy, "the \(factor) is not enrolled at a device")
     }

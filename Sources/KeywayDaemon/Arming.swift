@@ -19,14 +19,16 @@ public struct ArmingOptions: Sendable {
     /// The device backends keywayd's composition built (fprintd's reader as "fprintd"), by name.
     public var backends: [String: any DeviceBackend] = [:]
 
-    /// The listener for one lease of `plugin`'s device, given the user's stored enrollment.
+    /// The listener for one lease of `plugin`'s device, given the user's stored enrollment and what the person typed
+    /// for the device.
     func listener(
-        for plugin: FactorPlugin, _ arming: FactorPlugin.Arming, user: UserContext, enrollment: Enrollment?
+        for plugin: FactorPlugin, _ arming: FactorPlugin.Arming, user: UserContext, enrollment: Enrollment?,
+        typed: Secret?
     ) -> any DeviceListener {
         arming.listener(
             .init(
                 settings: settings[plugin.kind], user: user, limit: .milliseconds(Leases.maximumDuration),
-                controlDirectory: controlDirectory, backends: backends, enrollment: enrollment))
+                controlDirectory: controlDirectory, backends: backends, enrollment: enrollment, typed: typed))
     }
 
     /// The factor's wait setting in milliseconds: how long an authentication waits in line for its device, and how
@@ -125,8 +127,8 @@ extension Server {
     /// lease stays claimable until the client closes it.
     /// `request` is vouched for already (`VaultService.vouched`): `user.startedBy` is the one keywayd trusts.
     func serveArm(
-        _ request: Request, factor: FactorKind, user: UserContext, waits: Bool, from caller: VaultService.Caller,
-        at place: Place, on fd: Int32
+        _ request: Request, factor: FactorKind, user: UserContext, waits: Bool, typed: Secret?,
+        from caller: VaultService.Caller, at place: Place, on fd: Int32
     ) {
         guard let seat = seats[factor] else {
             reply(.failure(AuthenticationError(.factorNotAvailable, "the \(factor) has no device to arm")), to: fd)
@@ -194,12 +196,12 @@ extension Server {
                 return keepClaimable()
             }
             return listen(
-                armed, at: seat, ticket: turn, request, user: user, waits: true, from: caller, on: fd,
+                armed, at: seat, ticket: turn, request, user: user, waits: true, typed: typed, from: caller, on: fd,
                 custody: custody, wake: wake, keepClaimable: keepClaimable)
         }
         guard let turn = ticket else { return }
         listen(
-            nil, at: seat, ticket: turn, request, user: user, waits: waits, from: caller, on: fd,
+            nil, at: seat, ticket: turn, request, user: user, waits: waits, typed: typed, from: caller, on: fd,
             custody: custody, wake: wake, keepClaimable: keepClaimable)
     }
 
@@ -208,7 +210,7 @@ extension Server {
     /// can use, its client goes, or it has kept the device for the timeout while someone else waits.
     private func listen(
         _ early: [UInt8]?, at seat: DeviceSeat, ticket: UInt64, _ request: Request, user: UserContext, waits: Bool,
-        from caller: VaultService.Caller, on fd: Int32, custody: TerminalHolder, wake: () -> Void,
+        typed: Secret?, from caller: VaultService.Caller, on fd: Int32, custody: TerminalHolder, wake: () -> Void,
         keepClaimable: () -> Void
     ) {
         let timeout = seat.timeout
@@ -219,7 +221,7 @@ extension Server {
         do throws(AuthenticationError) {
             device = arming.listener(
                 for: seat.plugin, seat.arming, user: user,
-                enrollment: try service.vault.record(of: factor, for: user.name))
+                enrollment: try service.vault.record(of: factor, for: user.name), typed: typed)
         } catch {
             Server.logLimited("\(caller.label): \(seat.name) not armed: \(error.reason)")
             if let early {
@@ -310,7 +312,8 @@ extension Server {
             case .unusable(let reason):
                 leases.record(.failure(.noSample(reason)), for: armed)
             case .ended(let outcome):
-                if outcome.code == .biometryNotAvailable || outcome.code == .systemCancel {
+                // The device's own reasons (unplugged, its PIN blocked, stopped) are logged; the person's are not.
+                if ![.userCancel, .userFallback, .appCancel].contains(outcome.code) {
                     Server.logLimited("\(caller.label): the wait at \(seat.name) ended: \(outcome.reason)")
                 }
                 leases.end(armed, with: outcome)

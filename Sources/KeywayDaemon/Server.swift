@@ -334,10 +334,11 @@ public final class Server: Sendable {
             reply(.failure(refusal), to: fd)
             return
         }
-        if case .arm(let factor, let user, _, let waits) = request {
-            return serveArm(request, factor: factor, user: user, waits: waits, from: caller, at: place, on: fd)
+        if case .arm(let factor, let user, _, let waits, let typed) = request {
+            return serveArm(
+                request, factor: factor, user: user, waits: waits, typed: typed, from: caller, at: place, on: fd)
         }
-        if case .enrollAtDevice(let factor, _, _, _) = request {
+        if case .enrollAtDevice(let factor, _, _, _, _) = request {
             return serveEnrollmentAtDevice(request, factor: factor, from: caller, on: fd)
         }
         let answer: Response

@@ -105,10 +105,11 @@ public final class DaemonVault: Vault {
     /// keywayd enrolls at its device (fprintd's reader) and sends each step, then `.done`; this waits as long as
     /// keywayd lets the enrollment take (it ends it after 2 minutes), telling each step through `progress`.
     public func enrollAtDevice(
-        _ factor: FactorKind, for user: String, label: String?, by actor: String, progress: (String) -> Void,
-        cancelled: () -> Bool
+        _ factor: FactorKind, for user: String, label: String?, by actor: String, typed: Secret?,
+        progress: (String) -> Void, cancelled: () -> Bool
     ) throws(AuthenticationError) {
-        var (response, fd) = try exchange(.enrollAtDevice(factor, user: user, label: label, via: actor), patient: true)
+        var (response, fd) = try exchange(
+            .enrollAtDevice(factor, user: user, label: label, via: actor, typed: typed), patient: true)
         defer { close(fd) }
         let deadline = UnixSocket.monotonicMilliseconds() + timeoutMilliseconds + 600_000
         while case .progress(let step) = response {
@@ -202,11 +203,12 @@ extension DaemonVault {
 
     /// Arms the factor at keywayd, which listens at the device for as long as the returned factor keeps its
     /// connection open (docs/ARCHITECTURE.md §14).
-    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int, waits: Bool)
+    public func arm(_ factor: FactorKind, for user: UserContext, attempts: Int, waits: Bool, typed: Secret?)
         throws(AuthenticationError) -> any ArmedFactor
     {
         // Waiting in line may take up to the sensor's timeout: the answer's deadline is keywayd's, not ours.
-        let (response, fd) = try exchange(.arm(factor, user, attempts: attempts, waits: waits), patient: waits)
+        let (response, fd) = try exchange(
+            .arm(factor, user, attempts: attempts, waits: waits, typed: typed), patient: waits)
         guard case .armed(let nonce) = response else {
             close(fd)
             throw AuthenticationError(.internalFailure, "keywayd answered arm with \(response)")

@@ -20,12 +20,13 @@ public enum Request: Sendable, Equatable {
     /// what is presented, at most `attempts` counted failures, for as long as this connection stays open; the
     /// answer is `.armed` with the nonce that `claim` names. With `waits`, a sensor another authentication holds is
     /// waited for in line (the sequential wait); without, it is "in use" at once (`first of` asks the typed factor).
-    case arm(FactorKind, UserContext, attempts: Int, waits: Bool = false)
+    /// `typed` is what the person typed for the device (a security key's PIN): used for this lease only, never kept.
+    case arm(FactorKind, UserContext, attempts: Int, waits: Bool = false, typed: Secret? = nil)
     /// What was presented since the arming named by `nonce` (or since the last claim): `.verdicts`.
     case claim(FactorKind, UserContext, nonce: [UInt8])
     /// Enrolls `label` at the device keywayd drives (fprintd's reader; `Vault.enrollAtDevice`): answered by a
-    /// `.progress` for each step, then `.done` or `.failure`. Root only.
-    case enrollAtDevice(FactorKind, user: String, label: String?, via: String)
+    /// `.progress` for each step, then `.done` or `.failure`. Root only. `typed` as for `arm`.
+    case enrollAtDevice(FactorKind, user: String, label: String?, via: String, typed: Secret? = nil)
 
     /// The kind byte of each request.
     enum Kind: UInt8 {
@@ -57,7 +58,7 @@ public enum Request: Sendable, Equatable {
     /// carry a context.
     public var startedBy: UInt32? {
         switch self {
-        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _, _),
+        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _, _, _),
             .claim(_, let context, _):
             context.startedBy
         case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set, .enrollAtDevice: nil
@@ -74,8 +75,8 @@ public enum Request: Sendable, Equatable {
         switch self {
         case .availability(let factor, let context): return .availability(factor, with(context))
         case .verify(let factor, let context, let evidence): return .verify(factor, with(context), evidence)
-        case .arm(let factor, let context, let attempts, let waits):
-            return .arm(factor, with(context), attempts: attempts, waits: waits)
+        case .arm(let factor, let context, let attempts, let waits, let typed):
+            return .arm(factor, with(context), attempts: attempts, waits: waits, typed: typed)
         case .claim(let factor, let context, let nonce): return .claim(factor, with(context), nonce: nonce)
         case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set, .enrollAtDevice: return self
         }
@@ -83,11 +84,11 @@ public enum Request: Sendable, Equatable {
 
     public var user: String? {
         switch self {
-        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _, _),
+        case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _, _, _),
             .claim(_, let context, _):
             context.name
         case .enroll(_, let user, _, _, _), .change(_, let user, _, _, _), .remove(_, let user, _, _),
-            .reset(_, let user, _), .offer(_, let user, _), .enrollAtDevice(_, let user, _, _):
+            .reset(_, let user, _), .offer(_, let user, _), .enrollAtDevice(_, let user, _, _, _):
             user
         case .status(let user), .audit(let user): user
         case .set(_, let user, _, _): user
@@ -150,23 +151,25 @@ public enum Request: Sendable, Equatable {
             out.string(user)
             out.bool(value)
             out.string(via)
-        case .arm(let factor, let user, let attempts, let waits):
+        case .arm(let factor, let user, let attempts, let waits, let typed):
             out = WireWriter(kind: Kind.arm.rawValue)
             out.string(factor.rawValue)
             out.context(user)
             out.u32(attempts)
             out.bool(waits)
+            out.optional(typed) { $0.secret($1) }
         case .claim(let factor, let user, let nonce):
             out = WireWriter(kind: Kind.claim.rawValue)
             out.string(factor.rawValue)
             out.context(user)
             out.data(nonce)
-        case .enrollAtDevice(let factor, let user, let label, let via):
+        case .enrollAtDevice(let factor, let user, let label, let via, let typed):
             out = WireWriter(kind: Kind.enrollAtDevice.rawValue)
             out.string(factor.rawValue)
             out.string(user)
             out.optional(label) { $0.string($1) }
             out.string(via)
+            out.optional(typed) { $0.secret($1) }
         }
         return out.bytes
     }
@@ -233,14 +236,16 @@ public enum Request: Sendable, Equatable {
             let user = try input.context()
             let attempts = try input.u32("the attempts")
             guard (1...20).contains(attempts) else { throw WireError("\(attempts) attempts is not from 1 to 20") }
-            self = .arm(factor, user, attempts: attempts, waits: try input.bool("waits"))
+            let waits = try input.bool("waits")
+            self = .arm(factor, user, attempts: attempts, waits: waits, typed: try input.typedForDevice())
         case .claim:
             self = .claim(try input.factor(), try input.context(), nonce: Array(try input.data("the nonce", limit: 64)))
         case .enrollAtDevice:
             let factor = try input.factor()
             let user = try input.string("the user", limit: UserContext.maximumNameLength)
             let label = try input.optional("the label") { reader throws(WireError) in try reader.string("the label") }
-            self = .enrollAtDevice(factor, user: user, label: label, via: try input.string("the tool"))
+            let via = try input.string("the tool")
+            self = .enrollAtDevice(factor, user: user, label: label, via: via, typed: try input.typedForDevice())
         }
         try input.finish()
     }
@@ -508,6 +513,12 @@ extension WireReader {
         let name = try string("the factor", limit: 64)
         guard !name.isEmpty else { throw WireError("the factor is empty") }
         return FactorKind(rawValue: name)
+    }
+
+    /// What the person typed for a device (a security key's PIN: CTAP2 allows 63 bytes), if anything.
+    mutating func typedForDevice() throws(WireError) -> Secret? {
+        try optional("the typed secret") { reader throws(WireError) in try reader.secret("the typed secret", limit: 63)
+        }
     }
 
     mutating func optionalUser() throws(WireError) -> String? {

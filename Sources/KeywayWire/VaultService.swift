@@ -312,9 +312,10 @@ public struct VaultService: Sendable {
                 return .done
             case .offer(let factor, let user, let via):
                 return .offered(try vault.offer(factor, for: user, by: actor(via)))
-            case .enrollAtDevice(let factor, let user, let label, let via):
+            case .enrollAtDevice(let factor, let user, let label, let via, let typed):
                 try vault.enrollAtDevice(
-                    factor, for: user, label: label, by: actor(via), progress: progress, cancelled: cancelled)
+                    factor, for: user, label: label, by: actor(via), typed: typed, progress: progress,
+                    cancelled: cancelled)
                 return .done
             case .change(let factor, let user, let current, let new, let via):
                 try vault.change(current, to: new, of: factor, for: user, by: actor(via))
@@ -328,7 +329,7 @@ public struct VaultService: Sendable {
                 return .done
             case .audit(let user):
                 return .audit(try vault.audit(of: user))
-            case .arm(let factor, let user, let attempts, _):
+            case .arm(let factor, let user, let attempts, _, _):
                 if let refusal = armingRefusal(of: factor, user, by: caller) {
                     return .failure(refusal)
                 }

@@ -12,7 +12,7 @@ enum AuthenticatorData {
     /// big-endian) | id | COSE key`.
     static func make(
         rpIDHash: [UInt8], flags: UInt8, counter: UInt32,
-        credential: (aaguid: [UInt8], id: [UInt8], publicKey: [UInt8])? = nil
+        credential: (aaguid: [UInt8], id: [UInt8], coseKey: [UInt8])? = nil
     ) -> [UInt8] {
         var data = rpIDHash
         data.append(credential == nil ? flags : flags | attestedCredentialData)
@@ -21,14 +21,9 @@ enum AuthenticatorData {
             data += credential.aaguid
             data += [UInt8(credential.id.count >> 8 & 0xFF), UInt8(credential.id.count & 0xFF)]
             data += credential.id
-            data += coseKey(publicKey: credential.publicKey)
+            data += credential.coseKey
         }
         return data
-    }
-
-    /// An Ed25519 public key as a COSE_Key: {1: 1 (kty OKP), 3: -8 (alg EdDSA), -1: 6 (crv Ed25519), -2: x}.
-    static func coseKey(publicKey: [UInt8]) -> [UInt8] {
-        CBOR.map([.int(1): .int(1), .int(3): .int(-8), .int(-1): .int(6), .int(-2): .bytes(publicKey)]).encoded()
     }
 
     private static func bigEndian(_ value: UInt32) -> [UInt8] {

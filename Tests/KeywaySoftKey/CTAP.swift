@@ -2,6 +2,7 @@
 enum CTAPStatus: UInt8, Error, Sendable {
     case ok = 0x00
     case invalidCommand = 0x01
+    case invalidParameter = 0x02
     case invalidLength = 0x03
     case cborUnexpectedType = 0x11
     case invalidCBOR = 0x12
@@ -12,7 +13,12 @@ enum CTAPStatus: UInt8, Error, Sendable {
     case keepaliveCancel = 0x2D
     case noCredentials = 0x2E
     case userActionTimeout = 0x2F
+    case pinInvalid = 0x31
+    case pinBlocked = 0x32
+    case pinAuthInvalid = 0x33
+    case pinAuthBlocked = 0x34
     case pinNotSet = 0x35
+    case pinRequired = 0x36
     case other = 0x7F
 
     /// The word the log uses for it.
@@ -20,6 +26,7 @@ enum CTAPStatus: UInt8, Error, Sendable {
         switch self {
         case .ok: "ok"
         case .invalidCommand: "invalid-command"
+        case .invalidParameter: "invalid-parameter"
         case .invalidLength: "invalid-length"
         case .cborUnexpectedType: "unexpected-type"
         case .invalidCBOR: "invalid-cbor"
@@ -30,7 +37,12 @@ enum CTAPStatus: UInt8, Error, Sendable {
         case .keepaliveCancel: "cancelled"
         case .noCredentials: "no-credentials"
         case .userActionTimeout: "timeout"
+        case .pinInvalid: "pin-invalid"
+        case .pinBlocked: "pin-blocked"
+        case .pinAuthInvalid: "pin-auth-invalid"
+        case .pinAuthBlocked: "pin-auth-blocked"
         case .pinNotSet: "pin-not-set"
+        case .pinRequired: "pin-required"
         case .other: "state-not-written"
         }
     }
@@ -51,12 +63,14 @@ enum CTAPCommand: UInt8, Sendable {
     case makeCredential = 0x01
     case getAssertion = 0x02
     case getInfo = 0x04
+    case clientPIN = 0x06
 
     var name: String {
         switch self {
         case .makeCredential: "makeCredential"
         case .getAssertion: "getAssertion"
         case .getInfo: "getInfo"
+        case .clientPIN: "clientPIN"
         }
     }
 }
@@ -108,6 +122,7 @@ struct SoftKey: Sendable {
                 return (command.name, try makeCredential(parameters, knobs: knobs, presence: presence))
             case .getAssertion:
                 return (command.name, try getAssertion(parameters, knobs: knobs, presence: presence))
+            case .clientPIN: return (command.name, try clientPIN(parameters, knobs: knobs))
             }
         } catch let status as CTAPStatus {
             return (command.name, Reply(status: status))
@@ -116,17 +131,18 @@ struct SoftKey: Sendable {
         }
     }
 
-    /// authenticatorGetInfo: CTAP 2.0 alone, no resident keys, user presence, and user verification with `uv =
-    /// builtin`.
+    /// authenticatorGetInfo: CTAP 2.0 alone, no resident keys, user presence, a client PIN (set when the knobs
+    /// give one; PIN protocol one), and user verification with `uv = builtin`.
     func info(_ knobs: Knobs) -> Reply {
         var options: [CBOR.Entry] = [
             .init(key: .text("rk"), value: .bool(false)), .init(key: .text("up"), value: .bool(true)),
             .init(key: .text("plat"), value: .bool(false)),
+            .init(key: .text("clientPin"), value: .bool(knobs.pin != nil)),
         ]
         if knobs.verification == .builtin { options.append(.init(key: .text("uv"), value: .bool(true))) }
         let body = CBOR.map([
             .int(1): .array([.text("FIDO_2_0")]), .int(3): .bytes(Self.aaguid), .int(4): .map(options),
-            .int(5): .int(Self.maxMessageSize),
+            .int(5): .int(Self.maxMessageSize), .int(6): .array([.int(1)]),
         ])
         return Reply(status: .ok, body: body)
     }

@@ -9,7 +9,7 @@ extension SoftKey {
         let rpIDHash = Sodium.sha256(Array(rpID.utf8))
 
         let options = parameters[int: 5] ?? .map([])
-        let verify = try options.option("uv") == true
+        var verify = try options.option("uv") == true
         if verify && knobs.verification != .builtin { throw CTAPStatus.unsupportedOption }
         let presenceWanted = try options.option("up") ?? true
 
@@ -18,10 +18,12 @@ extension SoftKey {
         guard let id = allowed.first(where: { state.credential(id: $0, rpIDHash: rpIDHash) != nil }) else {
             throw CTAPStatus.noCredentials
         }
-        if parameters[int: 6] != nil {
+        if knobs.pin == nil, parameters[int: 6] != nil {
             try requirePresence(knobs, presence)
             throw CTAPStatus.pinNotSet
         }
+        // A pinAuth made with this power cycle's PIN token: the user verified by the PIN.
+        if try pinAuthVerified(parameters, at: 6, protocolAt: 7, clientDataHash: clientDataHash) { verify = true }
         if presenceWanted { try requirePresence(knobs, presence) }
 
         // The counter as the knob says, read and written back under the state's lock (the file may have changed
@@ -46,8 +48,8 @@ extension SoftKey {
         var flags: UInt8 = presenceWanted ? AuthenticatorData.userPresent : 0
         if verify { flags |= AuthenticatorData.userVerified }
         let authData = AuthenticatorData.make(rpIDHash: rpIDHash, flags: flags, counter: credential.counter)
-        var signature = Sodium.sign(authData + clientDataHash, seed: credential.seed)
-        if knobs.badSignature { signature[0] ^= 1 }
+        guard var signature = credential.sign(authData + clientDataHash) else { throw CTAPStatus.other }
+        if knobs.badSignature { signature[signature.count - 1] ^= 1 }
         let body = CBOR.map([
             .int(1): .map([.text("id"): .bytes(credential.id), .text("type"): .text("public-key")]),
             .int(2): .bytes(authData), .int(3): .bytes(signature),

@@ -1,15 +1,18 @@
 import Synchronization
 
-/// One credential the soft key made: the line `hex(id) hex(seed) hex(sha256(rp id)) counter` of `DIR/state`.
+/// One credential the soft key made: the line `hex(id) hex(seed) hex(sha256(rp id)) counter algorithm` of
+/// `DIR/state` (a line without the algorithm is Ed25519's).
 struct StoredCredential: Equatable, Sendable {
     /// The credential id the relying party keeps (32 random bytes).
     var id: [UInt8]
-    /// The Ed25519 seed (32 bytes): the private key.
+    /// The private key: an Ed25519 seed, or a P-256 scalar (32 bytes either way).
     var seed: [UInt8]
     /// SHA-256 of the relying party's id.
     var rpIDHash: [UInt8]
     /// The signature counter, per credential.
     var counter: UInt32
+    /// COSE's number for its algorithm: `SoftKey.eddsa` or `SoftKey.es256`.
+    var algorithm = SoftKey.eddsa
 }
 
 /// The credentials in `DIR/state`, read anew for every request (a test makes a clone by copying the file) and
@@ -25,19 +28,22 @@ struct KeyState: Sendable {
         var state = KeyState()
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count == 4, let id = [UInt8](hex: fields[0]), !id.isEmpty,
+            guard fields.count == 4 || fields.count == 5, let id = [UInt8](hex: fields[0]), !id.isEmpty,
                 let seed = [UInt8](hex: fields[1]), seed.count == 32,
                 let rpIDHash = [UInt8](hex: fields[2]), rpIDHash.count == 32,
-                let counter = UInt32(fields[3])
+                let counter = UInt32(fields[3]),
+                let algorithm = fields.count == 5 ? Int(fields[4]) : SoftKey.eddsa,
+                algorithm == SoftKey.eddsa || algorithm == SoftKey.es256
             else { continue }
-            state.credentials.append(StoredCredential(id: id, seed: seed, rpIDHash: rpIDHash, counter: counter))
+            state.credentials.append(
+                StoredCredential(id: id, seed: seed, rpIDHash: rpIDHash, counter: counter, algorithm: algorithm))
         }
         return state
     }
 
     /// The file's text.
     var text: String {
-        credentials.map { "\($0.id.hex) \($0.seed.hex) \($0.rpIDHash.hex) \($0.counter)\n" }.joined()
+        credentials.map { "\($0.id.hex) \($0.seed.hex) \($0.rpIDHash.hex) \($0.counter) \($0.algorithm)\n" }.joined()
     }
 
     /// The credential with `id` for the relying party whose id hashes to `rpIDHash`.

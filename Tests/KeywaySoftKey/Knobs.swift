@@ -7,6 +7,10 @@
 ///     uv = none | builtin               builtin: the key verifies the user itself (a fingerprint key)
 ///     unplugged = yes                   every request is answered by closing the connection
 ///     signature = good | bad            bad: an assertion's signature has one bit flipped (a forgery's)
+///     algorithms = es256,eddsa          what makeCredential offers, of what the client asks for (in its order)
+///     attestation = x5c | self         x5c: signed by the key's attestation certificate; self: by the credential
+///     pin = TEXT                        the key's PIN is set to TEXT (absent: no PIN)
+///     pin-retries = 8                   PIN tries before the key blocks it (kept in DIR/pin-retries once used)
 struct Knobs: Equatable, Sendable {
     static let fileName = "knobs"
 
@@ -34,6 +38,10 @@ struct Knobs: Equatable, Sendable {
     var verification = Verification.absent
     var unplugged = false
     var badSignature = false
+    var algorithms = [SoftKey.es256, SoftKey.eddsa]
+    var pin: String? = nil
+    var selfAttestation = false
+    var pinRetries = 8
 
     /// The knobs `DIR/knobs` sets now.
     static func load(from directory: KeyDirectory) -> Knobs {
@@ -58,6 +66,14 @@ struct Knobs: Equatable, Sendable {
             case "uv": knobs.verification = Verification(rawValue: value) ?? knobs.verification
             case "unplugged": knobs.unplugged = ["yes", "true", "1"].contains(value)
             case "signature": knobs.badSignature = value == "bad"
+            case "algorithms":
+                let names = value.split(separator: ",").map { String($0).trimmingSpaces }
+                let numbers = names.compactMap { ["es256": SoftKey.es256, "eddsa": SoftKey.eddsa][$0] }
+                if numbers.count == names.count && !numbers.isEmpty { knobs.algorithms = numbers }
+            case "attestation": knobs.selfAttestation = value == "self"
+            case "pin": knobs.pin = value.isEmpty ? nil : value
+            case "pin-retries":
+                if let tries = Int(value), tries >= 1, tries <= 8 { knobs.pinRetries = tries }
             default: continue
             }
         }
@@ -65,7 +81,7 @@ struct Knobs: Equatable, Sendable {
     }
 }
 
-extension Substring {
+extension StringProtocol {
     /// Without the spaces and tabs at either end.
     fileprivate var trimmingSpaces: String {
         let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }

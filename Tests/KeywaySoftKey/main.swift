@@ -1,13 +1,14 @@
 // keyway-softkey: a software FIDO2 security key for the tests that must run without hardware. It speaks CTAP2
-// (getInfo, makeCredential, getAssertion; Ed25519 through libsodium, self attestation) to any program built on
-// libfido2 (pam_u2f, fido2-tools, keywayd) through the LD_PRELOAD shim in Tests/SoftKeyShim. Not installed.
+// (getInfo, makeCredential, getAssertion, clientPIN; Ed25519 through libsodium, ES256 through libcrypto) to any
+// program built on libfido2 (pam_u2f, fido2-tools, keywayd) through the LD_PRELOAD shim in Tests/SoftKeyShim. Not
+// installed.
 //
 //   keyway-softkey DIR &
-//   LD_PRELOAD=.build/debug/libkeyway-softkey-shim.so KEYWAY_SOFTKEY=DIR/key.sock fido2-token -L
+//   LD_PRELOAD=build/softkey-shim.so KEYWAY_SOFTKEY=DIR/key.sock fido2-token -L     (make harness builds the shim)
 //
 // DIR holds key.sock (the socket, mode 0666), state (the credentials: copy it to another DIR for a clone of the key),
-// knobs (how it behaves: Knobs.swift), touch (made by a test to touch the key when `presence = wait`) and log (a line
-// per request). scripts/softkey-check.sh shows Debian's libfido2 tools using it.
+// knobs (how it behaves: Knobs.swift), pin-retries (the PIN's tries left), touch (made by a test to touch the key
+// when `presence = wait`) and log (a line per request). scripts/softkey-check.sh shows Debian's libfido2 tools using it.
 import CKeywayLibc
 import KeywayPlatform
 

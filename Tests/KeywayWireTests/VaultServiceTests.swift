@@ -344,9 +344,19 @@ struct LeaseTests {
             Request.arm(.biometric, user, attempts: 3), .claim(.biometric, user, nonce: Array(0..<16)),
             .enrollAtDevice(.biometric, user: "alice", label: nil, via: "keyway enroll"),
             .enrollAtDevice(.biometric, user: "alice", label: "left-thumb", via: "keyway enroll"),
+            .arm(
+                FactorKind(rawValue: "fido2"), user, attempts: 3, waits: true,
+                typed: Secret(copying: Array("4711".utf8))),
+            .enrollAtDevice(
+                FactorKind(rawValue: "fido2"), user: "alice", label: "yubi", via: "keyway enroll",
+                typed: Secret(copying: [0x31])),
         ] {
             #expect(try Request(decoding: request.encoded) == request)
         }
+        // A PIN longer than CTAP2's 63 bytes is refused on the wire, before any device sees it.
+        let long = Request.arm(
+            FactorKind(rawValue: "fido2"), user, attempts: 3, typed: Secret(copying: Array(repeating: 0x31, count: 64)))
+        #expect(throws: WireError.self) { try Request(decoding: long.encoded) }
         for response in [
             Response.armed(nonce: Array(0..<16)), .verdicts([]),
             .verdicts([.failure(.mismatch), .failure(.noSample("too fast")), .success]),

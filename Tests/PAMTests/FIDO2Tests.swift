@@ -213,10 +213,18 @@ struct FIDO2Tests {
     }
 
     /// `fido2-assert -V -p` on an assertion, against the public key keywayd stored: true when Debian's tool accepts it.
-    func fido2AssertAccepts(_ assertion: (hash: [UInt8], authData: [UInt8], signature: [UInt8]), publicKey: [UInt8])
-        throws -> Bool
-    {
-        let der: [UInt8] = [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00] + publicKey
+    func fido2AssertAccepts(
+        _ assertion: (hash: [UInt8], authData: [UInt8], signature: [UInt8]), credential: FIDO2Credential
+    ) throws -> Bool {
+        // The public key as a SubjectPublicKeyInfo: Ed25519's 32 bytes, or P-256's uncompressed point (04 x y).
+        let es256 = credential.algorithm == FIDO2Credential.es256
+        let prefix: [UInt8] =
+            es256
+            ? [
+                0x30, 0x59, 0x30, 0x13, 0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01, 0x06, 0x08, 0x2A, 0x86,
+                0x48, 0xCE, 0x3D, 0x03, 0x01, 0x07, 0x03, 0x42, 0x00, 0x04,
+            ] : [0x30, 0x2A, 0x30, 0x05, 0x06, 0x03, 0x2B, 0x65, 0x70, 0x03, 0x21, 0x00]
+        let der = prefix + credential.publicKey
         let pem = "-----BEGIN PUBLIC KEY-----\n\(Data(der).base64EncodedString())\n-----END PUBLIC KEY-----\n"
         let pemPath = fixture.directory + "/key.pem"
         let inputPath = fixture.directory + "/assertion.in"
@@ -229,7 +237,8 @@ struct FIDO2Tests {
                 Data(assertion.signature).base64EncodedString(),
             ].joined(separator: "\n") + "\n"
         _ = FileManager.default.createFile(atPath: inputPath, contents: Data(input.utf8))
-        return try run("/usr/bin/fido2-assert", ["-V", "-p", "-i", inputPath, pemPath, "eddsa"]).status == 0
+        let algorithm = es256 ? "es256" : "eddsa"
+        return try run("/usr/bin/fido2-assert", ["-V", "-p", "-i", inputPath, pemPath, algorithm]).status == 0
     }
 
     @Test("fido2-assert -V accepts the assertion keywayd accepted, and refuses the forged one keywayd refused")
@@ -239,20 +248,109 @@ struct FIDO2Tests {
         #expect(try enroll().status == 0)
         fixture.service("keyway-key", "policy=key config=\(fixture.configPath)")
         let record = try #require(try fixture.vault().store.enrollment(user: user, factor: .fido2))
-        let publicKey = try FIDO2Keys(decoding: record.payload).credentials[0].publicKey
+        let credential = try FIDO2Keys(decoding: record.payload).credentials[0]
+        #expect(credential.algorithm == FIDO2Credential.es256, "keywayd asks for ES256 first")
 
         let accepted = try harness(fixture, "keyway-key", user)
         #expect(accepted.result == "PAM_SUCCESS", "\(accepted.text)")
-        #expect(try fido2AssertAccepts(try lastAssertion(key), publicKey: publicKey))
+        #expect(try fido2AssertAccepts(try lastAssertion(key), credential: credential))
 
         key.knobs("signature = bad\n")
         let forged = try harness(fixture, "keyway-key", user)
         #expect(forged.result != "PAM_SUCCESS", "\(forged.text)")
-        #expect(try !fido2AssertAccepts(try lastAssertion(key), publicKey: publicKey))
+        #expect(try !fido2AssertAccepts(try lastAssertion(key), credential: credential))
         let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
         // Each of the policy's 3 attempts met a forgery, and each was counted.
         let line = status.output.first { $0.contains("fido2:") } ?? ""
         #expect(line.contains("3 consecutive failures"), "the forgeries were counted: \(status.text)")
+    }
+
+    @Test("the key's PIN asked by real sudo and never stored: right → root; wrong until the key blocks it → passcode")
+    func pinThroughSudo() throws {
+        defer { uninstall() }
+        let key = try install(
+            "[fido2]\npin = ask\nuser-verification = required\ntimeout = 3s\n[policy key]\nrequire = fido2 or passcode\n"
+        )
+        key.knobs("pin = 4711\n")
+        // Enrolling asks for the PIN too: a key with a PIN makes credentials only for a client that proves it.
+        let enrolling = try Terminal(
+            "\(cliPath) --socket \(fixture.socket) --config \(fixture.configPath) enroll fido2 --user \(user) --name yubi"
+        )
+        defer { enrolling.close() }
+        try enrolling.waitFor("PIN of your security key:")
+        try enrolling.type("4711")
+        let enrolled = try enrolling.waitFor("[exit ")
+        #expect(enrolled.contains("Registered security key 'yubi'") && enrolled.contains("[exit 0]"), "\(enrolled)")
+        #expect(key.log.contains { $0.hasPrefix("makeCredential ok") && $0.hasSuffix(" uv") }, "\(key.log)")
+        try installSudo(policy: "key")
+
+        let right = try sudo()
+        defer { right.close() }
+        try right.waitFor("PIN of your security key:")
+        try right.type("4711")
+        let root = try right.waitFor("[exit ")
+        #expect(root.contains("\n0\n[exit 0]"), "\(root)")
+        #expect(key.log.contains { $0.hasPrefix("getAssertion ok") && $0.contains(" uv ") }, "\(key.log)")
+
+        // Two tries left at the key: two wrong PINs block it, and the policy falls back to the passcode.
+        _ = FileManager.default.createFile(atPath: keyDirectory + "/pin-retries", contents: Data("2\n".utf8))
+        let wrong = try sudo()
+        defer { wrong.close() }
+        try wrong.waitFor("PIN of your security key:")
+        try wrong.type("1111")
+        try wrong.waitFor("PIN of your security key:", count: 2)
+        try wrong.type("2222")
+        try wrong.waitFor("Passcode:", seconds: 20)
+        try wrong.type("739155")
+        let fallback = try wrong.waitFor("[exit ")
+        #expect(fallback.contains("\n0\n[exit 0]"), "\(fallback)")
+        #expect(key.log.contains("clientPIN pin-blocked"), "\(key.log)")
+        #expect(fixture.daemonLog.contains("blocked"), "\(fixture.daemonLog)")
+        // The wrong PIN was a counted guess; the PIN itself is in neither the store nor the log.
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
+        #expect(
+            status.output.contains { $0.contains("fido2:") && $0.contains("1 consecutive failure") }, "\(status.text)")
+        #expect(!fixture.daemonLog.contains("4711") && !fixture.daemonLog.contains("1111"))
+        let store = try Data(contentsOf: URL(fileURLWithPath: fixture.store))
+        #expect(store.range(of: Data("4711".utf8)) == nil && store.range(of: Data("2222".utf8)) == nil)
+    }
+
+    @Test("a cloned key against Debian's pam_u2f and against Keyway, through the same software key")
+    func cloneSideBySideWithPamU2F() throws {
+        defer {
+            unlink("/etc/pam.d/keyway-u2f-\(user)")
+            uninstall()
+        }
+        let key = try install("[policy key]\nrequire = fido2\n")
+        // pam_u2f's own enrollment tool, through the same key: an ES256 credential (pam_u2f 1.1.0 has no EdDSA).
+        let made = try run(
+            "/usr/bin/pamu2fcfg", ["-u", user, "-o", "pam://keyway", "-i", "pam://keyway"],
+            environment: key.environment)
+        let line = made.output.first { $0.hasPrefix(user + ":") } ?? ""
+        #expect(made.status == 0 && line.contains(",es256,"), "\(made.text)")
+        let authfile = fixture.directory + "/u2f_keys"
+        _ = FileManager.default.createFile(atPath: authfile, contents: Data((line + "\n").utf8))
+        let u2f = "auth required pam_u2f.so authfile=\(authfile) origin=pam://keyway appid=pam://keyway\n"
+        _ = FileManager.default.createFile(atPath: fixture.services + "/u2f", contents: Data(u2f.utf8))
+        #expect(try enroll().status == 0)
+        fixture.service("keyway-key", "policy=key config=\(fixture.configPath)")
+
+        func u2fResult() throws -> String? {
+            try run(harnessPath, [fixture.services, "u2f", user], environment: key.environment).result
+        }
+        func keywayResult() throws -> String? { try harness(fixture, "keyway-key", user).result }
+        #expect(try u2fResult() == "PAM_SUCCESS")
+        #expect(try keywayResult() == "PAM_SUCCESS")
+
+        // The clone: a copy of the key whose counter does not move on.
+        key.knobs("counter = repeat\n")
+        let u2fClone = [try u2fResult(), try u2fResult()]
+        let keywayClone = try keywayResult()
+        #expect(u2fClone == ["PAM_SUCCESS", "PAM_SUCCESS"], "pam_u2f 1.1.0 keeps no counter: the clone gets in")
+        #expect(keywayClone != "PAM_SUCCESS", "keywayd refuses a counter that did not increase")
+        #expect(fixture.daemonLog.contains("may have been cloned"), "\(fixture.daemonLog)")
+        let u2fAuthfile = try String(contentsOfFile: authfile, encoding: .utf8)
+        #expect(u2fAuthfile == line + "\n", "pam_u2f wrote nothing back: no counter is stored")
     }
 
     @Test("the software key against Debian's fido2-tools: credentials and assertions verify, each knob acts")

@@ -138,7 +138,8 @@ public final class FIDO2Keeper: FactorKeeper {
 
     /// Makes the credential at the key (keywayd's backend), then stores it beside the account's other keys.
     public func enrollAtDevice(
-        for user: String, label: String?, by actor: String, progress: (String) -> Void, cancelled: () -> Bool
+        for user: String, label: String?, by actor: String, typed: Secret?, progress: (String) -> Void,
+        cancelled: () -> Bool
     ) throws(AuthenticationError) {
         guard let device else {
             throw AuthenticationError(.factorNotAvailable, "only keywayd talks to security keys")
@@ -148,7 +149,8 @@ public final class FIDO2Keeper: FactorKeeper {
         let existing = try keys(of: user)
         let made = try device.enroll(
             FactorPlugin.DeviceSide(
-                settings: settings, user: UserContext(name: user), limit: .seconds(120), enrollment: existing?.0),
+                settings: settings, user: UserContext(name: user), limit: .seconds(120), enrollment: existing?.0,
+                typed: typed),
             label: name, progress: progress, cancelled: cancelled)
         let record = try enrollment(of: .device(made), for: user, label: name, by: actor)
         if let existing {

@@ -19,6 +19,15 @@ public enum FIDO2Plugin {
                 + "asked of keys that can; discouraged: a touch alone")
     }
 
+    /// `[fido2] pin`.
+    public static var pinSetting: Setting {
+        Setting(
+            "pin", .choice(["ask", "never"]), default: .choice("never"),
+            help: "ask: the person types the key's PIN before touching it, and the key checks it (user verification "
+                + "by PIN); it goes to keywayd for that one attempt and is never stored; never: no PIN is asked (keys "
+                + "without one, or with their own fingerprint reader)")
+    }
+
     /// `[fido2] timeout`.
     public static var timeoutSetting: Setting {
         Setting(
@@ -56,15 +65,16 @@ public enum FIDO2Plugin {
                 + "several keys per account",
             codes: codes, device: "security key",
             settings: [
-                Setting.attempts(), relyingPartySetting, userVerificationSetting, timeoutSetting, remoteSetting,
-                lockoutSetting,
+                Setting.attempts(), relyingPartySetting, userVerificationSetting, pinSetting, timeoutSetting,
+                remoteSetting, lockoutSetting,
             ],
             specimen: specimen, arming: arming,
             servesRemoteSessions: { settings in settings.choice(remoteSetting) == "allow" },
             personSide: { side in
                 FIDO2Authenticator(
                     vault: side.vault, timeout: side.settings.duration(timeoutSetting) ?? .seconds(30),
-                    servesRemoteSessions: side.settings.choice(remoteSetting) == "allow")
+                    servesRemoteSessions: side.settings.choice(remoteSetting) == "allow",
+                    asksPIN: side.settings.choice(pinSetting) == "ask")
             },
             vaultSide: { side in
                 FIDO2Keeper(

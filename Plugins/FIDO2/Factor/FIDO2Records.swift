@@ -99,6 +99,8 @@ public struct FIDO2Presentation: Sendable, Equatable {
         case unknownKey = 2
         /// A credential of the account was named, but the signature does not verify.
         case badSignature = 3
+        /// The key refused the PIN typed for it: a guess, counted like a wrong pattern (the key counts it too).
+        case wrongPIN = 4
     }
 
     /// What the check found.

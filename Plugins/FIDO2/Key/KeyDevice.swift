@@ -83,3 +83,32 @@ final class KeyDevice: @unchecked Sendable {
         return (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
     }
 }
+
+/// What the person typed for the key (its PIN), as libfido2 takes it: a C string, wiped when dropped. Shared with
+/// the thread a call runs on (`KeyDevice.run` returns only after the call has).
+final class PINText: @unchecked Sendable {
+    private let buffer: UnsafeMutableRawBufferPointer?
+
+    /// The PIN of `secret`; none for nil.
+    init(_ secret: Secret?) {
+        guard let secret else {
+            buffer = nil
+            return
+        }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: secret.count + 1, alignment: 1)
+        secret.withUnsafeBytes { bytes in buffer.copyMemory(from: bytes) }
+        buffer[secret.count] = 0
+        self.buffer = buffer
+    }
+
+    deinit {
+        guard let buffer else { return }
+        secureZero(buffer)
+        buffer.deallocate()
+    }
+
+    /// The C string, or nil for no PIN.
+    var pointer: UnsafePointer<CChar>? {
+        buffer.map { UnsafePointer($0.baseAddress!.assumingMemoryBound(to: CChar.self)) }
+    }
+}

@@ -6,19 +6,22 @@ import KeywayFIDO2
 /// each `next` asks it for an assertion over a fresh random challenge, allowed only the account's credentials, with
 /// user presence required and user verification as `[fido2] user-verification` says, and checks the signature
 /// against the stored public key (`fido_assert_verify`). What it found is the evidence the keeper counts
-/// (`FIDO2Presentation`). A key that times out waiting for a touch is asked again until the lease ends; a key that
-/// is pulled out, whose PIN is blocked, or that cannot verify its user when that is required ends the wait, so the
-/// policy's fallback runs.
+/// (`FIDO2Presentation`), a PIN the key refused included. A key that times out waiting for a touch is asked again
+/// until the lease ends; a key that is pulled out, whose PIN is blocked, or that cannot verify its user when that is
+/// required ends the wait, so the policy's fallback runs. The PIN the person typed (`side.typed`) is used for this
+/// lease only and wiped with the listener.
 final class KeyListener: DeviceListener {
     private let relyingParty: String
     private let verification: String
     private let credentials: [FIDO2Credential]
+    private let pin: PINText
     private var key: KeyDevice?
 
     init(_ side: FactorPlugin.DeviceSide) {
         relyingParty = side.settings.word(FIDO2Plugin.relyingPartySetting)
         verification = side.settings.choice(FIDO2Plugin.userVerificationSetting)
         credentials = side.enrollment.flatMap { try? FIDO2Keys(decoding: $0.payload).credentials } ?? []
+        pin = PINText(side.typed)
     }
 
     func hold() throws(DeviceHoldFailure) {
@@ -45,12 +48,24 @@ final class KeyListener: DeviceListener {
                 case "preferred": key.verifiesUsers ? FIDO_OPT_TRUE : FIDO_OPT_OMIT
                 default: FIDO_OPT_OMIT
                 }
-            let assertion = Assertion(relyingParty: relyingParty, allowing: credentials.map { $0.id }, verify: verify)
-            guard let code = key.run(stop: { cancellation.isCancelled }, { device in assertion.get(from: device) })
+            // A PIN verifies the user itself: libfido2 sends the key a PIN token instead of the uv option.
+            let assertion = Assertion(
+                relyingParty: relyingParty, allowing: credentials.map { $0.id },
+                verify: pin.pointer == nil ? verify : FIDO_OPT_OMIT)
+            let pin = self.pin
+            guard
+                let code = key.run(
+                    stop: { cancellation.isCancelled }, { device in assertion.get(from: device, pin: pin) })
             else { return nil }
             switch code {
             case FIDO_OK:
                 return .evidence(.device(assertion.checked(against: credentials).encoded))
+            case FIDO_ERR_PIN_INVALID:
+                return .evidence(
+                    .device(
+                        FIDO2Presentation(
+                            outcome: .wrongPIN, credentialID: [], counter: 0, userPresent: false, userVerified: false
+                        ).encoded))
             case FIDO_ERR_NO_CREDENTIALS:
                 // Another person's key, or one not registered here: a counted failure, like a wrong finger.
                 return .evidence(
@@ -78,8 +93,12 @@ final class KeyListener: DeviceListener {
         case FIDO_ERR_PIN_BLOCKED, FIDO_ERR_PIN_AUTH_BLOCKED, FIDO_ERR_UV_BLOCKED:
             return AuthenticationError(
                 .factorNotAvailable, "the key's own PIN or reader is blocked after too many tries (\(name))")
-        case FIDO_ERR_PIN_REQUIRED, FIDO_ERR_PIN_INVALID, FIDO_ERR_PIN_NOT_SET, FIDO_ERR_UV_INVALID,
-            FIDO_ERR_UNSUPPORTED_OPTION:
+        case FIDO_ERR_PIN_REQUIRED:
+            return AuthenticationError(
+                .factorNotAvailable, "the key has a PIN and none was given ([fido2] pin = ask asks for it) (\(name))")
+        case FIDO_ERR_PIN_INVALID:
+            return AuthenticationError(.authenticationFailed, "the security key refused the PIN (\(name))")
+        case FIDO_ERR_PIN_NOT_SET, FIDO_ERR_UV_INVALID, FIDO_ERR_UNSUPPORTED_OPTION:
             return AuthenticationError(
                 .factorNotAvailable, "the key cannot verify its user as [fido2] user-verification asks (\(name))")
         case FIDO_ERR_OPERATION_DENIED, FIDO_ERR_KEEPALIVE_CANCEL:
@@ -112,8 +131,8 @@ final class Assertion: @unchecked Sendable {
         fido_assert_free(&handle)
     }
 
-    /// Asks the key (waits for a touch).
-    func get(from device: OpaquePointer) -> Int32 { fido_dev_get_assert(device, assertion, nil) }
+    /// Asks the key (waits for a touch), with the person's PIN if one was typed.
+    func get(from device: OpaquePointer, pin: PINText) -> Int32 { fido_dev_get_assert(device, assertion, pin.pointer) }
 
     /// The first assertion checked against the registered credentials: which one signed, whether its signature over
     /// this challenge verifies with the stored public key, the counter and the flags.

@@ -31,15 +31,22 @@ public final class SecurityKeys: DeviceBackend {
             } ?? []
         let user = Array(side.user.name.utf8)
         progress("Touch your security key to register it (\(label)).")
+        let pin = PINText(side.typed)
         for algorithm in [COSE_ES256, COSE_EDDSA] {
-            let verify = verification == "required"
+            let verify = verification == "required" && pin.pointer == nil
             let made = Credential(
                 relyingParty: relyingParty, user: user, algorithm: algorithm, exclude: registered, verify: verify)
-            guard let code = key.run(stop: cancelled, { device in made.make(on: device) }) else {
+            guard let code = key.run(stop: cancelled, { device in made.make(on: device, pin: pin) }) else {
                 throw AuthenticationError(.appCancel, "the enrollment stopped before the key was touched")
             }
             switch code {
             case FIDO_OK:
+                // The attestation proves the key holds the new credential's private key: its signature over this
+                // enrollment's challenge, by the key's attestation certificate (x5c) or by the credential itself.
+                guard made.attestationVerifies else {
+                    throw AuthenticationError(
+                        .enrollmentRefused, "the key's attestation does not verify; nothing was registered")
+                }
                 return FIDO2Credential(
                     name: label, id: made.id, algorithm: made.type, publicKey: made.publicKey, counter: made.counter
                 ).made
@@ -80,8 +87,17 @@ final class Credential: @unchecked Sendable {
         fido_cred_free(&handle)
     }
 
-    /// Asks the key to make it (waits for a touch).
-    func make(on device: OpaquePointer) -> Int32 { fido_dev_make_cred(device, credential, nil) }
+    /// Asks the key to make it (waits for a touch), with the person's PIN if one was typed.
+    func make(on device: OpaquePointer, pin: PINText) -> Int32 {
+        fido_dev_make_cred(device, credential, pin.pointer)
+    }
+
+    /// Whether the attestation statement's signature verifies: with the certificate it carries (x5c), or for self
+    /// attestation with the new credential's own public key.
+    var attestationVerifies: Bool {
+        fido_cred_x5c_ptr(credential) != nil
+            ? fido_cred_verify(credential) == FIDO_OK : fido_cred_verify_self(credential) == FIDO_OK
+    }
 
     var id: [UInt8] {
         Array(UnsafeBufferPointer(start: fido_cred_id_ptr(credential), count: fido_cred_id_len(credential)))
