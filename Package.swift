@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "KeywayCore", targets: ["KeywayCore"]),
         .library(name: "KeywayPlatform", targets: ["KeywayPlatform"]),
         .library(name: "KeywayGesture", targets: ["KeywayGesture"]),
+        .library(name: "KeywayBiometric", targets: ["KeywayBiometric"]),
         .library(name: "KeywayBiometricSimulator", targets: ["KeywayBiometricSimulator"]),
         .library(name: "KeywayPasscode", targets: ["KeywayPasscode"]),
         .library(name: "KeywayTestSupport", targets: ["KeywayTestSupport"]),
@@ -60,16 +61,20 @@ let package = Package(
         // One target per factor, each a folder under Plugins/ that depends on the core alone (and libc where it
         // talks to a device).
         library("KeywayGesture", ["KeywayCore"], path: "Plugins/Gesture"),
-        library("KeywayBiometricSimulator", ["KeywayCore", "CKeywayLibc"], path: "Plugins/BiometricSimulator"),
         library("KeywayPasscode", ["KeywayCore"], path: "Plugins/Passcode"),
         library("KeywayTOTP", ["KeywayCore", "CKeywayLibc"], path: "Plugins/TOTP"),
         library("KeywayRecovery", ["KeywayCore"], path: "Plugins/Recovery"),
-        // The biometric factor's second backend: fprintd's readers over the system bus (libdbus-1). Only keywayd
-        // links it: the module and the CLI never talk to D-Bus (docs/ARCHITECTURE.md §18).
+        // The biometric factor (core only) and its two backends: the simulated sensor, which a person's process
+        // may read too, and fprintd's readers over the system bus (libdbus-1), which only keywayd links: the module
+        // and the CLI never talk to D-Bus (docs/ARCHITECTURE.md §18).
+        library("KeywayBiometric", ["KeywayCore"], path: "Plugins/Biometric/Factor"),
+        library(
+            "KeywayBiometricSimulator", ["KeywayCore", "KeywayBiometric", "CKeywayLibc"],
+            path: "Plugins/Biometric/Simulator"),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         library(
             "KeywayFprintd", ["KeywayCore", "KeywayPlatform", "CDBus", "CKeywayLibc"],
-            path: "Plugins/Fprintd"),
+            path: "Plugins/Biometric/Fprintd"),
 
         // Security keys: the factor (core only, in the module too), and its libfido2 backend, which only keywayd links.
         library("KeywayFIDO2", ["KeywayCore"], path: "Plugins/FIDO2/Factor"),
@@ -83,8 +88,8 @@ let package = Package(
         library(
             "KeywayFactors",
             [
-                "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPasscode", "KeywayTOTP",
-                "KeywayRecovery", "KeywayFIDO2",
+                "KeywayCore", "KeywayGesture", "KeywayBiometric", "KeywayBiometricSimulator", "KeywayPasscode",
+                "KeywayTOTP", "KeywayRecovery", "KeywayFIDO2",
             ]),
 
         // The configuration language: keyway.conf's sections, settings checked against what the plugins declare,
@@ -164,7 +169,7 @@ let package = Package(
             name: "keyway",
             dependencies: [
                 "KeywayCore", "KeywayTools", "KeywayConfig", "KeywayFactors", "KeywayRuntime",
-                "KeywayVault", "KeywayPlatform", "KeywayCrypto", "KeywayBiometricSimulator",
+                "KeywayVault", "KeywayPlatform", "KeywayCrypto", "KeywayBiometric", "KeywayBiometricSimulator",
                 "KeywayGesture", "KeywayPasscode", "KeywayStore",
             ],
             swiftSettings: strictSettings),
@@ -183,7 +188,7 @@ let package = Package(
             "KeywayConfigTests",
             [
                 "KeywayConfig", "KeywayCore", "KeywayFactors", "KeywayRuntime", "KeywayTestSupport", "KeywayCrypto",
-                "KeywayGesture", "KeywayPasscode", "KeywayBiometricSimulator",
+                "KeywayGesture", "KeywayPasscode", "KeywayBiometric", "KeywayBiometricSimulator",
             ]),
         tests("KeywayPlatformTests", ["KeywayPlatform", "KeywayCore"]),
         tests("KeywayCryptoTests", ["KeywayCrypto", "KeywayCore"]),
@@ -200,7 +205,8 @@ let package = Package(
         tests(
             "BiometricSimulatorTests",
             [
-                "KeywayBiometricSimulator", "KeywayCore", "KeywayTestSupport", "KeywayPasscode", "KeywayPlatform",
+                "KeywayBiometric", "KeywayBiometricSimulator", "KeywayCore", "KeywayTestSupport", "KeywayPasscode",
+                "KeywayPlatform",
                 "KeywayCrypto",
             ]),
         tests("TOTPTests", ["KeywayTOTP", "KeywayCore", "KeywayTestSupport"]),
@@ -214,13 +220,15 @@ let package = Package(
             [
                 "KeywayRuntime", "KeywayConfig", "KeywayFactors", "KeywayVault", "KeywayWire", "KeywayCrypto",
                 "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode",
-                "KeywayBiometricSimulator", "KeywayTestSupport", "keyway-hostile", "keyway-softkey", "KeywayFIDO2",
+                "KeywayBiometric", "KeywayBiometricSimulator", "KeywayTestSupport", "keyway-hostile", "keyway-softkey",
+                "KeywayFIDO2",
             ]),
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
         .executableTarget(
             name: "keyway-fuzz",
             dependencies: [
-                "KeywayCore", "KeywayFactors", "KeywayGesture", "KeywayBiometricSimulator", "KeywayPlatform",
+                "KeywayCore", "KeywayFactors", "KeywayGesture", "KeywayBiometric", "KeywayBiometricSimulator",
+                "KeywayPlatform",
                 "KeywayStore", "KeywayPasscode", "KeywayRuntime", "KeywayWire", "KeywayCrypto", "KeywayConfig",
             ],
             path: "Tests/KeywayFuzz", swiftSettings: strictSettings),

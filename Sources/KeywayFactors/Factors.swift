@@ -1,3 +1,4 @@
+import KeywayBiometric
 import KeywayBiometricSimulator
 public import KeywayCore
 import KeywayFIDO2
@@ -10,12 +11,14 @@ import KeywayTOTP
 /// so the PAM module, the command line and keywayd read the same list and no side imports another's composition:
 /// the configuration's sections, keywayd's keepers, the CLI's words and keyway.conf(5) all come from here.
 ///
-/// A new factor is a folder under `Plugins/`, its targets in Package.swift, and one entry here.
+/// A new factor is a folder under `Plugins/`, its targets in Package.swift, and one entry here; a factor with a
+/// built-in backend (the biometric's simulated sensor) is given it here.
 public enum Factors {
     /// The plugins, in the order `keyway status` and keyway.conf(5) list them.
     public static var all: [FactorPlugin] {
         [
-            GestureAuthenticator.plugin, BiometricAuthenticator.plugin, PasscodeAuthenticator.plugin,
+            GestureAuthenticator.plugin, BiometricAuthenticator.plugin(simulation: SimulatedSensor.simulation),
+            PasscodeAuthenticator.plugin,
             TOTPAuthenticator.plugin, RecoveryAuthenticator.plugin, FIDO2Plugin.plugin,
         ]
     }

@@ -1,4 +1,5 @@
 import Glibc
+import KeywayBiometric
 import KeywayBiometricSimulator
 import KeywayConfig
 import KeywayCore
@@ -10,7 +11,7 @@ import KeywayTools
 extension Command {
     func sensorRoc() -> Int32 {
         let settings = configuration().settings[.biometric]
-        let model = BiometricAuthenticator.model(settings) ?? NoiseModel.default
+        let model = SimulatedSensor.model(settings) ?? NoiseModel.default
         let curve = RocCurve(model: model)
         print(RocPlot.table(curve))
         guard let path = parsed.value("--svg") else { return ExitStatus.success }

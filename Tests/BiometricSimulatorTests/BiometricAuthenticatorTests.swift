@@ -1,3 +1,4 @@
+import KeywayBiometric
 import KeywayCore
 import KeywayCrypto
 import KeywayPasscode
@@ -120,7 +121,7 @@ struct BiometricAuthenticatorTests {
         _ = try rig.biometric.authenticate(AuthenticationRequest(user: rig.alice), conversation: conversation)
         #expect(conversation.messages.first == .instruction("Place your finger on the sensor."))
         let face = try SensorRig(.init(biometry: .face))
-        #expect(face.sensor.instruction == "Look at the camera.")
+        #expect(face.biometric.instruction == "Look at the camera.")
     }
 
     @Test("availability: no sensor, unplugged, remote session, not enrolled, locked")
@@ -232,7 +233,7 @@ struct BiometricAuthenticatorTests {
             Enrollment(
                 user: "alice", factor: .biometric,
                 payload: BiometricEnrollment(
-                    templates: [("right-index", template)],
+                    templates: [("right-index", template.encoded())],
                     domainState: Array(repeating: 1, count: 16)
                 ).encoded(),
                 changedAt: rig.clock.now(), changedBy: "t"))

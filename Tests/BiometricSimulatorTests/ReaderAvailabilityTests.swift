@@ -1,3 +1,4 @@
+import KeywayBiometric
 import KeywayCore
 import KeywayTestSupport
 import Synchronization

@@ -6,6 +6,7 @@
 // it the first byte of each input picks the parser (`make fuzz`). Built with -sanitize=fuzzer,address it is
 // libFuzzer; in a normal build it replays the files given on the command line, so the target always compiles.
 import Glibc
+import KeywayBiometric
 import KeywayBiometricSimulator
 import KeywayConfig
 import KeywayCore
@@ -115,6 +116,8 @@ let fuzzTargets: [FuzzTarget] = [
     FuzzTarget(name: "biometric-payload") { bytes in
         if let decoded = try? BiometricEnrollment(decoding: bytes) {
             precondition((try? BiometricEnrollment(decoding: decoded.encoded())) == decoded)
+            // Each template as the simulated sensor's matcher reads it (the keeper's check when it loads one).
+            for (_, template) in decoded.templates { _ = NoiseModel.default.matcher.problem(template) }
         }
     },
     FuzzTarget(name: "argon2id-string") { bytes in

@@ -4,7 +4,7 @@
 // installed.
 //
 //   keyway-softkey DIR &
-//   LD_PRELOAD=build/softkey-shim.so KEYWAY_SOFTKEY=DIR/key.sock fido2-token -L     (make harness builds the shim)
+//   LD_PRELOAD=build/softkey-shim.so KEYWAY_SOFTKEY=DIR/key.sock fido2-token -L    (make harness builds the shim)
 //
 // DIR holds key.sock (the socket, mode 0666), state (the credentials: copy it to another DIR for a clone of the key),
 // knobs (how it behaves: Knobs.swift), pin-retries (the PIN's tries left), touch (made by a test to touch the key

@@ -1,4 +1,5 @@
 import Foundation
+import KeywayBiometric
 import KeywayBiometricSimulator
 import KeywayCore
 import KeywayCrypto

@@ -2,7 +2,7 @@ public import KeywayCore
 import Synchronization
 
 /// The simulated device: what it senses (fingerprint or face), its noise, whether it is plugged in,
-/// and where its events come from.
+/// and where its events come from. The biometric factor reads it as a `BiometricSensor` (Simulation.swift).
 public final class SimulatedSensor: Sendable {
     /// How the sensor is built.
     public struct Configuration: Sendable, Equatable {
@@ -85,10 +85,5 @@ public final class SimulatedSensor: Sendable {
         case .retry, .cancel, .fallback, .unplug, .plug, .failure:
             return nil
         }
-    }
-
-    /// The instruction shown before waiting.
-    var instruction: String {
-        configuration.biometry == .face ? "Look at the camera." : "Place your finger on the sensor."
     }
 }

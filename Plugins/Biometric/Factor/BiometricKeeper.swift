@@ -1,15 +1,16 @@
 public import KeywayCore
 
-/// The vault's side of the biometric factor: the enrolled templates, matching by score against the model's
-/// threshold, the attempt gate (5 consecutive failures lock until the passcode succeeds), and LocalAuthentication's
-/// rule that biometrics need a passcode to fall back on. Runs where the store is (keywayd).
+/// The vault's side of the biometric factor: the enrolled templates, matched by the simulated sensor's matcher (a
+/// score against its model's threshold), or the verdicts of a reader that matches itself; the attempt gate (5
+/// consecutive failures lock until the passcode succeeds), and LocalAuthentication's rule that biometrics need a
+/// passcode to fall back on. Runs where the store is (keywayd).
 public final class BiometricKeeper: FactorKeeper {
     public var factor: FactorKind { .biometric }
 
     /// The kind of biometry reported as available.
     public let biometry: BiometryType
-    /// The statistics of matching and enrollment.
-    public let model: NoiseModel
+    /// How the simulated sensor's samples become templates and are matched.
+    public let matcher: TemplateMatcher
     /// Counts attempts.
     public let gate: AttemptGate
 
@@ -24,14 +25,14 @@ public final class BiometricKeeper: FactorKeeper {
 
     /// Creates the keeper; domain states come from the system's random generator unless given.
     public init(
-        store: any Store, clock: any Clock, biometry: BiometryType = .fingerprint, model: NoiseModel = .default,
+        store: any Store, clock: any Clock, biometry: BiometryType = .fingerprint, matcher: TemplateMatcher,
         schedule: ThrottleSchedule = .biometric, passcodeMaxAge: Duration? = nil,
         newDomainState: (@Sendable () -> [UInt8])? = nil, reader: (any DeviceBackend)? = nil
     ) {
         self.reader = reader
         self.biometry = biometry
         self.passcodeMaxAge = passcodeMaxAge
-        self.model = model
+        self.matcher = matcher
         gate = AttemptGate(
             factor: .biometric, store: store, clock: clock, schedule: schedule, codes: BiometricAuthenticator.codes)
         self.newDomainState =
@@ -133,8 +134,7 @@ public final class BiometricKeeper: FactorKeeper {
             throw AuthenticationError(.biometryNotEnrolled, "no biometric is enrolled for \(user.name)")
         }
         return try countedAttempt(for: user.name) {
-            let sample = FeatureVector(components: samples[0])
-            return enrollment.templates.contains(where: { model.matches(sample, against: $0.template) })
+            enrollment.templates.contains(where: { matcher.matches(samples[0], $0.template) })
         }
     }
 
@@ -263,10 +263,7 @@ public final class BiometricKeeper: FactorKeeper {
                 .enrollmentRefused,
                 "\(user) already has \(BiometricEnrollment.maximumFingers) fingers enrolled; remove one first")
         }
-        let template: Template
-        do { template = try model.enroll(samples.map(FeatureVector.init(components:))) } catch {
-            throw AuthenticationError(.enrollmentRefused, "could not build a template: \(error)")
-        }
+        let template = try matcher.template(samples)
         current.templates.removeAll { $0.finger == finger }
         current.templates.append((finger, template))
         current.domainState = newDomainState()
@@ -310,8 +307,19 @@ public final class BiometricKeeper: FactorKeeper {
             ReaderEnrollment.isReaderRecord(record.payload)
                 ? BiometricEnrollment(
                     templates: [], domainState: try ReaderEnrollment(decoding: record.payload).domainState)
-                : try BiometricEnrollment(decoding: record.payload)
+                : try checked(BiometricEnrollment(decoding: record.payload))
         }
+    }
+
+    /// `enrollment`, when the matcher can read each of its templates; a damaged one is a store failure.
+    private func checked(_ enrollment: BiometricEnrollment) throws(AuthenticationError) -> BiometricEnrollment {
+        for (finger, template) in enrollment.templates {
+            if let problem = matcher.problem(template) {
+                throw AuthenticationError(
+                    .storeFailure, "the stored biometric enrollment is damaged: template '\(finger)': \(problem)")
+            }
+        }
+        return enrollment
     }
 
     /// With a passcode maximum age, the lockout for a passcode last entered (or set) longer ago than that, or nil.

@@ -3,10 +3,11 @@ public import KeywayCore
 /// A user's enrolled fingers (or faces) and the domain state, as stored in the enrollment payload.
 ///
 /// Layout (version 1): "KWB1", 16 bytes of domain state, a count byte, then per finger a name length byte,
-/// the UTF-8 name, a little-endian UInt32 template length and the template's own encoding.
+/// the UTF-8 name, a little-endian UInt32 template length and the template as the matcher encoded it
+/// (`TemplateMatcher`; the keeper has it checked when it loads one).
 public struct BiometricEnrollment: Sendable, Equatable {
     /// The templates by finger name ("right-index", "face").
-    public var templates: [(finger: String, template: Template)]
+    public var templates: [(finger: String, template: [UInt8])]
     /// Changes on every enrollment change, so callers can detect that someone added a finger.
     public var domainState: [UInt8]
 
@@ -14,7 +15,7 @@ public struct BiometricEnrollment: Sendable, Equatable {
     public static let maximumFingers = 10
 
     /// Creates an enrollment.
-    public init(templates: [(finger: String, template: Template)], domainState: [UInt8]) {
+    public init(templates: [(finger: String, template: [UInt8])], domainState: [UInt8]) {
         self.templates = templates
         self.domainState = domainState
     }
@@ -33,7 +34,7 @@ public struct BiometricEnrollment: Sendable, Equatable {
         bytes.append(UInt8(templates.count))
         for (finger, template) in templates {
             let name = Array(finger.utf8.prefix(255))
-            let body = template.encoded()
+            let body = template
             bytes.append(UInt8(name.count))
             bytes += name
             withUnsafeBytes(of: UInt32(body.count).littleEndian) { bytes += $0 }
@@ -57,7 +58,7 @@ public struct BiometricEnrollment: Sendable, Equatable {
         let state = Array(try take(Self.domainStateLength))
         let count = Int(try take(1).first ?? 0)
         guard count <= Self.maximumFingers else { throw bad("\(count) templates is more than allowed") }
-        var templates: [(finger: String, template: Template)] = []
+        var templates: [(finger: String, template: [UInt8])] = []
         for _ in 0..<count {
             let nameLength = Int(try take(1).first ?? 0)
             guard let name = String(validating: try take(nameLength), as: UTF8.self) else {
@@ -67,12 +68,7 @@ public struct BiometricEnrollment: Sendable, Equatable {
             let length = Int(
                 UInt32(lengthBytes[0]) | UInt32(lengthBytes[1]) << 8 | UInt32(lengthBytes[2]) << 16
                     | UInt32(lengthBytes[3]) << 24)
-            let body = Array(try take(length))
-            do {
-                templates.append((name, try Template(decoding: body)))
-            } catch {
-                throw bad("template '\(name)': \(error)")
-            }
+            templates.append((name, Array(try take(length))))
         }
         guard cursor.isEmpty else { throw bad("trailing bytes") }
         self.init(templates: templates, domainState: state)

@@ -41,13 +41,6 @@ extension BiometricAuthenticator {
             help: "consecutive failures, across evaluations, after which only the passcode unlocks the sensor")
     }
 
-    /// `[biometric] false-match-rate`.
-    public static var falseMatchSetting: Setting {
-        Setting(
-            "false-match-rate", .rate(1000...10_000_000), default: .rate(50_000), enforcedBy: .daemon,
-            help: "the chance that a stranger's finger matches, which sets the match threshold (1/50000, as Touch ID)")
-    }
-
     /// `[biometric] passcode-max-age`.
     public static var passcodeMaxAgeSetting: Setting {
         Setting(
@@ -60,8 +53,9 @@ extension BiometricAuthenticator {
     /// LocalAuthentication's codes for biometrics: only the passcode unlocks a lockout.
     public static var codes: FactorCodes { .biometry }
 
-    /// The simulated sensor as a plugin.
-    public static var plugin: FactorPlugin {
+    /// The factor as a plugin, with `simulation` (Plugins/Biometric/Simulator) as its built-in backend and fprintd's
+    /// reader, which keywayd's composition offers as the backend "fprintd", as its other.
+    public static func plugin(simulation: BiometricSimulation) -> FactorPlugin {
         FactorPlugin(
             .biometric, aliases: ["fingerprint", "face"],
             summary: "a fingerprint or face sensor (simulated, or fprintd's reader)",
@@ -72,39 +66,20 @@ extension BiometricAuthenticator {
             codes: codes, device: "sensor",
             settings: [
                 Setting.attempts(), backendSetting, typeSetting, timeoutSetting, remoteSetting, lockoutSetting,
-                falseMatchSetting,
-                passcodeMaxAgeSetting,
-            ],
-            specimen: FactorPlugin.Specimen { vault, user, _ throws(AuthenticationError) in
-                // The simulated world's seeded samples: the user's own finger, and a stranger's.
-                let sensor = SimulatedSensor(events: ScriptedSensorEvents())
-                let finger = SensorEvent.present(user: user, finger: "right-index")
-                let samples = (0..<sensor.configuration.model.enrollmentSamples).compactMap {
-                    _ in sensor.sample(of: finger)?.components
-                }
-                try vault.enroll(.samples(samples), of: .biometric, for: user, label: "right-index", by: "conformance")
-                return .init(
-                    right: .samples([sensor.sample(of: finger)?.components ?? []]),
-                    wrong: .samples([sensor.sample(of: .presentStranger)?.components ?? []]))
-            },
-            arming: arming,
+            ] + simulation.settings + [passcodeMaxAgeSetting],
+            specimen: simulation.specimen,
+            arming: arming(simulation),
             servesRemoteSessions: { settings in settings.choice(remoteSetting) == "allow" },
             personSide: { side in
-                let events = SocketSensorEvents(directory: side.sensorDirectory, owner: side.sensorOwner)
-                let sensor = SimulatedSensor(
-                    .init(
-                        biometry: biometry(side.settings), model: model(side.settings),
-                        timeout: side.settings.duration(timeoutSetting) ?? .seconds(30)),
-                    events: events)
-                return BiometricAuthenticator(
-                    vault: side.vault, sensor: sensor,
+                BiometricAuthenticator(
+                    vault: side.vault, sensor: simulation.sensor(side.settings, side.sensorDirectory, side.sensorOwner),
                     servesRemoteSessions: side.settings.choice(remoteSetting) == "allow",
                     atReader: usesReader(side.settings))
             },
             vaultSide: { side in
                 BiometricKeeper(
                     store: side.store, clock: side.clock, biometry: biometry(side.settings),
-                    model: model(side.settings) ?? .default,
+                    matcher: simulation.matcher(side.settings),
                     schedule: ThrottleSchedule(lockAfter: side.settings.integer(lockoutSetting)),
                     passcodeMaxAge: side.settings.duration(passcodeMaxAgeSetting),
                     reader: usesReader(side.settings) ? side.devices["fprintd"] : nil)
@@ -113,15 +88,12 @@ extension BiometricAuthenticator {
 
     /// How keywayd arms the sensor: the simulated one at its control directory, or fprintd's reader, which keywayd's
     /// composition offers as the backend "fprintd".
-    static var arming: FactorPlugin.Arming {
+    static func arming(_ simulation: BiometricSimulation) -> FactorPlugin.Arming {
         FactorPlugin.Arming(
             waitSetting: timeoutSetting, rule: .ownerOrLocalRoot,
             backends: { settings in usesReader(settings) ? ["fprintd"] : [] },
             listener: { side in
-                guard usesReader(side.settings) else {
-                    return SimulatorListener(
-                        directory: side.controlDirectory, settings: side.settings, limit: side.limit)
-                }
+                guard usesReader(side.settings) else { return simulation.listener(side) }
                 guard let reader = side.backends["fprintd"] else {
                     return UnavailableListener(
                         AuthenticationError(.biometryNotAvailable, "keywayd has no fprintd client"))
@@ -133,13 +105,5 @@ extension BiometricAuthenticator {
     /// The sensor kind the settings name.
     public static func biometry(_ settings: FactorSettings) -> BiometryType {
         settings.choice(typeSetting) == "face" ? .face : .fingerprint
-    }
-
-    /// The noise model for the configured false-match rate, or nil for the default (derived only when first used,
-    /// so a module whose policy never touches the sensor does not load libm).
-    public static func model(_ settings: FactorSettings) -> NoiseModel? {
-        let denominator = settings.rate(falseMatchSetting)
-        guard denominator != 50_000 else { return nil }
-        return try? NoiseModel(falseMatchRate: 1.0 / Double(denominator))
     }
 }

@@ -1,3 +1,4 @@
+import KeywayBiometric
 public import KeywayCore
 
 /// The simulated sensor as a device listener: its control socket, held by keywayd for the lease.
@@ -10,7 +11,7 @@ public final class SimulatorListener: DeviceListener {
         events = SocketSensorEvents(directory: directory, owner: 0, acknowledgesAfterHandling: true)
         sensor = SimulatedSensor(
             .init(
-                biometry: BiometricAuthenticator.biometry(settings), model: BiometricAuthenticator.model(settings),
+                biometry: BiometricAuthenticator.biometry(settings), model: SimulatedSensor.model(settings),
                 timeout: limit),
             events: events)
     }

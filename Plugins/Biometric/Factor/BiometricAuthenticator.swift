@@ -1,15 +1,16 @@
 public import KeywayCore
 
-/// The person's side of the biometric factor over the simulated sensor: it waits for touches and hands the samples
-/// to the vault, which matches them against the enrolled templates by score (`BiometricKeeper`), counts failures
-/// and applies the 5-failure lockout.
+/// The person's side of the biometric factor. Where keywayd holds the sensor (fprintd's reader, or the simulated
+/// sensor with keywayd as the vault), every wait is an arming there; a local vault's sensor (`keyway --store`) is
+/// read here and its samples handed to the vault, which matches them against the enrolled templates
+/// (`BiometricKeeper`), counts failures and applies the 5-failure lockout.
 public final class BiometricAuthenticator: Authenticator {
     public var factor: FactorKind { .biometric }
 
     public var codes: FactorCodes { Self.codes }
 
-    /// The device.
-    public let sensor: SimulatedSensor
+    /// The sensor: read here for a local vault; for keywayd, what it reads and how long a wait lasts.
+    public let sensor: any BiometricSensor
     /// Where samples are matched and templates kept.
     public let vault: any Vault
     /// Whether a remote session may use this machine's sensor (`[biometric] remote = allow`).
@@ -18,29 +19,19 @@ public final class BiometricAuthenticator: Authenticator {
     public let atReader: Bool
 
     /// Creates the person's side of the factor over a vault (keywayd's, or a local one).
-    public init(vault: any Vault, sensor: SimulatedSensor, servesRemoteSessions: Bool = false, atReader: Bool = false) {
+    public init(
+        vault: any Vault, sensor: any BiometricSensor, servesRemoteSessions: Bool = false, atReader: Bool = false
+    ) {
         self.vault = vault
         self.sensor = sensor
         self.servesRemoteSessions = servesRemoteSessions
         self.atReader = atReader
     }
 
-    /// Creates the factor over a local vault of its own (with the sensor's model): for tests and tools that own the
-    /// store. Domain states come from the system's random generator unless given.
-    public convenience init(
-        store: any Store, clock: any Clock, sensor: SimulatedSensor, schedule: ThrottleSchedule = .biometric,
-        newDomainState: (@Sendable () -> [UInt8])? = nil
-    ) {
-        let keeper = BiometricKeeper(
-            store: store, clock: clock, biometry: sensor.configuration.biometry, model: sensor.configuration.model,
-            schedule: schedule, newDomainState: newDomainState)
-        self.init(vault: LocalVault(store: store, clock: clock, keepers: [keeper]), sensor: sensor)
-    }
-
     public func availability(for user: UserContext) -> Availability {
         if let reason = unusableReason(for: user) { return .notAvailable(reason) }
         let state = vault.availability(of: .biometric, for: user)
-        return state.isAvailable ? .available(sensor.configuration.biometry) : state
+        return state.isAvailable ? .available(sensor.biometry) : state
     }
 
     public func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
@@ -49,12 +40,12 @@ public final class BiometricAuthenticator: Authenticator {
         if let reason = unusableReason(for: request.user) { throw AuthenticationError(.biometryNotAvailable, reason) }
         // keywayd owns the sensor: the wait is an arming there, one touch long, so no client holds the device.
         if vault.waitsAtDevices { return try waitInDaemon(request, conversation: conversation) }
-        conversation.tell(.instruction(sensor.instruction))
+        conversation.tell(.instruction(instruction))
         // The wait has no prompt for Ctrl-C to end: the conversation says when the person has asked to stop.
         nonisolated(unsafe) let person = conversation
         let cancellation = CancellationFlag(following: request.cancellation) { person.personHasStopped }
         while true {
-            guard let event = sensor.next(cancellation: cancellation) else {
+            guard let reading = sensor.nextReading(cancellation: cancellation) else {
                 if request.cancellation.isCancelled { throw AuthenticationError(.appCancel) }
                 if conversation.personHasStopped {
                     throw AuthenticationError(.userCancel, "the person stopped the wait at the sensor (Ctrl-C)")
@@ -62,11 +53,9 @@ public final class BiometricAuthenticator: Authenticator {
                 throw AuthenticationError(
                     .timeout,
                     "nothing was presented to the sensor within "
-                        + sensor.configuration.timeout.spokenDescription)
+                        + sensor.timeout.spokenDescription)
             }
-            switch event {
-            case .plug:
-                continue
+            switch reading {
             case .retry(let reason):
                 return .failure(.noSample(reason))
             case .cancel:
@@ -77,11 +66,8 @@ public final class BiometricAuthenticator: Authenticator {
                 throw AuthenticationError(.biometryNotAvailable, "the sensor was unplugged")
             case .failure(let reason):
                 throw AuthenticationError(.biometryNotAvailable, "the sensor failed: \(reason)")
-            case .present, .presentStranger:
-                guard let sample = sensor.sample(of: event) else {
-                    throw AuthenticationError(.internalFailure, "the sensor produced no sample")
-                }
-                return try vault.verify(.samples([sample.components]), of: .biometric, for: request.user)
+            case .sample(let sample):
+                return try vault.verify(.samples([sample]), of: .biometric, for: request.user)
             }
         }
     }
@@ -93,15 +79,18 @@ public final class BiometricAuthenticator: Authenticator {
     {
         let armed = try vault.arm(.biometric, for: request.user, attempts: 1, waits: true, typed: nil)
         defer { armed.release() }
-        conversation.tell(.instruction(sensor.instruction))
+        conversation.tell(.instruction(instruction))
         return try ArmedWaiting.verdict(
-            of: armed, within: sensor.configuration.timeout, device: "the sensor", request: request,
+            of: armed, within: sensor.timeout, device: "the sensor", request: request,
             conversation: conversation)
     }
 
     /// The sensor waits in the background while a prompt does (`first of`).
-    public var invitation: String? {
-        sensor.configuration.biometry == .face ? "Look at the camera" : "Touch the sensor"
+    public var invitation: String? { sensor.biometry == .face ? "Look at the camera" : "Touch the sensor" }
+
+    /// What the person is told to do at the sensor.
+    public var instruction: String {
+        sensor.biometry == .face ? "Look at the camera." : "Place your finger on the sensor."
     }
 
     /// Has the vault (keywayd, beside the sensor) listen for this authentication.
@@ -113,7 +102,7 @@ public final class BiometricAuthenticator: Authenticator {
     /// Why the sensor cannot serve this user at all, or nil. fprintd's reader is keywayd's to judge (only keywayd
     /// talks to fprintd), and it waits nowhere else.
     private func unusableReason(for user: UserContext) -> String? {
-        if sensor.configuration.biometry == .none { return "no biometric sensor is fitted" }
+        if sensor.biometry == .none { return "no biometric sensor is fitted" }
         if atReader && !vault.waitsAtDevices { return "fprintd's reader is used through keywayd only" }
         if !atReader && !sensor.isPluggedIn { return "the sensor is unplugged" }
         if user.isRemote && !servesRemoteSessions { return "the sensor is local and this session is remote" }
@@ -143,27 +132,25 @@ public final class BiometricAuthenticator: Authenticator {
         if let problem = BiometricKeeper.fingerNameProblem(finger) {
             throw AuthenticationError(.enrollmentRefused, problem)
         }
-        let needed = sensor.configuration.model.enrollmentSamples
+        let needed = sensor.samplesToEnroll
         var samples: [[Double]] = []
         var unusable = 0
         while samples.count < needed {
-            conversation.tell(.instruction("\(sensor.instruction) (\(samples.count + 1) of \(needed))"))
-            guard let event = sensor.next(cancellation: cancellation) else {
+            conversation.tell(.instruction("\(instruction) (\(samples.count + 1) of \(needed))"))
+            guard let reading = sensor.nextReading(cancellation: cancellation) else {
                 throw AuthenticationError(
                     cancellation.isCancelled ? .appCancel : .timeout,
                     "enrollment stopped waiting for the sensor")
             }
-            switch event {
-            case .present, .presentStranger:
-                if let sample = sensor.sample(of: event) { samples.append(sample.components) }
+            switch reading {
+            case .sample(let sample):
+                samples.append(sample)
             case .retry(let reason):
                 conversation.tell(.error(reason))
                 unusable += 1
                 if unusable >= 3 * needed {
                     throw AuthenticationError(.authenticationFailed, "too many unusable samples")
                 }
-            case .plug:
-                continue
             case .cancel, .fallback:
                 throw AuthenticationError(.userCancel)
             case .unplug:
@@ -184,12 +171,10 @@ public final class BiometricAuthenticator: Authenticator {
         let finger = request.label ?? "right-index"
         var enroller = self
         if request.scripted {
-            let touches = ScriptedSensorEvents(
-                Array(repeating: .present(user: request.user, finger: finger), count: 16))
-            enroller = BiometricAuthenticator(
-                vault: vault,
-                sensor: SimulatedSensor(
-                    .init(biometry: sensor.configuration.biometry, model: sensor.configuration.model), events: touches))
+            guard let touched = sensor.scripted(user: request.user, finger: finger, count: 16) else {
+                throw AuthenticationError(.enrollmentRefused, "this sensor is touched by real fingers only")
+            }
+            enroller = BiometricAuthenticator(vault: vault, sensor: touched)
         }
         try enroller.enroll(user: request.user, finger: finger, by: request.actor, conversation: conversation)
         return try enrolled(finger, for: request.user)
