@@ -1,5 +1,5 @@
 // libdbus-1, the reference D-Bus client library, for keywayd's conversation with fprintd on the system bus. Only
-// Plugins/Fprintd imports this module (Plugins/Fprintd/DBusConnection.swift is the one caller of dbus_* functions).
+// Plugins/Biometric/Fprintd imports this module (its DBusConnection.swift is the one caller of dbus_* functions).
 // The type codes are macros with casts, which Swift does not import: they are constants here.
 #include <dbus/dbus.h>
 

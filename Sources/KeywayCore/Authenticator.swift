@@ -95,13 +95,14 @@ extension ArmedFactor {
 
 /// A presented factor's sequential wait where keywayd holds the device (`Vault.waitsAtDevices`): after the person
 /// was told to present, until what `armed` saw gives a verdict or `timeout` passes; the context's cancel and the
-/// person's Ctrl-C end it at once. `device` names the device in the reasons ("the sensor"). A function over the
+/// person's Ctrl-C end it at once. `device` names the device in the reasons ("the sensor"), and `codes` are the
+/// factor's (a wait keywayd ended without a verdict is its `notAvailable`). A function over the
 /// existential, not a protocol extension with a defaulted requirement: that form ended every wait at once in the
 /// module's Embedded Swift build, and trapped there with a security key (the sensor tests and sudo showed both).
 public enum ArmedWaiting {
     public static func verdict(
-        of armed: any ArmedFactor, within timeout: Duration, device: String, request: AuthenticationRequest,
-        conversation: any Conversation
+        of armed: any ArmedFactor, within timeout: Duration, device: String, codes: FactorCodes,
+        request: AuthenticationRequest, conversation: any Conversation
     ) throws(AuthenticationError) -> Verdict {
         let limit = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
         var waited: Int64 = 0
@@ -122,7 +123,7 @@ public enum ArmedWaiting {
             case .ended:
                 // keywayd closed the lease: what it recorded is claimable once more, or it ended it with a reason.
                 if let verdict = try armed.collect().first { return verdict }
-                throw AuthenticationError(.biometryNotAvailable, "keywayd ended the wait at \(device)")
+                throw AuthenticationError(codes.notAvailable, "keywayd ended the wait at \(device)")
             }
         }
     }

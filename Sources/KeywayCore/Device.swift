@@ -108,16 +108,20 @@ extension FactorPlugin {
         public var backends: @Sendable (FactorSettings) -> [String]
         /// The listener for one armed authentication.
         public var listener: @Sendable (DeviceSide) -> any DeviceListener
+        /// True when the listener needs the user's stored enrollment (`DeviceSide.enrollment`: a security key is
+        /// told which credentials to sign with); keywayd reads the store for it only then.
+        public var readsEnrollment: Bool
 
         /// Declares the arming of a factor.
         public init(
             waitSetting: Setting, rule: ArmingRule = .ownerOrLocalRoot,
-            backends: @escaping @Sendable (FactorSettings) -> [String] = { _ in [] },
+            backends: @escaping @Sendable (FactorSettings) -> [String] = { _ in [] }, readsEnrollment: Bool = false,
             listener: @escaping @Sendable (DeviceSide) -> any DeviceListener
         ) {
             self.waitSetting = waitSetting
             self.rule = rule
             self.backends = backends
+            self.readsEnrollment = readsEnrollment
             self.listener = listener
         }
     }

@@ -221,7 +221,8 @@ extension Server {
         do throws(AuthenticationError) {
             device = arming.listener(
                 for: seat.plugin, seat.arming, user: user,
-                enrollment: try service.vault.record(of: factor, for: user.name), typed: typed)
+                enrollment: seat.arming.readsEnrollment ? try service.vault.record(of: factor, for: user.name) : nil,
+                typed: typed)
         } catch {
             Server.logLimited("\(caller.label): \(seat.name) not armed: \(error.reason)")
             if let early {

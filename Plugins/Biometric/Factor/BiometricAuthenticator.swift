@@ -81,7 +81,7 @@ public final class BiometricAuthenticator: Authenticator {
         defer { armed.release() }
         conversation.tell(.instruction(instruction))
         return try ArmedWaiting.verdict(
-            of: armed, within: sensor.timeout, device: "the sensor", request: request,
+            of: armed, within: sensor.timeout, device: "the sensor", codes: codes, request: request,
             conversation: conversation)
     }
 

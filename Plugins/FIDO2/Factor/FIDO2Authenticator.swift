@@ -52,7 +52,8 @@ public final class FIDO2Authenticator: Authenticator {
         defer { armed.release() }
         conversation.tell(.instruction("Touch your security key."))
         return try ArmedWaiting.verdict(
-            of: armed, within: timeout, device: "the security key", request: request, conversation: conversation)
+            of: armed, within: timeout, device: "the security key", codes: codes, request: request,
+            conversation: conversation)
     }
 
     /// The key waits in the background while a prompt does (`first of`).

@@ -91,7 +91,7 @@ public enum FIDO2Plugin {
     /// How keywayd arms a key: the sensor's rule, the libfido2 backend's listener.
     static var arming: FactorPlugin.Arming {
         FactorPlugin.Arming(
-            waitSetting: timeoutSetting, rule: .ownerOrLocalRoot, backends: { _ in [backend] },
+            waitSetting: timeoutSetting, rule: .ownerOrLocalRoot, backends: { _ in [backend] }, readsEnrollment: true,
             listener: { side in
                 guard let keys = side.backends[backend] else {
                     return UnavailableListener(
