@@ -82,6 +82,23 @@ public struct Setting: Sendable {
             help: "counted failures allowed in one evaluation before the policy moves on")
     }
 
+    /// `timeout` of a presented factor: how long one wait at its device lasts (`waiting`: "at the sensor", "for a
+    /// touch").
+    public static func deviceTimeout(waiting: String) -> Setting {
+        Setting(
+            "timeout", .duration(1000...600_000, offAllowed: false), default: .duration(30_000), perPolicy: true,
+            help: "how long to wait \(waiting) before the policy moves on")
+    }
+
+    /// `remote` of a presented factor: whether a remote session may use this machine's `device` (someone at the
+    /// machine touches it), off by default.
+    public static func remote(device: String) -> Setting {
+        Setting(
+            "remote", .choice(["deny", "allow"]), default: .choice("deny"),
+            help: "deny: a remote session never uses this machine's \(device); allow: it may (someone at the machine "
+                + "touches it)")
+    }
+
     /// `hash-passes`: Argon2id's passes over memory (t) for the secrets a knowledge factor stores. Enforced by
     /// keywayd, which hashes; verification reads the cost from each stored hash, so a change applies to new
     /// enrollments and changes only. `keyway calibrate` proposes a value for this machine.

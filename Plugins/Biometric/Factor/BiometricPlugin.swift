@@ -20,19 +20,10 @@ extension BiometricAuthenticator {
     public static func usesReader(_ settings: FactorSettings) -> Bool { settings.choice(backendSetting) == "fprintd" }
 
     /// `[biometric] timeout`.
-    public static var timeoutSetting: Setting {
-        Setting(
-            "timeout", .duration(1000...600_000, offAllowed: false), default: .duration(30_000), perPolicy: true,
-            help: "how long to wait at the sensor before the policy moves on")
-    }
+    public static var timeoutSetting: Setting { .deviceTimeout(waiting: "at the sensor") }
 
     /// `[biometric] remote`.
-    public static var remoteSetting: Setting {
-        Setting(
-            "remote", .choice(["deny", "allow"]), default: .choice("deny"),
-            help: "deny: a remote session never uses this machine's sensor; allow: it may (someone at the machine "
-                + "touches it)")
-    }
+    public static var remoteSetting: Setting { .remote(device: "sensor") }
 
     /// `[biometric] lockout-after`.
     public static var lockoutSetting: Setting {

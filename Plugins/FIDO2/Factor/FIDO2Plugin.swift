@@ -29,19 +29,10 @@ public enum FIDO2Plugin {
     }
 
     /// `[fido2] timeout`.
-    public static var timeoutSetting: Setting {
-        Setting(
-            "timeout", .duration(1000...600_000, offAllowed: false), default: .duration(30_000), perPolicy: true,
-            help: "how long to wait for a touch before the policy moves on")
-    }
+    public static var timeoutSetting: Setting { .deviceTimeout(waiting: "for a touch") }
 
     /// `[fido2] remote`.
-    public static var remoteSetting: Setting {
-        Setting(
-            "remote", .choice(["deny", "allow"]), default: .choice("deny"),
-            help: "deny: a remote session never uses this machine's key; allow: it may (someone at the machine "
-                + "touches it)")
-    }
+    public static var remoteSetting: Setting { .remote(device: "key") }
 
     /// `[fido2] lockout-after`.
     public static var lockoutSetting: Setting {
@@ -114,10 +105,7 @@ public enum FIDO2Plugin {
                     FIDO2Presentation(
                         outcome: .signed, credentialID: id, counter: 2, userPresent: true, userVerified: false
                     ).encoded),
-                wrong: .device(
-                    FIDO2Presentation(
-                        outcome: .unknownKey, credentialID: [], counter: 0, userPresent: true, userVerified: false
-                    ).encoded))
+                wrong: .device(FIDO2Presentation.nothingSigned(.unknownKey).encoded))
         }
     }
 }

@@ -113,6 +113,12 @@ public struct FIDO2Presentation: Sendable, Equatable {
     public var userPresent: Bool
     public var userVerified: Bool
 
+    /// What a key that signed nothing for the account gave: another person's key (`unknownKey`), or a PIN it
+    /// refused (`wrongPIN`).
+    public static func nothingSigned(_ outcome: Outcome) -> FIDO2Presentation {
+        FIDO2Presentation(outcome: outcome, credentialID: [], counter: 0, userPresent: false, userVerified: false)
+    }
+
     /// Creates a presentation.
     public init(outcome: Outcome, credentialID: [UInt8], counter: UInt32, userPresent: Bool, userVerified: Bool) {
         self.outcome = outcome

@@ -61,18 +61,10 @@ final class KeyListener: DeviceListener {
             case FIDO_OK:
                 return .evidence(.device(assertion.checked(against: credentials).encoded))
             case FIDO_ERR_PIN_INVALID:
-                return .evidence(
-                    .device(
-                        FIDO2Presentation(
-                            outcome: .wrongPIN, credentialID: [], counter: 0, userPresent: false, userVerified: false
-                        ).encoded))
+                return .evidence(.device(FIDO2Presentation.nothingSigned(.wrongPIN).encoded))
             case FIDO_ERR_NO_CREDENTIALS:
                 // Another person's key, or one not registered here: a counted failure, like a wrong finger.
-                return .evidence(
-                    .device(
-                        FIDO2Presentation(
-                            outcome: .unknownKey, credentialID: [], counter: 0, userPresent: false, userVerified: false
-                        ).encoded))
+                return .evidence(.device(FIDO2Presentation.nothingSigned(.unknownKey).encoded))
             case FIDO_ERR_USER_ACTION_TIMEOUT, FIDO_ERR_ACTION_TIMEOUT, FIDO_ERR_TIMEOUT:
                 continue  // nobody touched it in the key's own time; ask again with a new challenge
             default:
@@ -137,10 +129,7 @@ final class Assertion: @unchecked Sendable {
     /// The first assertion checked against the registered credentials: which one signed, whether its signature over
     /// this challenge verifies with the stored public key, the counter and the flags.
     func checked(against credentials: [FIDO2Credential]) -> FIDO2Presentation {
-        guard fido_assert_count(assertion) >= 1 else {
-            return FIDO2Presentation(
-                outcome: .unknownKey, credentialID: [], counter: 0, userPresent: false, userVerified: false)
-        }
+        guard fido_assert_count(assertion) >= 1 else { return .nothingSigned(.unknownKey) }
         let id = Array(
             UnsafeBufferPointer(start: fido_assert_id_ptr(assertion, 0), count: fido_assert_id_len(assertion, 0)))
         let flags = fido_assert_flags(assertion, 0)
