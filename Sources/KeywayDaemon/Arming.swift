@@ -305,7 +305,7 @@ extension Server {
                 do {
                     leases.record(try service.vault.verify(evidence, of: factor, for: user), for: armed)
                 } catch {
-                    // A refusal with a reason (a key whose counter went back: it may have been cloned) is logged.
+                    // A refusal with a reason (a key whose counter did not increase: it may have been cloned) is logged.
                     Server.logLimited(
                         "\(caller.label): \(seat.name) of \(user.name.escapingControlCharacters): \(error.reason)")
                     leases.end(armed, with: error)

@@ -176,11 +176,13 @@ public final class FIDO2Keeper: FactorKeeper {
         return updated
     }
 
-    /// The keys' names; a key whose counter went back is named with the warning.
+    /// The keys' names; a key whose signature counter did not increase is named with the warning.
     public func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8]) {
         let keys = try FIDO2Keys(decoding: record.payload)
         return (
-            keys.credentials.map { $0.cloneSuspected ? "\($0.name) (MAY BE CLONED: its counter went back)" : $0.name },
+            keys.credentials.map {
+                $0.cloneSuspected ? "\($0.name) (MAY BE CLONED: its counter did not increase)" : $0.name
+            },
             []
         )
     }
