@@ -13,6 +13,14 @@
 #   scripts/pg-cluster.sh sql DIR SQL        run SQL as the owner (keyway_owner) in the database keyway
 #   scripts/pg-cluster.sh role DIR NAME      create a login role NAME with a random password (no grants:
 #                                            keyway store migrate --grant NAME), its password added to DIR/pgpass
+#   scripts/pg-cluster.sh standby DIR PRIMARY sync|async
+#                                            a standby of the cluster in PRIMARY (pg_basebackup -R) in DIR, on a
+#                                            socket of its own there; `sync` makes the primary wait for it at
+#                                            every commit (synchronous_standby_names); prints its URI
+#   scripts/pg-cluster.sh promote DIR        promote a standby to a primary (a new timeline)
+#   scripts/pg-cluster.sh pooler DIR PORT SIZE
+#                                            PgBouncer in transaction mode in front of it, on 127.0.0.1:PORT and a
+#                                            socket in DIR, at most SIZE server connections; prints its URI
 #
 # The server runs as the system's `postgres` user (PostgreSQL refuses root; setpriv, no PAM session) with its data, socket and log in DIR.
 # A watchdog stops it and removes DIR when the process that started it (WATCH_PID, default the caller) is gone, so
@@ -37,9 +45,22 @@ psql_owner() {
     PGPASSFILE="$1/pgpass" "$bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$1" -p "$(cat "$1/port")" -U keyway_owner -d keyway "${@:2}"
 }
 
+# The watchdog: started in its own session, so it outlives a caller killed with its process group; it stops the
+# server in $1 and removes the directory once the watched process is gone.
+watchdog() {
+    setsid bash -c '
+        while kill -0 "$1" 2>/dev/null && [ -d "$2/data" ]; do sleep 1; done
+        if [ -d "$2/data" ]; then
+            [ -f "$2/pgbouncer.pid" ] && kill -9 "$(cat "$2/pgbouncer.pid")" 2>/dev/null
+            (cd / && setpriv --reuid=postgres --regid=postgres --init-groups -- \
+                "$3/pg_ctl" -D "$2/data" -m immediate stop) >/dev/null 2>&1 || true
+            rm -rf "$2"
+        fi' pg-cluster-watchdog "${WATCH_PID:-$PPID}" "$1" "$bin" </dev/null >/dev/null 2>&1 &
+}
+
 command=${1:-}
 dir=${2:-}
-[ -n "$dir" ] || { echo "usage: scripts/pg-cluster.sh start|stop|halt|resume|sql|role DIR ..." >&2; exit 64; }
+[ -n "$dir" ] || { echo "usage: scripts/pg-cluster.sh start|standby|promote|stop|halt|resume|freeze|thaw|sql|role DIR ..." >&2; exit 64; }
 case $command in
     start)
         port=${3:-}
@@ -67,22 +88,86 @@ EOF
         cat >"$dir/data/pg_hba.conf" <<EOF
 local all all scram-sha-256
 host all all 127.0.0.1/32 scram-sha-256
+local replication keyway_owner scram-sha-256
 EOF
         as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
-        # The watchdog: started in its own session, so it outlives a caller killed with its process group.
-        watch=${WATCH_PID:-$PPID}
-        setsid bash -c '
-            while kill -0 "$1" 2>/dev/null && [ -d "$2/data" ]; do sleep 1; done
-            if [ -d "$2/data" ]; then
-                (cd / && setpriv --reuid=postgres --regid=postgres --init-groups -- \
-                    "$3/pg_ctl" -D "$2/data" -m immediate stop) >/dev/null 2>&1 || true
-                rm -rf "$2"
-            fi' pg-cluster-watchdog "$watch" "$dir" "$bin" </dev/null >/dev/null 2>&1 &
+        watchdog "$dir"
         echo "${port:-5432}" >"$dir/port"
         PGPASSFILE="$dir/pgpass" "$bin/psql" -X -q -h "$dir" -p "${port:-5432}" -U keyway_owner -d postgres \
             -c "CREATE DATABASE keyway" >/dev/null
         "$0" role "$dir" keyway_host >/dev/null
         echo "postgresql://keyway_host@/keyway?host=$dir&port=${port:-5432}"
+        ;;
+    standby)
+        primary=${3:?standby DIR PRIMARY sync|async}
+        mode=${4:?standby DIR PRIMARY sync|async}
+        [ -d "$dir" ] && [ -z "$(ls -A "$dir")" ] || { echo "pg-cluster: $dir must be an empty directory" >&2; exit 1; }
+        chown postgres: "$dir"
+        chmod 0700 "$dir"
+        install -m 600 "$primary/pgpass" "$dir/pgpass"
+        cp "$primary/port" "$dir/port"
+        port=$(cat "$dir/port")
+        owner_password=$(sed -n 's/^[*]:[*]:[*]:keyway_owner://p' "$primary/pgpass")
+        # pg_basebackup (as postgres) reads the owner's password from a file of its own, gone once it has.
+        install -m 600 -o postgres -g postgres /dev/null "$dir/owner-pgpass"
+        echo "*:*:*:keyway_owner:$owner_password" >"$dir/owner-pgpass"
+        as_postgres env PGPASSFILE="$dir/owner-pgpass" "$bin/pg_basebackup" -h "$primary" -p "$port" \
+            -U keyway_owner -D "$dir/data" -X stream -R -c fast >"$dir/basebackup.log" 2>&1
+        rm -f "$dir/owner-pgpass"
+        printf "listen_addresses = ''\nunix_socket_directories = '%s'\n" "$dir" >>"$dir/data/postgresql.conf"
+        # Replication as the owner, its password in the standby's own data directory (postgres's, 0700).
+        printf "primary_conninfo = 'host=%s port=%s user=keyway_owner password=%s application_name=standby'\n" \
+            "$primary" "$port" "$owner_password" >>"$dir/data/postgresql.auto.conf"
+        as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+        watchdog "$dir"
+        want=async
+        if [ "$mode" = sync ]; then
+            want=sync
+            psql_owner "$primary" -c "ALTER SYSTEM SET synchronous_standby_names = 'standby'" \
+                -c "SELECT pg_reload_conf()" >/dev/null
+        fi
+        state=
+        for _ in $(seq 150); do
+            state=$(psql_owner "$primary" -At -c \
+                "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby'")
+            [ "$state" = "$want" ] && break
+            sleep 0.1
+        done
+        [ "$state" = "$want" ] || { echo "pg-cluster: the standby streams as '$state', not $want" >&2; exit 1; }
+        echo "postgresql://keyway_host@/keyway?host=$dir&port=$port"
+        ;;
+    pooler)
+        port=${3:?pooler DIR PORT SIZE}
+        size=${4:?pooler DIR PORT SIZE}
+        # PgBouncer checks SCRAM itself from the roles' stored secrets, and logs in to the server with them.
+        psql_owner "$dir" -At -c "SELECT format('\"%s\" \"%s\"', rolname, rolpassword) FROM pg_authid
+            WHERE rolpassword IS NOT NULL" \
+            >"$dir/userlist.txt"
+        cat >"$dir/pgbouncer.ini" <<EOF
+[databases]
+keyway = host=$dir port=$(cat "$dir/port") dbname=keyway
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir = $dir
+auth_type = scram-sha-256
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+default_pool_size = $size
+max_client_conn = 2000
+server_reset_query =
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+EOF
+        chown postgres: "$dir/userlist.txt" "$dir/pgbouncer.ini"
+        chmod 600 "$dir/userlist.txt" "$dir/pgbouncer.ini"
+        as_postgres /usr/sbin/pgbouncer -d "$dir/pgbouncer.ini" >"$dir/pgbouncer.out" 2>&1
+        for _ in $(seq 100); do [ -S "$dir/.s.PGSQL.$port" ] && break; sleep 0.05; done
+        [ -S "$dir/.s.PGSQL.$port" ] || { echo "pg-cluster: pgbouncer did not start" >&2; cat "$dir/pgbouncer.log" >&2; exit 1; }
+        echo "postgresql://keyway_host@/keyway?host=$dir&port=$port"
+        ;;
+    promote)
+        as_postgres "$bin/pg_ctl" -D "$dir/data" -w -t 60 promote >/dev/null
         ;;
     role)
         name=${3:?role NAME}
@@ -107,6 +192,7 @@ EOF
         ;;
     stop)
         [ -d "$dir/data" ] || exit 0
+        if [ -f "$dir/pgbouncer.pid" ]; then kill -9 "$(cat "$dir/pgbouncer.pid")" 2>/dev/null || true; fi
         as_postgres "$bin/pg_ctl" -D "$dir/data" -m immediate -w stop >/dev/null 2>&1 || true
         rm -rf "$dir"
         ;;

@@ -241,7 +241,7 @@ public final class Server: Sendable {
                     continue
                 }
             }
-            serve(fd, peer, place)
+            ServedCaller.serving(root: place == .root) { serve(fd, peer, place) }
             UnixSocket.dispose(fd)  // on this connection's thread, before it is handed anyone else's work
             release(place)
             guard joinAccepting() else { return }
@@ -352,7 +352,8 @@ public final class Server: Sendable {
                 onPool(share, for: Holder(pid: peer.pid, uid: peer.uid, startedBy: startedBy), client: fd) {
                     let began = UnixSocket.monotonicMilliseconds()
                     defer { took = UnixSocket.monotonicMilliseconds() - began }
-                    return service.answer(request, from: caller)
+                    // On a worker: root's mark goes with the request.
+                    return ServedCaller.serving(root: caller.isRoot) { service.answer(request, from: caller) }
                 } ?? .failure(busy("too many requests wait for the slow hash"))
             // Answered in a guess's time: a request a worker answered faster (a repeat, a lockout) waits out the rest
             // here, on this connection's own thread, with the worker already free (docs/ARCHITECTURE.md §10).

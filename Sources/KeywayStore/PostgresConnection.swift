@@ -25,42 +25,70 @@ struct PostgresError: Error, Sendable, CustomStringConvertible {
         // 08: connection exceptions; 57P01–03: shut down, crashed, starting; 53: out of resources (too many
         // connections); 57014: canceled (statement_timeout); 55P03: lock_timeout; 40001/40P01: serialization and
         // deadlock; 25006: a read-only transaction (a standby after a failover); 28: this host's role may not log in
-        // (cut off, keywayd(8)).
+        // (cut off, keywayd(8)); KW004: a former primary (`formerPrimary`).
         return state.hasPrefix("08") || state.hasPrefix("57P") || state.hasPrefix("53") || state.hasPrefix("28")
-            || ["57014", "55P03", "40001", "40P01", "25006"].contains(state)
+            || ["57014", "55P03", "40001", "40P01", "25006", Self.formerPrimary].contains(state)
     }
 
     var description: String { state.map { "\(message) (SQLSTATE \($0))" } ?? message }
+
+    /// Keyway's state for a server refused as a former primary (`PostgresStore.check`): away, as a standby is.
+    static let formerPrimary = "KW004"
 }
 
 /// One libpq connection: the only caller of `PQ*` functions in Keyway. Not thread-safe by itself: `PostgresStore`
 /// lends each connection to one caller at a time. Every wait is bounded by a deadline (poll(2) on the socket), so a
 /// database that stops answering mid-request costs at most that long, never a hung keywayd thread.
+///
+/// Statements go out unnamed (the extended protocol's unnamed statement, parsed at each run), never as named
+/// prepared statements: a named one lives in one server session, and a pooler in transaction mode (PgBouncer 1.18,
+/// Debian 12's) gives each transaction whichever session is free (keywayd(8), FLEETS; BENCHMARKS.md for the cost).
 final class PostgresConnection: @unchecked Sendable {
     private let handle: OpaquePointer
 
     /// Round trips made since the store lent this connection out (a failure in the first may be retried).
     var roundTrips = 0
-    /// The statements with parameters prepared on this connection (their SQL → the name they were
-    /// prepared under), so the server parses and plans each once per connection rather than at every run. A named
-    /// statement lasts as long as the session, whatever becomes of the transaction it was prepared in.
-    private var prepared: [String: String] = [:]
-    /// More distinct statements with parameters than Keyway has: past it, statements are sent unprepared.
-    private static let preparedLimit = 64
-    /// What the server answers, in order, for the pipeline `send` sent last, until `answers` reads it.
-    private var expected: [Expected] = []
+    /// Statements `send` sent whose answers `answers` has not read yet.
+    private var expected = 0
     /// A pipeline was sent and its answers are still to be read: the connection belongs to whoever reads them
     /// (`PostgresStore`'s reservation hands it to another thread), and may not be pooled or used meanwhile.
-    var awaitsAnswers: Bool { !expected.isEmpty }
-
-    private enum Expected {
-        /// The preparation of `sql` under `name`, sent in front of its first run.
-        case preparation(sql: String, name: String)
-        /// A statement's run.
-        case statement
-    }
+    var awaitsAnswers: Bool { expected > 0 }
+    /// The store's slot this connection holds while lent out (`PostgresStore`), released when it is given back.
+    var slot: Slots?
+    /// The warnings the server sent while a request's answers were read (`receiveNotice`).
+    private var warnings: [PostgresError] = []
 
     private init(handle: OpaquePointer) { self.handle = handle }
+
+    /// Where this connection went: the host (or socket directory) and port of the server that answered.
+    var server: String {
+        let host = PQhost(handle).map { String(cString: $0) } ?? ""
+        let port = PQport(handle).map { String(cString: $0) } ?? ""
+        return host + ":" + port
+    }
+
+    /// libpq's notice receiver: keeps the server's warnings for the request being read. A WARNING is how the
+    /// server says a COMMIT it answered is not what was asked: "canceling wait for synchronous replication ...
+    /// committed locally, but might not have been replicated" comes with a plain COMMIT. Notices below WARNING
+    /// are dropped.
+    private static let receiveNotice: PQnoticeReceiver = { context, result in
+        guard let context, let result else { return }
+        let severity = PQresultErrorField(result, Int32(UInt8(ascii: "V"))).map { String(cString: $0) }
+        guard severity == "WARNING" else { return }
+        let connection = Unmanaged<PostgresConnection>.fromOpaque(context).takeUnretainedValue()
+        connection.warnings.append(failure(of: result))
+    }
+
+    /// Throws the first warning the server sent since the last check, as a lost connection: the request's effect
+    /// is not known, so it is answered as the database being away, and the connection is not used again.
+    private func checkWarnings() throws(PostgresError) {
+        guard let warning = warnings.first else { return }
+        warnings = []
+        throw PostgresError(
+            state: warning.state,
+            "the database warned that it did not do what was asked (\(warning.message)); nothing it answered is "
+                + "relied on", connectionLost: true)
+    }
 
     deinit { PQfinish(handle) }
 
@@ -84,6 +112,8 @@ final class PostgresConnection: @unchecked Sendable {
         }
         guard let started else { throw PostgresError("out of memory", connectionLost: true) }
         let connection = PostgresConnection(handle: started)
+        // The receiver holds no reference: the connection owns the handle and finishes it in deinit.
+        PQsetNoticeReceiver(started, receiveNotice, Unmanaged.passUnretained(connection).toOpaque())
         guard PQstatus(started) != CONNECTION_BAD else { throw connection.lost() }
         var polling = PGRES_POLLING_WRITING
         while true {
@@ -123,16 +153,18 @@ final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Runs one statement with text parameters (nil is NULL) and returns its rows as text (nil for NULL), waiting at
-    /// most until `deadline`. One with parameters is a pipeline of one (`pipeline`), so it is prepared once per
-    /// connection; several statements separated by semicolons are allowed only without parameters.
+    /// most until `deadline`. One with parameters is a pipeline of one (`pipeline`); several statements separated
+    /// by semicolons are allowed only without parameters.
     @discardableResult
     func query(_ sql: String, _ parameters: [String?] = [], deadline: Int64) throws(PostgresError) -> [[String?]] {
         if !parameters.isEmpty { return try query(Statement(sql: sql, parameters: parameters), deadline: deadline) }
         roundTrips += 1
+        warnings = []
         guard PQsendQuery(handle, sql) == 1 else { throw lost() }
-        let (rows, _, failure) = try results(until: deadline)
+        let (rows, failure) = try results(until: deadline)
         if PQstatus(handle) == CONNECTION_BAD { throw lost(after: failure) }
         if let failure { throw failure }
+        try checkWarnings()
         return rows
     }
 
@@ -160,34 +192,21 @@ final class PostgresConnection: @unchecked Sendable {
     }
 
     /// The first half of `pipeline`: sends `statements` and the end of the pipeline, and returns without waiting;
-    /// `answers` reads what the server says. Nothing else may be sent on the connection in between. A statement
-    /// with parameters is prepared the first time this connection runs it, in the same pipeline (`prepared`).
+    /// `answers` reads what the server says. Nothing else may be sent on the connection in between.
     func send(_ statements: [Statement]) throws(PostgresError) {
         roundTrips += 1
-        expected = []
+        expected = 0
+        warnings = []
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
-        var naming: [String: String] = [:]  // prepared in this pipeline
         for statement in statements {
-            let count = Int32(statement.parameters.count)
-            var name = prepared[statement.sql] ?? naming[statement.sql]
-            if name == nil, count > 0, prepared.count + naming.count < Self.preparedLimit {
-                let fresh = "keyway_\(prepared.count + naming.count)"
-                guard PQsendPrepare(handle, fresh, statement.sql, count, nil) == 1 else { throw lost() }
-                naming[statement.sql] = fresh
-                expected.append(.preparation(sql: statement.sql, name: fresh))
-                name = fresh
-            }
             let copies = statement.parameters.map { $0.map { strdup($0) } ?? nil }
             defer { for pointer in copies { free(pointer) } }
             let sent = copies.map { UnsafePointer($0) }.withUnsafeBufferPointer { values in
-                if let name {
-                    PQsendQueryPrepared(handle, name, count, values.baseAddress, nil, nil, 0)
-                } else {
-                    PQsendQueryParams(handle, statement.sql, count, nil, values.baseAddress, nil, nil, 0)
-                }
+                PQsendQueryParams(
+                    handle, statement.sql, Int32(statement.parameters.count), nil, values.baseAddress, nil, nil, 0)
             }
             guard sent == 1 else { throw lost() }
-            expected.append(.statement)
+            expected += 1
         }
         guard PQpipelineSync(handle) == 1 else { throw lost() }
     }
@@ -197,14 +216,11 @@ final class PostgresConnection: @unchecked Sendable {
         var answers: [[[String?]]] = []
         var failure: PostgresError? = nil
         let expected = self.expected
-        self.expected = []
-        for expectation in expected {
-            let (rows, ran, failed) = try results(until: deadline)
+        self.expected = 0
+        for _ in 0..<expected {
+            let (rows, failed) = try results(until: deadline)
             failure = failure ?? failed
-            switch expectation {
-            case .preparation(let sql, let name): if ran { prepared[sql] = name }
-            case .statement: answers.append(rows)
-            }
+            answers.append(rows)
             if PQstatus(handle) == CONNECTION_BAD { break }
         }
         // Then the end of the pipeline, after which the connection takes ordinary statements again.
@@ -213,35 +229,30 @@ final class PostgresConnection: @unchecked Sendable {
             PQclear(end)
             if status == PGRES_PIPELINE_SYNC && PQexitPipelineMode(handle) == 1 {
                 if let failure { throw failure }
+                try checkWarnings()
                 return answers
             }
         }
         throw lost(after: failure)
     }
 
-    /// One statement's results, read up to the null result that ends them: its rows, and whether it ran (not when
-    /// it failed, with `failure`, nor when a failure before it in its pipeline skipped it).
-    private func results(until deadline: Int64) throws(PostgresError) -> (
-        rows: [[String?]], ran: Bool, failure: PostgresError?
-    ) {
+    /// One statement's results, read up to the null result that ends them: its rows, or why it failed (nothing
+    /// when a failure before it in its pipeline skipped it).
+    private func results(until deadline: Int64) throws(PostgresError) -> (rows: [[String?]], failure: PostgresError?) {
         var rows: [[String?]] = []
-        var ran = true
         var failure: PostgresError? = nil
         while let result = try nextResult(until: deadline) {
             defer { PQclear(result) }
             switch PQresultStatus(result) {
-            case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY:
+            case PGRES_COMMAND_OK, PGRES_EMPTY_QUERY, PGRES_PIPELINE_ABORTED:
                 continue
-            case PGRES_PIPELINE_ABORTED:
-                ran = false
             case PGRES_TUPLES_OK:
                 rows = Self.rows(of: result)
             default:
-                ran = false
                 failure = failure ?? Self.failure(of: result)
             }
         }
-        return (rows, ran, failure)
+        return (rows, failure)
     }
 
     /// The connection is gone: `failure`, the server's last word, as a lost connection, or libpq's message.

@@ -1,5 +1,6 @@
 public import Glibc
 public import KeywayCore
+import KeywayPlatform
 import Synchronization
 
 /// The fleet's `Store`: one PostgreSQL database shared by the keywayd of every host (docs/ARCHITECTURE.md §17,
@@ -20,8 +21,12 @@ public final class PostgresStore: LoadableStore {
         public var host: String
         /// The longest one call may take, connecting included; then it fails as unavailable.
         public var timeout: Duration
-        /// Connections this process keeps open at most; a call waits (within `timeout`) for a free one.
+        /// Connections this process keeps open at most for every caller, and one more that only root's requests
+        /// use (`ServedCaller`); a call waits (within `timeout`) for a free one.
         public var connections: Int
+        /// A connection unused this long is closed (the last one used stays open): so hundreds of hosts do not hold
+        /// a server's connections for nothing, while one stays ready when the server is full.
+        public var idle: Duration
         /// libpq's password file, which must be the current user's and 0600 (root's, for keywayd).
         public var passfile: String
 
@@ -31,12 +36,13 @@ public final class PostgresStore: LoadableStore {
         /// Options for `uri`, as this machine's host name.
         public init(
             uri: String, host: String? = nil, timeout: Duration = .milliseconds(1500), connections: Int = 8,
-            passfile: String = defaultPassfile
+            idle: Duration = .seconds(60), passfile: String = defaultPassfile
         ) {
             self.uri = uri
             self.host = host ?? Self.machineName()
             self.timeout = timeout
             self.connections = max(1, connections)
+            self.idle = idle
             self.passfile = passfile
         }
 
@@ -53,7 +59,14 @@ public final class PostgresStore: LoadableStore {
     /// The database's clock, as this host measures it: what lockouts, attributions and one-time codes are dated by.
     public let clock: DatabaseClock
     private let parameters: [(String, String)]
-    private let idle = Mutex<[PostgresConnection]>([])
+    /// The servers the URI lists, in its order (host or socket directory, port): where a connection may go when the
+    /// one libpq chose is refused (`connect`).
+    private let servers: [(host: String, port: String)]
+    /// Connections not lent out, each with when it was given back (monotonic milliseconds), the latest last.
+    private let idle = Mutex<[(connection: PostgresConnection, since: Int64)]>([])
+    /// The database this host has used (its system identifier) and the newest timeline of it seen: a server of the
+    /// same database on an older timeline is a former primary, never used again (`check`).
+    private let history = Mutex<(system: String, timeline: Int64)?>(nil)
     /// Whether the last call found the database away, and who is told when that changes.
     private let away = Mutex<(isAway: Bool, tell: (@Sendable (String) -> Void)?)>((false, nil))
 
@@ -73,6 +86,9 @@ public final class PostgresStore: LoadableStore {
         tell(problem.map { $0.reason } ?? "Keyway store \(options.uri): the database answers again")
     }
     private let slots: Slots
+    /// The one connection only root's requests take (`ServedCaller.root`), so no flood of users' requests keeps an
+    /// administrator's `keyway reset` or root's own authentication from the database.
+    private let rootSlot = Slots(1)
 
     /// The schema version this build reads and writes.
     public static var schemaVersion: Int { PostgresSchema.currentVersion }
@@ -91,10 +107,12 @@ public final class PostgresStore: LoadableStore {
         guard Self.isDatabaseURI(options.uri) else {
             throw Self.refuse(options.uri, "give a postgresql:// URI")
         }
+        let keywords: [String: String]
         switch PostgresConnection.keywords(of: options.uri) {
         case .failure(let error): throw Self.refuse(options.uri, "the URI cannot be read: \(error.message)")
-        case .success(let keywords):
-            guard keywords["password"] == nil else {
+        case .success(let found):
+            keywords = found
+            guard found["password"] == nil else {
                 throw Self.refuse(
                     "postgresql://…",  // not repeated: a log line must not carry it either
                     "the URI holds a password; put it in \(options.passfile) (root's, mode 0600) instead, where no "
@@ -103,21 +121,22 @@ public final class PostgresStore: LoadableStore {
         }
         try Self.checkPassfile(options.passfile, uri: options.uri)
         Self.forgetEnvironment()
+        let hosts = (keywords["host"] ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let ports = (keywords["port"] ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        servers =
+            keywords["hostaddr"] != nil || hosts.count < 2 || (ports.count > 1 && ports.count != hosts.count)
+            ? []  // one server, or a list libpq alone interprets: nowhere else to go
+            : hosts.indices.map { (hosts[$0], ports.count > 1 ? ports[$0] : ports.first ?? "5432") }
         let seconds = max(2, options.timeout.components.seconds + 1)
         // libpq takes the last value of a keyword: these defaults come before the URI, which may override them
-        // (sslmode, passfile); the session's own limits come after it, so no URI lifts them.
-        let statementLimit = max(100, Self.milliseconds(options.timeout))
+        // (sslmode, passfile). The server's own limits are set in each transaction (`begin`), not at the start of
+        // the session: a pooler in transaction mode passes no session options on.
         parameters = [
             ("connect_timeout", String(seconds)), ("sslmode", "verify-full"), ("passfile", options.passfile),
             ("keepalives", "1"), ("keepalives_idle", "5"), ("keepalives_interval", "2"), ("keepalives_count", "2"),
             ("tcp_user_timeout", String(Self.milliseconds(options.timeout) + 1000)),
             ("application_name", "keywayd on \(options.host)"),
             ("dbname", options.uri),
-            (
-                "options",
-                "-c statement_timeout=\(statementLimit) -c lock_timeout=\(statementLimit) -c client_min_messages=error "
-                    + "-c idle_in_transaction_session_timeout=\(statementLimit * 2 + 1000)"
-            ),
         ]
     }
 
@@ -164,15 +183,51 @@ public final class PostgresStore: LoadableStore {
                 + (error.databaseAway ? "the database is unavailable: " : "") + error.description)
     }
 
-    /// A new connection, its schema version checked and the database's clock read.
+    /// A new connection to a server this host may use (`check`). When the server libpq chose is refused as a former
+    /// primary, the URI's other servers are tried in its order, within the same deadline.
     private func connect(deadline: Int64) throws(PostgresError) -> PostgresConnection {
-        let connection = try PostgresConnection.connect(parameters, deadline: deadline)
+        var passed: Set<String> = []
+        var elsewhere: [(String, String)] = []
+        var refusal: PostgresError? = nil
+        while true {
+            let connection: PostgresConnection
+            do throws(PostgresError) {
+                connection = try PostgresConnection.connect(parameters + elsewhere, deadline: deadline)
+            } catch {
+                guard let refusal else { throw error }
+                throw PostgresError(
+                    state: refusal.state, refusal.message + "; no other server answered: " + error.message,
+                    connectionLost: true)
+            }
+            do throws(PostgresError) {
+                try check(connection, deadline: deadline)
+                return connection
+            } catch  where error.state == PostgresError.formerPrimary {
+                refusal = error
+                passed.insert(connection.server)
+                let rest = servers.filter { !passed.contains($0.host + ":" + $0.port) }
+                guard !rest.isEmpty else { throw error }
+                elsewhere = [
+                    ("host", rest.map { $0.host }.joined(separator: ",")),
+                    ("port", rest.map { $0.port }.joined(separator: ",")),
+                ]
+            }
+        }
+    }
+
+    /// Checks a new connection's server: the schema's version, and that it is a primary of the database this host
+    /// has used on a timeline no older than one it has used (a failover promotes a standby to a new timeline; the
+    /// old primary, started again, still answers on the old one, without what the new one has counted since). Reads
+    /// the database's clock too. The timeline is the one in the name of the WAL file being written.
+    private func check(_ connection: PostgresConnection, deadline: Int64) throws(PostgresError) {
         let sent = PostgresConnection.monotonicMilliseconds()
         let rows: [[String?]]
         do {
             rows = try connection.query(
-                "SELECT version, (extract(epoch FROM clock_timestamp()) * 1000)::bigint FROM keyway_schema",
-                deadline: deadline)
+                "SELECT version, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, "
+                    + "(SELECT system_identifier FROM pg_control_system())::text, CASE WHEN pg_is_in_recovery() "
+                    + "THEN NULL ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint "
+                    + "END FROM keyway_schema", deadline: deadline)
         } catch  where error.state == "42P01" {
             throw PostgresError(
                 state: error.state,
@@ -190,7 +245,23 @@ public final class PostgresStore: LoadableStore {
                     : "its schema is version \(version) and this Keyway needs \(PostgresSchema.currentVersion); run "
                         + "keyway store migrate as the database's owner")
         }
-        return connection
+        guard let timeline = rows.first?[3].flatMap({ Int64($0) }), let system = rows.first?[2] ?? nil else {
+            throw PostgresError(
+                state: "25006",
+                "the server \(connection.server) is a standby (read-only); list the servers in the URI with "
+                    + "target_session_attrs=read-write (keywayd(8), FLEETS)", connectionLost: true)
+        }
+        let newest = history.withLock { known -> Int64? in
+            if let known, known.system == system, known.timeline > timeline { return known.timeline }
+            known = (system, timeline)
+            return nil
+        }
+        if let newest {
+            throw PostgresError(
+                state: PostgresError.formerPrimary,
+                "the server \(connection.server) is on timeline \(timeline), older than timeline \(newest) this host "
+                    + "has used: a former primary, not used (keywayd(8), FLEETS)", connectionLost: true)
+        }
     }
 
     /// Lends a connection to `body`, within the request timeout. A connection that died while idle (the database
@@ -214,14 +285,19 @@ public final class PostgresStore: LoadableStore {
         throws(AuthenticationError) -> T
     {
         let deadline = PostgresConnection.monotonicMilliseconds() + Self.milliseconds(options.timeout)
-        guard slots.acquire(until: deadline) else {
+        let slot: Slots
+        if ServedCaller.root && rootSlot.acquire(until: 0) {
+            slot = rootSlot
+        } else if slots.acquire(until: deadline) {
+            slot = slots
+        } else {
             throw AuthenticationError(
                 .serviceUnavailable,
                 "Keyway store \(options.uri): \(what): all \(options.connections) connections stayed busy")
         }
         var handedOver = false  // a pipeline's answers left to another thread, with the slot (`giveBack`)
-        defer { if !handedOver { slots.release() } }
-        var reused = idle.withLock { $0.popLast() }
+        defer { if !handedOver { slot.release() } }
+        var reused = takeIdle()
         while true {
             let connection: PostgresConnection
             do throws(PostgresError) {
@@ -230,6 +306,7 @@ public final class PostgresStore: LoadableStore {
                 throw unavailable(what, error)
             }
             connection.roundTrips = 0
+            connection.slot = slot
             do throws(PostgresError) {
                 let value = try body(connection, deadline)
                 handedOver = connection.awaitsAnswers
@@ -249,15 +326,31 @@ public final class PostgresStore: LoadableStore {
     /// Keeps a connection for the next request when it can be used again (not lost, no transaction open); a
     /// connection not kept is closed when its last reference goes.
     private func pool(_ connection: PostgresConnection, lost: Bool) {
-        if !lost && !connection.inTransaction { idle.withLock { $0.append(connection) } }
+        guard !lost && !connection.inTransaction else { return }
+        let now = PostgresConnection.monotonicMilliseconds()
+        idle.withLock { $0.append((connection, now)) }
+    }
+
+    /// The connection given back last, if any, after closing those unused for `Options.idle` but the latest.
+    private func takeIdle() -> PostgresConnection? {
+        let oldest = PostgresConnection.monotonicMilliseconds() - Self.milliseconds(options.idle)
+        let (taken, stale) = idle.withLock { pool -> (PostgresConnection?, [PostgresConnection]) in
+            let stale = pool.dropLast().prefix { $0.since < oldest }.map { $0.connection }
+            pool.removeFirst(stale.count)
+            return (pool.popLast()?.connection, stale)
+        }
+        _ = stale  // closed here, outside the lock, as the last references go
+        return taken
     }
 
     /// Gives back a connection whose pipeline's answers were left to another thread
     /// (`PostgresConnection.awaitsAnswers`), once that thread has read them (within the deadline of the request
     /// that sent it): pooled as `attempt` pools, and its slot freed.
     private func giveBack(_ connection: PostgresConnection, lost: Bool) {
+        let slot = connection.slot
+        connection.slot = nil
         pool(connection, lost: lost)
-        slots.release()
+        slot?.release()
     }
 
     /// Runs `body` in a transaction: committed on return, rolled back on a throw.
@@ -265,11 +358,25 @@ public final class PostgresStore: LoadableStore {
         _ db: PostgresConnection, _ deadline: Int64, _ body: () throws(PostgresError) -> T
     ) throws(PostgresError) -> T {
         try rollingBack(db, deadline) { () throws(PostgresError) in
-            try db.query("BEGIN", deadline: deadline)
+            try db.pipeline(Self.begin(until: deadline), deadline: deadline)
             let value = try body()
             try db.query("COMMIT", deadline: deadline)
             return value
         }
+    }
+
+    /// BEGIN, and the server's own limits for the transaction (SET LOCAL, so a pooler's next client never inherits
+    /// them): a statement or a lock wait ends when the request's deadline passes, and a transaction left idle (a
+    /// host stopped while it holds an account's lock) is ended by the server soon after.
+    private static func begin(until deadline: Int64) -> [PostgresConnection.Statement] {
+        let left = max(100, deadline - PostgresConnection.monotonicMilliseconds())
+        return [
+            PostgresConnection.Statement(sql: "BEGIN"),
+            PostgresConnection.Statement(
+                sql: "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true), "
+                    + "set_config('idle_in_transaction_session_timeout', $2, true)",
+                parameters: [String(left), String(left * 2 + 1000)]),
+        ]
     }
 
     /// Takes the account's lock until the transaction ends and reads the database's clock.
@@ -503,7 +610,7 @@ public final class PostgresStore: LoadableStore {
         _ deadline: Int64
     ) throws(PostgresError) -> [PostgresConnection.Statement] {
         let begin =
-            [PostgresConnection.Statement(sql: "BEGIN")]
+            Self.begin(until: deadline)
             + (durable ? [] : [PostgresConnection.Statement(sql: "SET LOCAL synchronous_commit = off")])
         let sent = PostgresConnection.monotonicMilliseconds()
         let read = try db.pipeline(begin + [Self.lockAccount(user), Self.readBook(user)], deadline: deadline)
@@ -785,13 +892,15 @@ public final class PostgresStore: LoadableStore {
         for entry in contents.audit { try audit(db, entry, deadline) }
     }
 
-    /// Connects once and says why the database cannot be used now, or nil when it can (keywayd logs it at start).
-    public func probe() -> String? {
-        do {
-            _ = try users()
-            return nil
-        } catch {
-            return error.reason
+    /// Connects (or takes a pooled connection) and says whether the database can be used now: which server answered,
+    /// on which timeline, or why none did. keywayd logs it at start.
+    public func probe() -> Result<String, AuthenticationError> {
+        Result { () throws(AuthenticationError) in
+            try run("cannot reach the database") { db, deadline throws(PostgresError) in
+                try db.query("SELECT 1", deadline: deadline)
+                let timeline = history.withLock { $0?.timeline }.map { ", timeline \($0)" } ?? ""
+                return "the database answers: \(db.server)\(timeline), schema version \(PostgresSchema.currentVersion)"
+            }
         }
     }
 }
@@ -822,7 +931,7 @@ public final class DatabaseClock: Clock {
 }
 
 /// A counting semaphore with a deadline (sem_timedwait): the store's connections in use.
-private final class Slots: @unchecked Sendable {
+final class Slots: @unchecked Sendable {
     private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
 
     init(_ count: Int) { sem_init(semaphore, 0, UInt32(count)) }
@@ -832,7 +941,7 @@ private final class Slots: @unchecked Sendable {
         semaphore.deallocate()
     }
 
-    /// Takes a slot, waiting at most until `deadline` (monotonic milliseconds).
+    /// Takes a slot, waiting at most until `deadline` (monotonic milliseconds; one passed: no wait).
     func acquire(until deadline: Int64) -> Bool {
         var wall = timespec()
         clock_gettime(CLOCK_REALTIME, &wall)

@@ -36,6 +36,37 @@ public final class PostgresCluster: @unchecked Sendable {
         uri = String(line)
     }
 
+    /// Starts a standby of `primary` (pg_basebackup -R) on a socket of its own; `synchronous`: the primary waits for
+    /// it at every commit (it must then stay running, or every commit on the primary waits).
+    public init(standbyOf primary: PostgresCluster, synchronous: Bool) throws(ClusterError) {
+        var template = Array("/tmp/keyway-pg-standby.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw ClusterError("mkdtemp failed: errno \(errno)") }
+        directory = String(cString: made)
+        port = primary.port
+        let mode = synchronous ? "sync" : "async"
+        let (status, output) = Self.run("\(Self.script) standby \(directory) \(primary.directory) \(mode)")
+        guard status == 0, let line = output.split(separator: "\n").last, line.hasPrefix("postgresql://") else {
+            throw ClusterError("pg-cluster.sh standby failed (\(status)): \(output)")
+        }
+        uri = String(line)
+    }
+
+    /// Promotes a standby to a primary, on a new timeline.
+    public func promote() throws(ClusterError) {
+        let (status, output) = Self.run("\(Self.script) promote \(directory)")
+        guard status == 0 else { throw ClusterError("promote failed: \(output)") }
+    }
+
+    /// Starts PgBouncer 1.18 in transaction mode in front of the server, keeping at most `size` server connections;
+    /// returns the URI keywayd's role connects to it with (its socket in `directory`, or 127.0.0.1:`port`).
+    public func pooler(port: Int, size: Int) throws(ClusterError) -> String {
+        let (status, output) = Self.run("\(Self.script) pooler \(directory) \(port) \(size)")
+        guard status == 0, let line = output.split(separator: "\n").last, line.hasPrefix("postgresql://") else {
+            throw ClusterError("pg-cluster.sh pooler failed (\(status)): \(output)")
+        }
+        return String(line)
+    }
+
     /// Runs SQL as the owner; the output, one row per line, columns separated by |.
     @discardableResult
     public func sql(_ statement: String) throws(ClusterError) -> String {

@@ -164,8 +164,11 @@ struct Keywayd {
         // A shared database may be away at start: keywayd serves "unavailable" meanwhile and reconnects by itself.
         if let database = vault.store as? PostgresStore {
             database.onAvailabilityChange { line in Server.log(line) }
-            if let problem = database.probe() {
-                Server.log("the database cannot be used yet (authentications fail closed until it can): \(problem)")
+            switch database.probe() {
+            case .success(let line): Server.log(line)
+            case .failure(let problem):
+                Server.log(
+                    "the database cannot be used yet (authentications fail closed until it can): \(problem.reason)")
             }
         }
         let listener: Int32

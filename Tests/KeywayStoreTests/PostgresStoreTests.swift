@@ -368,8 +368,8 @@ struct PostgresStoreTests {
         #expect(db.inTransaction)
         try db.query("ROLLBACK", deadline: deadline)
         #expect(try db.query("SELECT array_agg(n ORDER BY n)::text FROM seen", deadline: deadline) == [["{1}"]])
-        // Statements with parameters are prepared once per connection, and a preparation made before the failure
-        // outlives the rollback; the one after it, never run, is prepared the next time.
+        // No statement outlives its run in the session (no named prepared statements): a pooler in transaction mode
+        // may give the next transaction another server session.
         let again = try db.pipeline(
             [
                 .init(sql: "SELECT $1::int * 2", parameters: ["21"]),
@@ -377,12 +377,7 @@ struct PostgresStoreTests {
                 .init(sql: "SELECT $1::int + 1, $2::text IS NULL", parameters: ["1", "x"]),
             ], deadline: deadline)
         #expect(again == [[["42"]], [["15"]], [["2", "f"]]])
-        #expect(
-            try db.query("SELECT statement FROM pg_prepared_statements ORDER BY statement", deadline: deadline)
-                == [
-                    ["INSERT INTO seen VALUES ($1)"], ["SELECT $1::int * 2"], ["SELECT $1::int * 3"],
-                    ["SELECT $1::int + 1, $2::text IS NULL"],
-                ], "each prepared once")
+        #expect(try db.query("SELECT count(*) FROM pg_prepared_statements", deadline: deadline) == [["0"]])
     }
 
     @Test("a reservation's write refused by the database after it was sent: no verdict, nothing counted, pool fine")

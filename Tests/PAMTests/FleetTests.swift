@@ -8,13 +8,20 @@ import Testing
 /// count-hash.so preloaded, so each slow hash it runs is a line in its own log: an independent count.
 final class FleetHosts: @unchecked Sendable {
     let cluster: PostgresCluster?
+    /// A standby of `cluster`, when asked for: keywayd's URI then lists both, the primary first.
+    let standby: PostgresCluster?
     let hosts: [PAMFixture]
 
     /// Cheap hashes, so a test's many verifications stay fast; the limits are the defaults.
     static let cheap = "[gesture]\nhash-passes = 1\nhash-memory = 8\n[passcode]\nhash-passes = 1\nhash-memory = 8\n"
 
-    init(count: Int = 3, shared: Bool = true, config: String = FleetHosts.cheap) throws {
+    init(count: Int = 3, shared: Bool = true, config: String = FleetHosts.cheap, standby: Replication? = nil) throws {
         cluster = shared ? try PostgresCluster() : nil
+        if let cluster, let standby {
+            self.standby = try PostgresCluster(standbyOf: cluster, synchronous: standby == .synchronous)
+        } else {
+            self.standby = nil
+        }
         hosts = (0..<count).map { _ in PAMFixture() }
         if let cluster {
             let migrate = try run(
@@ -25,6 +32,22 @@ final class FleetHosts: @unchecked Sendable {
         for index in hosts.indices { start(index, config: config) }
     }
 
+    /// How a standby follows the primary.
+    enum Replication {
+        /// The primary acknowledges a commit once the standby has it.
+        case synchronous
+        /// The primary acknowledges first; the standby follows.
+        case asynchronous
+    }
+
+    /// The URI keywayd is given: the primary's, or the primary and the standby with target_session_attrs.
+    var uri: String? {
+        guard let cluster else { return nil }
+        guard let standby else { return cluster.uri }
+        return "postgresql://keyway_host@/keyway?host=\(cluster.directory),\(standby.directory)&port=5432"
+            + "&target_session_attrs=read-write"
+    }
+
     /// The host's name ("host-a"…).
     func name(_ index: Int) -> String { "host-" + String(UnicodeScalar(UInt8(97 + index))) }
 
@@ -33,7 +56,7 @@ final class FleetHosts: @unchecked Sendable {
         let host = hosts[index]
         if let config { host.writeConfig(config) }
         var extra = ["--config", host.configPath, "--host", name(index)]
-        if let cluster { extra += ["--store", cluster.uri, "--passfile", cluster.passfile] }
+        if let cluster, let uri { extra += ["--store", uri, "--passfile", cluster.passfile] }
         host.startDaemon(
             extra,
             environment: ["LD_PRELOAD": packageRoot + "/build/count-hash.so", "COUNT_HASH_LOG": hashLog(index)])
@@ -56,6 +79,7 @@ final class FleetHosts: @unchecked Sendable {
 
     func remove() {
         for host in hosts { host.remove() }
+        standby?.stop()
         cluster?.stop()
     }
 }
@@ -199,8 +223,12 @@ struct FleetTests {
         }
         let (pattern, _) = try sudo("2-4-9-3\n")
         #expect(pattern.standardOutput == ["0"], "\(pattern.text)")
+        #expect(host.daemonLog.contains("the database answers: "), "the start line says so: \(host.daemonLog)")
         let cluster = try #require(fleet.cluster)
         try cluster.halt()
+        host.stopDaemon()
+        fleet.start(0)  // started while the database is away: the start line says that too
+        #expect(host.daemonLog.contains("the database cannot be used yet"), "\(host.daemonLog)")
         let (password, seconds) = try sudo("Correct-horse-739\n")
         #expect(password.standardOutput == ["0"], "the password below Keyway: \(password.text)")
         #expect(seconds < 2, "sudo took \(seconds) s to reach the password")
@@ -325,5 +353,98 @@ struct FleetTests {
         let again = try run(cliPath, ["--passfile", cluster.passfile, "store", "copy", store, cluster.uri])
         #expect(again.status == 74, "\(again.text)")
         #expect(again.text.contains("not empty"), "\(again.text)")
+    }
+}
+
+@Suite("a fleet's database failing over to its standby", .serialized)
+struct FleetFailoverTests {
+    @Test("failover mid-attack: 64 guesses over 3 hosts, the primary stopped at random, the standby promoted")
+    func failoverMidAttack() throws {
+        try requireIsolation()
+        // One trial of each in the suite; KEYWAY_FAILOVER_TRIALS=10 for the figures in docs/BENCHMARKS.md.
+        let trials = Int(ProcessInfo.processInfo.environment["KEYWAY_FAILOVER_TRIALS"] ?? "") ?? 1
+        // A standby keeping up, and one behind (stopped from the first guess on and started again to be promoted, as
+        // a standby cut off by a slow or broken link is behind): what the primary acknowledged meanwhile is on the
+        // standby only if the primary waited for it.
+        let cases = [FleetHosts.Replication.synchronous, .asynchronous].flatMap { r in [(r, false), (r, true)] }
+        for (replication, behind) in cases {
+            for trial in 0..<trials {
+                let fleet = try FleetHosts(standby: replication)
+                defer { fleet.remove() }
+                let primary = try #require(fleet.cluster)
+                let standby = try #require(fleet.standby)
+                let enroll = try fleet.keyway(
+                    0, ["enroll", "passcode", "--user", "daemon", "--stdin"], input: "739155\n")
+                #expect(enroll.status == 0, "\(enroll.text)")
+                let before = (0..<3).map { fleet.hashes($0) }
+                // Each guess waits at its prompt for a file of its own; they are let go 40 ms apart, and the primary
+                // is stopped at a random moment among the first ten, when the counted ones are being reserved.
+                let barrier = fleet.hosts[0].directory + "/go-"
+                let guesses = try (0..<64).map { index in
+                    try Started(
+                        harnessPath,
+                        [
+                            "--answer-when", barrier + "\(index)", "wrong-\(index)", fleet.hosts[index % 3].services,
+                            "passcode", "daemon",
+                        ])
+                }
+                usleep(1_500_000)  // every process at its prompt
+                let releasing = Thread {
+                    for index in 0..<64 {
+                        _ = FileManager.default.createFile(atPath: barrier + "\(index)", contents: Data())
+                        usleep(40_000)
+                    }
+                }
+                if behind { try standby.halt() }
+                releasing.start()
+                usleep(UInt32.random(in: 0...400_000))
+                try primary.halt()
+                let stopped = Date()
+                if behind { try standby.resume() }
+                try standby.promote()
+                var back: Double? = nil
+                for _ in 0..<400 where back == nil {
+                    if try fleet.keyway(0, ["status", "--user", "daemon"]).status == 0 {
+                        back = Date().timeIntervalSince(stopped)
+                    } else {
+                        usleep(25_000)
+                    }
+                }
+                let runs = guesses.map { $0.finish() }
+                // Verified: a guess whose mismatch was answered ("Not recognized"), so its reservation was
+                // acknowledged first. Hashed: every slow hash run, answered or not (count-hash.so).
+                let verified = runs.filter { $0.text.contains("Not recognized") }.count
+                let unavailable = runs.filter { $0.result == "PAM_AUTHINFO_UNAVAIL" }.count
+                let hashed = (0..<3).map { fleet.hashes($0) - before[$0] }.reduce(0, +)
+                let counted =
+                    Int(
+                        try standby.sql(
+                            "SELECT failures FROM attempts WHERE account = 'daemon' AND factor = 'passcode'")) ?? -1
+                print(
+                    "failover \(replication)\(behind ? ", standby behind" : "") \(trial + 1): verified \(verified), hashed \(hashed), counted on the new "
+                        + "primary \(counted), unavailable \(unavailable), back after "
+                        + String(format: "%.2f", back ?? -1) + " s")
+                #expect(!runs.contains { $0.result == "PAM_SUCCESS" })
+                #expect(back != nil, "keywayd found the promoted standby")
+                if replication == .synchronous {
+                    #expect(verified <= 5, "\(verified) verified")
+                    #expect(counted >= verified, "an acknowledged reservation missing: \(counted) < \(verified)")
+                }
+                guard replication == .synchronous, !behind, trial == 0 else { continue }
+                // The old primary started again, as a primary, first in every host's URI: never used again.
+                try primary.resume()
+                let before2 = try primary.sql(
+                    "SELECT failures FROM attempts WHERE account = 'daemon' AND factor = 'passcode'")
+                _ = try standby.sql(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'keywayd on %'")
+                let reset = try fleet.keyway(1, ["reset", "--user", "daemon"])
+                #expect(reset.status == 0, "\(reset.text)")
+                #expect(
+                    try standby.sql("SELECT count(*) FROM attempts WHERE account = 'daemon' AND failures > 0") == "0")
+                #expect(
+                    try primary.sql("SELECT failures FROM attempts WHERE account = 'daemon' AND factor = 'passcode'")
+                        == before2, "nothing went to the former primary")
+            }
+        }
     }
 }
