@@ -1,7 +1,7 @@
 # Keyway — build, test and install. `make help` lists the targets.
 SWIFT ?= swift
 SHELL := /bin/bash
-APT_PACKAGES := libsodium-dev libsqlite3-dev libpq-dev postgresql-15 libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file \
+APT_PACKAGES := libsodium-dev libsqlite3-dev libpq-dev postgresql-15 pgbouncer libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file \
 	binutils fuse3 libfuse3-dev openssh-server openssh-client \
 	valgrind bsdextrautils procps util-linux systemd tmux \
 	libdbus-1-dev dbus-daemon dbus-bin fprintd libfprint-2-2 libpam-fprintd python3-dbus python3-dbusmock \
