@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL cluster for the tests and the benchmark: nothing of the system's is used or changed.
 #
-#   scripts/pg-cluster.sh start DIR [PORT]   initdb in DIR (an empty directory), start it on a Unix socket in DIR
-#                                            (and on 127.0.0.1:PORT when a port is given), create the database
-#                                            `keyway` (no schema: keyway store migrate makes it) and the login
-#                                            role keyway_host; prints the URI keywayd uses
+#   scripts/pg-cluster.sh start DIR [PORT [tls]]
+#                                            initdb in DIR (an empty directory), start it on a Unix socket in DIR
+#                                            (and on 127.0.0.1:PORT when a port is given; with `tls`, TCP takes TLS
+#                                            only, with a certificate for localhost from DIR/ca.crt), create the
+#                                            database `keyway` (no schema: keyway store migrate makes it) and the
+#                                            login role keyway_host; prints the URI keywayd uses (with `tls`, the
+#                                            TCP one, with sslrootcert)
 #   scripts/pg-cluster.sh stop DIR           stop it at once (SIGQUIT: as a crash would) and remove DIR
 #   scripts/pg-cluster.sh halt DIR           stop it (immediate) and keep DIR; `resume` starts it again
 #   scripts/pg-cluster.sh resume DIR
@@ -64,6 +67,7 @@ dir=${2:-}
 case $command in
     start)
         port=${3:-}
+        tls=${4:-}
         [ -d "$dir" ] && [ -z "$(ls -A "$dir")" ] || { echo "pg-cluster: $dir must be an empty directory" >&2; exit 1; }
         chown postgres: "$dir"
         chmod 0700 "$dir"
@@ -90,13 +94,32 @@ local all all scram-sha-256
 host all all 127.0.0.1/32 scram-sha-256
 local replication keyway_owner scram-sha-256
 EOF
+        if [ "$tls" = tls ]; then
+            # As the guide sets a server up: a certificate authority of its own (here the run's), the server's
+            # certificate for localhost signed by it, ssl = on, and TCP connections with TLS only (hostssl).
+            openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout "$dir/ca.key" \
+                -out "$dir/ca.crt" -days 2 -subj "/CN=Keyway test CA" 2>/dev/null
+            openssl req -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout "$dir/data/server.key" \
+                -out "$dir/server.csr" -subj "/CN=localhost" 2>/dev/null
+            printf 'subjectAltName = DNS:localhost, IP:127.0.0.1\n' >"$dir/server.ext"
+            openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial -days 2 \
+                -extfile "$dir/server.ext" -out "$dir/data/server.crt" 2>/dev/null
+            chown postgres: "$dir/data/server.key" "$dir/data/server.crt"
+            chmod 600 "$dir/data/server.key"
+            printf "ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n" >>"$dir/data/postgresql.conf"
+            sed -i 's/^host all all/hostssl all all/' "$dir/data/pg_hba.conf"
+        fi
         as_postgres "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
         watchdog "$dir"
         echo "${port:-5432}" >"$dir/port"
         PGPASSFILE="$dir/pgpass" "$bin/psql" -X -q -h "$dir" -p "${port:-5432}" -U keyway_owner -d postgres \
             -c "CREATE DATABASE keyway" >/dev/null
         "$0" role "$dir" keyway_host >/dev/null
-        echo "postgresql://keyway_host@/keyway?host=$dir&port=${port:-5432}"
+        if [ "$tls" = tls ]; then
+            echo "postgresql://keyway_host@localhost:$port/keyway?sslrootcert=$dir/ca.crt"
+        else
+            echo "postgresql://keyway_host@/keyway?host=$dir&port=${port:-5432}"
+        fi
         ;;
     standby)
         primary=${3:?standby DIR PRIMARY sync|async}

@@ -23,13 +23,15 @@ public final class PostgresCluster: @unchecked Sendable {
         return path + "/scripts/pg-cluster.sh"
     }()
 
-    /// Starts a cluster (about a second).
-    public init(port: Int? = nil) throws(ClusterError) {
+    /// Starts a cluster (about a second). With `tls` (and a port), TCP takes TLS only, as the guide sets a server up,
+    /// and `uri` is the TCP one with `sslrootcert=DIRECTORY/ca.crt`.
+    public init(port: Int? = nil, tls: Bool = false) throws(ClusterError) {
         var template = Array("/tmp/keyway-pg-test.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw ClusterError("mkdtemp failed: errno \(errno)") }
         directory = String(cString: made)
         self.port = port
-        let (status, output) = Self.run("\(Self.script) start \(directory)\(port.map { " \($0)" } ?? "")")
+        let arguments = (port.map { " \($0)" } ?? "") + (tls ? " tls" : "")
+        let (status, output) = Self.run("\(Self.script) start \(directory)\(arguments)")
         guard status == 0, let line = output.split(separator: "\n").last, line.hasPrefix("postgresql://") else {
             throw ClusterError("pg-cluster.sh start failed (\(status)): \(output)")
         }
@@ -111,7 +113,7 @@ public final class PostgresCluster: @unchecked Sendable {
     public func stop() { _ = Self.run("\(Self.script) stop \(directory)") }
 
     /// Runs a shell command, returning its status and its output (standard error included).
-    static func run(_ command: String) -> (Int32, String) {
+    public static func run(_ command: String) -> (Int32, String) {
         guard let pipe = popen("WATCH_PID=\(getpid()) " + command + " 2>&1", "r") else { return (-1, "popen failed") }
         let output = readAll(pipe)
         let status = pclose(pipe)

@@ -226,7 +226,8 @@ extension Subcommand {
             options: [
                 .init(
                     name: "--grant", placeholder: "ROLE",
-                    help: "let keywayd's role use the rows (and nothing else: no schema changes)")
+                    help: "let keywayd's role use the rows (and nothing else: no schema changes); a "
+                        + "comma-separated list grants each host's role")
             ],
             details: """
                 URI is a libpq URI naming the database as a role that may change its schema (its owner), e.g. \

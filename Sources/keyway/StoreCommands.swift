@@ -32,7 +32,7 @@ extension Command {
             var options = PostgresStore.Options(uri: uri)
             if let passfile = parsed.value("--passfile") { options.passfile = passfile }
             let store = try PostgresStore(options)
-            let roles = parsed.value("--grant").map { [$0] } ?? []
+            let roles = (parsed.value("--grant") ?? "").split(separator: ",").map(String.init)
             let found = try store.migrate(granting: roles)
             let current = PostgresStore.schemaVersion
             print(

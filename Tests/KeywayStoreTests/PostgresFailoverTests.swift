@@ -242,6 +242,51 @@ struct PostgresFailoverTests {
         #expect(try eventually { try serverConnections() == "1" }, "the idle connections closed")
     }
 
+    @Test("TLS as the guide sets it up: migrate and keywayd's role verify the server; no CA or a wrong one, refused")
+    func tlsAsTheGuideSaysIt() throws {
+        let port = 41_000 + Int(getpid() % 10_000)
+        let cluster = try PostgresCluster(port: port, tls: true)
+        defer { cluster.stop() }
+        // The owner over TCP with TLS, the CA named in the URI (keyway store migrate ... --grant).
+        let owner = try PostgresStore(
+            .init(
+                uri: "postgresql://keyway_owner@localhost:\(port)/keyway?sslrootcert=\(cluster.directory)/ca.crt",
+                passfile: cluster.passfile))
+        #expect(try owner.migrate(granting: ["keyway_host"]) == 0)
+        // keywayd's role: sslmode=verify-full unless the URI says otherwise.
+        let store = try PostgresStore(.init(uri: cluster.uri, host: "host-t", passfile: cluster.passfile))
+        try store.updateAttempts(user: "alice", durable: true) { $0[.passcode].consecutiveFailures = 1 }
+        #expect(
+            try cluster.sql(
+                "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
+                    + "WHERE a.application_name = 'keywayd on host-t'") == "t", "the connection is encrypted")
+        // Without the CA, or with another, nothing is sent: verify-full cannot check the server.
+        let noCA = try PostgresStore(
+            .init(uri: "postgresql://keyway_host@localhost:\(port)/keyway", host: "host-t", passfile: cluster.passfile))
+        let missing = failure { () throws(AuthenticationError) in _ = try noCA.attempts(user: "alice") }
+        #expect(missing?.code == .serviceUnavailable, "\(String(describing: missing))")
+        #expect(missing?.reason.contains("root certificate") == true, "\(missing?.reason ?? "")")
+        let otherCA = cluster.directory + "/other-ca.crt"
+        let made = PostgresCluster.run(
+            "openssl req -x509 -new -nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256 -keyout /dev/null "
+                + "-out \(otherCA) -days 1 -subj /CN=other 2>&1")
+        #expect(made.0 == 0, "\(made.1)")
+        let wrong = try PostgresStore(
+            .init(
+                uri: "postgresql://keyway_host@localhost:\(port)/keyway?sslrootcert=\(otherCA)", host: "host-t",
+                passfile: cluster.passfile))
+        let refused = failure { () throws(AuthenticationError) in _ = try wrong.attempts(user: "alice") }
+        #expect(refused?.code == .serviceUnavailable, "\(String(describing: refused))")
+        #expect(refused?.reason.contains("certificate verify failed") == true, "\(refused?.reason ?? "")")
+        // And the server takes no TCP connection without TLS (hostssl only).
+        let plain = try PostgresStore(
+            .init(
+                uri: "postgresql://keyway_host@localhost:\(port)/keyway?sslmode=disable", host: "host-t",
+                passfile: cluster.passfile))
+        let unencrypted = failure { () throws(AuthenticationError) in _ = try plain.attempts(user: "alice") }
+        #expect(unencrypted?.reason.contains("no encryption") == true, "\(unencrypted?.reason ?? "")")
+    }
+
     @Test("through PgBouncer 1.18 in transaction mode: 6 hosts, 48 threads, 2 server connections, every count exact")
     func pgbouncerTransactionMode() throws {
         let fleet = try Fleet()
