@@ -116,7 +116,7 @@ struct PostgresFailoverTests {
         #expect(away?.code == .serviceUnavailable, "\(String(describing: away))")
         #expect(Date().timeIntervalSince(started) < 5)
         try standby.thaw()
-        try quickGate.reserve(for: "carol").confirm()
+        try gate.reserve(for: "carol").confirm()  // the standby back: commits are acknowledged again
     }
 
     @Test("failover: the promoted standby used, and the old primary started again as a primary is never used")
@@ -191,7 +191,7 @@ struct PostgresFailoverTests {
         defer { fleet.cluster.stop() }
         let store = try PostgresStore(
             .init(
-                uri: fleet.cluster.uri, host: "host-r", timeout: .milliseconds(700), connections: 2,
+                uri: fleet.cluster.uri, host: "host-r", timeout: .seconds(2), connections: 2,
                 passfile: fleet.cluster.passfile))
         // Users' requests hold both connections (each inside a reservation, as a stalled request would) until let go.
         let letGo = DispatchSemaphore(value: 0)
@@ -293,7 +293,11 @@ struct PostgresFailoverTests {
         defer { fleet.cluster.stop() }
         let port = 40_000 + Int(getpid() % 10_000)
         let pooled = try fleet.cluster.pooler(port: port, size: 2)
-        let hosts = try (0..<6).map { index in try Fleet.open(pooled, fleet.cluster, host: "host-\(index)") }
+        // A longer timeout than keywayd's: 48 threads queue for PgBouncer's 2 server connections on a loaded machine.
+        let hosts = try (0..<6).map { index in
+            try PostgresStore(
+                .init(uri: pooled, host: "host-\(index)", timeout: .seconds(10), passfile: fleet.cluster.passfile))
+        }
         let problems = Mutex<[String]>([])
         DispatchQueue.concurrentPerform(iterations: 48) { index in
             let store = hosts[index % hosts.count]
