@@ -53,7 +53,8 @@ final class PostgresConnection: @unchecked Sendable {
     /// A pipeline was sent and its answers are still to be read: the connection belongs to whoever reads them
     /// (`PostgresStore`'s reservation hands it to another thread), and may not be pooled or used meanwhile.
     var awaitsAnswers: Bool { expected > 0 }
-    /// The store's slot this connection holds while lent out (`PostgresStore`), released when it is given back.
+    /// The store's slot this connection holds while its answers are read on another thread (`PostgresStore`),
+    /// released when it is given back.
     var slot: Slots?
     /// The warnings the server sent while a request's answers were read (`receiveNotice`).
     private var warnings: [PostgresError] = []

@@ -306,11 +306,10 @@ public final class PostgresStore: LoadableStore {
                 throw unavailable(what, error)
             }
             connection.roundTrips = 0
-            connection.slot = slot
             do throws(PostgresError) {
                 let value = try body(connection, deadline)
                 handedOver = connection.awaitsAnswers
-                if !handedOver { pool(connection, lost: false) }
+                if handedOver { connection.slot = slot } else { pool(connection, lost: false) }
                 return value
             } catch {
                 if error.connectionLost, reused != nil, connection.roundTrips <= 1 {

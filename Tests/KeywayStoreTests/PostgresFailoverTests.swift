@@ -45,27 +45,17 @@ private final class Strangers {
     private(set) var descriptors: [Int32] = []
 
     init(count: Int, socket: String, role: String) {
+        // The startup message: length, protocol 3.0, then user and database, each a C string, and an empty one.
+        let body: [UInt8] = [0, 3, 0, 0] + Array("user\0\(role)\0database\0keyway\0\0".utf8)
+        let message = withUnsafeBytes(of: UInt32(body.count + 4).bigEndian) { Array($0) } + body
         for _ in 0..<count {
-            let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { path in
-                for (index, byte) in socket.utf8.enumerated() { path[index] = byte }
-            }
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-                }
-            }
-            guard connected == 0 else {
+            // A full backlog or a server already full refuses some: those are simply not held.
+            guard case .success(let fd) = UnixSocket.connect(to: socket) else { continue }
+            let deadline = UnixSocket.monotonicMilliseconds() + 2000
+            guard case .success = UnixSocket.send(message, to: fd, until: deadline) else {
                 close(fd)
                 continue
             }
-            // The startup message: length, protocol 3.0, then user and database, each a C string, and an empty one.
-            let body: [UInt8] = [0, 3, 0, 0] + Array("user\0\(role)\0database\0keyway\0\0".utf8)
-            let length = UInt32(body.count + 4)
-            let message = withUnsafeBytes(of: length.bigEndian) { Array($0) } + body
-            _ = message.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             descriptors.append(fd)
         }
     }
