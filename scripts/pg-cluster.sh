@@ -22,8 +22,8 @@
 #                                            every commit (synchronous_standby_names); prints its URI
 #   scripts/pg-cluster.sh promote DIR        promote a standby to a primary (a new timeline)
 #   scripts/pg-cluster.sh pooler DIR PORT SIZE
-#                                            PgBouncer in transaction mode in front of it, on 127.0.0.1:PORT and a
-#                                            socket in DIR, at most SIZE server connections; prints its URI
+#                                            PgBouncer in transaction mode in front of it, on a socket in DIR
+#                                            numbered PORT (no TCP), at most SIZE server connections; prints its URI
 #
 # The server runs as the system's `postgres` user (PostgreSQL refuses root; setpriv, no PAM session) with its data, socket and log in DIR.
 # A watchdog stops it and removes DIR when the process that started it (WATCH_PID, default the caller) is gone, so
@@ -170,7 +170,7 @@ EOF
 [databases]
 keyway = host=$dir port=$(cat "$dir/port") dbname=keyway
 [pgbouncer]
-listen_addr = 127.0.0.1
+listen_addr =
 listen_port = $port
 unix_socket_dir = $dir
 auth_type = scram-sha-256
@@ -185,8 +185,15 @@ EOF
         chown postgres: "$dir/userlist.txt" "$dir/pgbouncer.ini"
         chmod 600 "$dir/userlist.txt" "$dir/pgbouncer.ini"
         as_postgres /usr/sbin/pgbouncer -d "$dir/pgbouncer.ini" >"$dir/pgbouncer.out" 2>&1
-        for _ in $(seq 100); do [ -S "$dir/.s.PGSQL.$port" ] && break; sleep 0.05; done
-        [ -S "$dir/.s.PGSQL.$port" ] || { echo "pg-cluster: pgbouncer did not start" >&2; cat "$dir/pgbouncer.log" >&2; exit 1; }
+        # Its Unix socket only (no TCP port, which another program's connection may hold), and answering: a socket
+        # file left by a PgBouncer that then failed is not enough.
+        for _ in $(seq 100); do
+            [ -S "$dir/.s.PGSQL.$port" ] && PGPASSFILE="$dir/pgpass" psql -X -At -h "$dir" -p "$port" -U keyway_host \
+                -d keyway -c 'SELECT 1' >/dev/null 2>&1 && break
+            sleep 0.05
+        done
+        PGPASSFILE="$dir/pgpass" psql -X -At -h "$dir" -p "$port" -U keyway_host -d keyway -c 'SELECT 1' >/dev/null 2>&1 ||
+            { echo "pg-cluster: pgbouncer did not start" >&2; cat "$dir/pgbouncer.log" >&2; exit 1; }
         echo "postgresql://keyway_host@/keyway?host=$dir&port=$port"
         ;;
     promote)

@@ -47,14 +47,6 @@ public final class TOTPKeeper: FactorKeeper {
         absentKey = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
     }
 
-    /// The fingerprint of a wrong code: the code and the step it was judged in, keyed by the secret it was checked
-    /// against. A repeat is refunded only while its fingerprint is remembered, so only within the step where it was
-    /// already wrong: the same digits in a later step are checked against new codes and counted as a new guess.
-    static func mismatchFingerprint(_ code: [UInt8], step: Int64, key: [UInt8]) -> [UInt8] {
-        let stepBytes = (0..<8).map { UInt8(truncatingIfNeeded: step >> (56 - 8 * $0)) }
-        return Array(HMAC.sha1(key: key, Array("mismatch".utf8) + stepBytes + code).prefix(16))
-    }
-
     public var store: any Store { gate.store }
 
     public var codes: FactorCodes { gate.codes }
@@ -79,7 +71,7 @@ public final class TOTPKeeper: FactorKeeper {
         // not tell the two apart.
         let reservation = try gate.reserve(for: user)
         let step = OneTimeCode(secret: absentKey, digits: digits).step(at: gate.clock.now())
-        let fingerprint = Self.mismatchFingerprint(entered, step: step, key: absentKey + Array(user.name.utf8))
+        let fingerprint = OneTimeCode.mismatchFingerprint(entered, step: step, key: absentKey + Array(user.name.utf8))
         _ = try gate.settleFailure(reservation, fingerprint: fingerprint)
         return .failure(.notEnrolled)
     }
@@ -114,30 +106,36 @@ public final class TOTPKeeper: FactorKeeper {
         pending.remove(user)
         try gate.restart(generator.start(of: step), for: user)
         return Enrollment(
-            user: user, factor: .totp, payload: TOTPRecord(generator).encoded, changedAt: now, changedBy: actor)
+            user: user, factor: .totp, payload: generator.record, changedAt: now, changedBy: actor)
     }
 
+    /// The code is checked by the store (`Store.checkOneTimeCode`), which keeps the secret: a fleet's database gives
+    /// no host a seed, only the record's header (the digits and the period).
     public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
         guard let record = try store.enrollment(user: user.name, factor: .totp) else {
             if user.concealsEnrollment { return try concealedAbsence(evidence, for: user) }
             throw AuthenticationError(.factorNotEnrolled, "no totp is enrolled for \(user.name)")
         }
-        let generator = try TOTPRecord(decoding: record.payload, user: user.name).generator
-        guard let entered = try Self.code(of: evidence, digits: generator.digits) else {
-            return .failure(.malformed("a code is \(generator.digits) digits"))
+        guard let shape = OneTimeCode(record: record.payload, needsSecret: false) else {
+            throw AuthenticationError(.storeFailure, "the stored totp of \(user.name) is not a version-1 record")
+        }
+        guard let entered = try Self.code(of: evidence, digits: shape.digits) else {
+            return .failure(.malformed("a code is \(shape.digits) digits"))
         }
         let reservation = try gate.reserve(for: user)
-        let now = gate.clock.now()
-        if let step = generator.matchingStep(entered, around: generator.step(at: now), window: window),
-            try gate.settleSuccess(reservation, once: generator.start(of: step))
-        {
+        guard
+            let check = try store.checkOneTimeCode(
+                user: user.name, factor: .totp, code: entered, window: window, at: gate.clock.now())
+        else {
+            // Removed since it was read: a wrong code, as for a name without one.
+            return .failure(try gate.settleFailure(reservation, fingerprint: nil))
+        }
+        if let step = check.step, try gate.settleSuccess(reservation, once: shape.start(of: step)) {
             return .success
         }
         // A wrong code, or one already used. A repeat of the same wrong code in the same step is refunded, as every
-        // factor's repeat is; in a later step it is a new guess. The fingerprint is bound to the secret, so it says
-        // nothing about another user's codes.
-        let fingerprint = Self.mismatchFingerprint(entered, step: generator.step(at: now), key: generator.secret)
-        return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
+        // factor's repeat is; in a later step it is a new guess.
+        return .failure(try gate.settleFailure(reservation, fingerprint: check.fingerprint))
     }
 
     /// The digits typed, or nil when they are not `digits` digits (spaces, as apps show "123 456", are dropped).
@@ -151,24 +149,6 @@ public final class TOTPKeeper: FactorKeeper {
         }
         return typed
     }
-}
-
-/// How a TOTP enrollment is stored: a version byte, the digits, the period, the secret.
-struct TOTPRecord {
-    var generator: OneTimeCode
-
-    init(_ generator: OneTimeCode) { self.generator = generator }
-
-    init(decoding bytes: [UInt8], user: String) throws(AuthenticationError) {
-        guard bytes.count == 3 + OneTimeCode.secretLength, bytes[0] == 1, bytes[1] == 6 || bytes[1] == 8,
-            bytes[2] > 0
-        else {
-            throw AuthenticationError(.storeFailure, "the stored totp of \(user) is not a version-1 record")
-        }
-        generator = OneTimeCode(secret: Array(bytes[3...]), digits: Int(bytes[1]), period: Int64(bytes[2]))
-    }
-
-    var encoded: [UInt8] { [1, UInt8(generator.digits), UInt8(generator.period)] + generator.secret }
 }
 
 extension FactorKind {

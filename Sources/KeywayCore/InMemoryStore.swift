@@ -26,6 +26,12 @@ public final class InMemoryStore: Store {
         contents.withLock { $0.enrollments.values.compactMap { $0[factor] }.sorted { $0.user < $1.user } }
     }
 
+    public func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
+        throws(AuthenticationError) -> OneTimeCodeCheck?
+    {
+        try enrollment(user: user, factor: factor)?.checkOneTimeCode(code, window: window, at: now)
+    }
+
     public func save(_ enrollment: Enrollment) throws(AuthenticationError) {
         contents.withLock {
             $0.enrollments[enrollment.user, default: [:]][enrollment.factor] = enrollment

@@ -26,6 +26,12 @@ public protocol Store: AnyObject, Sendable {
     /// Removes the user's enrollment for `factor`; returns false when there was none.
     @discardableResult
     func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError) -> Bool
+    /// Checks `code` against the one-time codes (RFC 6238) of the secret kept in the user's enrollment of `factor`
+    /// (`OneTimeCode.record`), within `window` steps either side of `now`'s; nil when there is no such enrollment.
+    /// The secret never leaves the store for this: a fleet's database checks the code itself, by its own clock, and
+    /// its read of the enrollment gives a host only the header (keywayd(8), FLEETS).
+    func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
+        throws(AuthenticationError) -> OneTimeCodeCheck?
     /// The user's attempt counters, read without locking.
     func attempts(user: String) throws(AuthenticationError) -> AttemptBook
     /// The user's enrollments, counters and preferences in one read: what the availability of a factor is judged
@@ -73,6 +79,13 @@ public protocol Store: AnyObject, Sendable {
     /// Stores (or with nil, forgets) one preference and records it in the audit trail, in one transaction. A value
     /// equal to the stored one (nil: none stored) writes nothing, not even an audit row.
     func setPreference(user: String, key: String, value: String?, by change: Attribution) throws(AuthenticationError)
+}
+
+extension Enrollment {
+    /// `Store.checkOneTimeCode` over this record, for a store that holds the secret itself.
+    public func checkOneTimeCode(_ code: [UInt8], window: Int64, at now: Timestamp) -> OneTimeCodeCheck? {
+        OneTimeCode(record: payload)?.check(code, window: window, at: now)
+    }
 }
 
 /// What a store keeps about one user, as `Store.account` reads it.

@@ -40,19 +40,313 @@ enum PostgresSchema {
             value text NOT NULL,
             PRIMARY KEY (account, key)
         );
+        """,
+        // 2: least privilege for hosts (keywayd(8), FLEETS, "Trust"). A host's role gets no table rights, only these
+        // functions, which run as the owner (SECURITY DEFINER) with a fixed search_path, the schema's and then
+        // pg_temp, so no object a host makes can stand in for one of ours. A caller with table rights (the owner, an
+        // administrator's role, a host granted self-service) passes every rule: the rules are for hosts.
         """
+        CREATE EXTENSION IF NOT EXISTS pgcrypto SCHEMA @schema;
+        ALTER TABLE attempts ADD COLUMN lowered_by text, ADD COLUMN lowered_at bigint, ADD COLUMN success_xact xid8;
+        ALTER TABLE audit ADD COLUMN role text DEFAULT session_user;
+        CREATE TABLE sealed (factor text COLLATE "C" PRIMARY KEY, header integer NOT NULL CHECK (header >= 0));
+        INSERT INTO sealed VALUES ('totp', 3);
+        CREATE TABLE code_checks (
+            account text COLLATE "C" NOT NULL,
+            factor text COLLATE "C" NOT NULL,
+            step bigint NOT NULL,
+            checks integer NOT NULL,
+            PRIMARY KEY (account, factor)
+        );
+
+        CREATE FUNCTION keyway_privileged() RETURNS boolean LANGUAGE sql STABLE
+            SET search_path = @schema, pg_temp
+            AS $$ SELECT has_table_privilege(session_user, 'enrollments', 'UPDATE') $$;
+
+        CREATE FUNCTION keyway_enrollment_rows(p_account text, p_factor text)
+            RETURNS TABLE (account text, factor text, payload bytea, changed_at bigint, changed_by text)
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+            SELECT e.account, e.factor,
+                CASE WHEN s.header IS NULL OR keyway_privileged() THEN e.payload ELSE substr(e.payload, 1, s.header) END,
+                e.changed_at, e.changed_by
+            FROM enrollments e LEFT JOIN sealed s ON s.factor = e.factor
+            WHERE e.account = p_account AND (p_factor IS NULL OR e.factor = p_factor) ORDER BY e.factor $$;
+
+        CREATE FUNCTION keyway_enrollments_of(p_factor text)
+            RETURNS TABLE (account text, factor text, payload bytea, changed_at bigint, changed_by text)
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+            SELECT e.account, e.factor,
+                CASE WHEN s.header IS NULL OR keyway_privileged() THEN e.payload ELSE substr(e.payload, 1, s.header) END,
+                e.changed_at, e.changed_by
+            FROM enrollments e LEFT JOIN sealed s ON s.factor = e.factor
+            WHERE e.factor = p_factor ORDER BY e.account $$;
+
+        CREATE FUNCTION keyway_attempt_rows(p_account text)
+            RETURNS TABLE (factor text, failures integer, last_failure bigint, recent_mismatches bytea,
+                last_success bigint)
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+            SELECT factor, failures, last_failure, recent_mismatches, last_success FROM attempts
+            WHERE account = p_account $$;
+
+        CREATE FUNCTION keyway_preference_rows(p_account text) RETURNS TABLE (key text, value text)
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+            SELECT key, value FROM preferences WHERE account = p_account $$;
+
+        -- One factor's counters, as a host may change them: a failure may be counted freely; a counter may fall
+        -- only in a transaction that records a success of the account (its row written first, when it last
+        -- succeeded moved forward and not into the future) or by one, as the refund of a repeated wrong secret;
+        -- when a factor last succeeded never moves back. Each fall is stamped with the role and the database's
+        -- time.
+        CREATE FUNCTION keyway_put_attempts(p_account text, p_factor text, p_failures integer,
+            p_last_failure bigint, p_mismatches bytea, p_last_success bigint) RETURNS void
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+        DECLARE
+            old attempts%ROWTYPE;
+            now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+            success boolean;
+            lowered boolean;
+        BEGIN
+            SELECT * INTO old FROM attempts WHERE account = p_account AND factor = p_factor FOR UPDATE;
+            success := p_last_success IS NOT NULL AND p_last_success > coalesce(old.last_success, -1);
+            lowered := p_failures < coalesce(old.failures, 0);
+            IF NOT keyway_privileged() THEN
+                IF p_failures < 0 OR p_last_success IS DISTINCT FROM old.last_success AND NOT success THEN
+                    RAISE EXCEPTION 'a host may not move back when % of % last succeeded', p_factor, p_account
+                        USING ERRCODE = '42501';
+                END IF;
+                IF success AND p_last_success > now_ms + 300000 THEN
+                    RAISE EXCEPTION 'a host may not record a success of % of % in the future', p_factor, p_account
+                        USING ERRCODE = '42501';
+                END IF;
+                IF lowered AND NOT success
+                    AND NOT EXISTS (SELECT 1 FROM attempts WHERE account = p_account
+                        AND success_xact = pg_current_xact_id())
+                    AND NOT (p_failures = old.failures - 1
+                        AND EXISTS (SELECT 1 FROM attempts WHERE account = p_account AND recent_mismatches <> ''))
+                THEN
+                    RAISE EXCEPTION 'a host lowers the counter of % of % only with a success or the refund of a '
+                        'repeated wrong secret', p_factor, p_account USING ERRCODE = '42501';
+                END IF;
+            ELSIF p_failures = 0 AND p_last_failure IS NULL AND p_mismatches = '' AND p_last_success IS NULL THEN
+                DELETE FROM attempts WHERE account = p_account AND factor = p_factor;
+                RETURN;
+            END IF;
+            INSERT INTO attempts AS a (account, factor, failures, last_failure, recent_mismatches, last_success,
+                lowered_by, lowered_at, success_xact)
+            VALUES (p_account, p_factor, p_failures, p_last_failure, p_mismatches, p_last_success,
+                CASE WHEN lowered THEN session_user END, CASE WHEN lowered THEN now_ms END,
+                CASE WHEN success THEN pg_current_xact_id() END)
+            ON CONFLICT (account, factor) DO UPDATE SET failures = excluded.failures,
+                last_failure = excluded.last_failure, recent_mismatches = excluded.recent_mismatches,
+                last_success = excluded.last_success,
+                lowered_by = coalesce(excluded.lowered_by, a.lowered_by),
+                lowered_at = coalesce(excluded.lowered_at, a.lowered_at),
+                success_xact = coalesce(excluded.success_xact, a.success_xact);
+        END $$;
+
+        -- A one-time code (RFC 6238) checked here, with the secret that never leaves the database, by the
+        -- database's clock: the step that matched within p_window either side, and the code's fingerprint as a
+        -- wrong one. At most 16 checks per account and factor in one step, from all hosts together, so a host
+        -- cannot use this to search for a code.
+        CREATE FUNCTION keyway_check_code(p_account text, p_factor text, p_code text, p_window integer)
+            RETURNS TABLE (step bigint, fingerprint bytea)
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+        DECLARE
+            record bytea;
+            header integer;
+            digits integer;
+            key bytea;
+            now_step bigint;
+            candidate bigint;
+            mac bytea;
+            place integer;
+            binary_code bigint;
+            matched bigint;
+            checked integer;
+        BEGIN
+            SELECT e.payload, s.header INTO record, header
+            FROM enrollments e JOIN sealed s ON s.factor = e.factor
+            WHERE e.account = p_account AND e.factor = p_factor;
+            IF NOT FOUND THEN RETURN; END IF;
+            IF length(record) <= header OR get_byte(record, 0) <> 1 OR get_byte(record, 2) = 0 THEN
+                RAISE EXCEPTION 'the stored % of % is not a version-1 record', p_factor, p_account;
+            END IF;
+            IF p_window < 0 OR p_window > 10 THEN
+                RAISE EXCEPTION 'a window of % steps is refused (0 to 10)', p_window;
+            END IF;
+            digits := get_byte(record, 1);
+            key := substring(record FROM header + 1);
+            now_step := floor(extract(epoch FROM clock_timestamp()) / get_byte(record, 2))::bigint;
+            INSERT INTO code_checks AS c VALUES (p_account, p_factor, now_step, 1)
+            ON CONFLICT (account, factor) DO UPDATE
+                SET checks = CASE WHEN c.step = excluded.step THEN c.checks + 1 ELSE 1 END, step = excluded.step
+            RETURNING c.checks INTO checked;
+            IF checked > 16 THEN
+                RAISE EXCEPTION 'more than 16 codes of % of % checked in one step', p_factor, p_account
+                    USING ERRCODE = '42501';
+            END IF;
+            FOR candidate IN now_step - p_window .. now_step + p_window LOOP
+                mac := hmac(int8send(candidate::bigint), key, 'sha1');
+                place := get_byte(mac, 19) & 15;
+                -- (PostgreSQL gives & << | one precedence, left to right: each term is bracketed.)
+                binary_code := ((get_byte(mac, place) & 127)::bigint << 24) | (get_byte(mac, place + 1)::bigint << 16)
+                    | (get_byte(mac, place + 2)::bigint << 8) | get_byte(mac, place + 3)::bigint;
+                IF matched IS NULL
+                    AND lpad((binary_code % (10 ^ digits)::bigint)::text, digits, '0') = p_code
+                THEN
+                    matched := candidate;
+                END IF;
+            END LOOP;
+            RETURN QUERY SELECT matched, substring(hmac(convert_to('mismatch', 'UTF8') || int8send(now_step)
+                || convert_to(p_code, 'UTF8'), key, 'sha1') FROM 1 FOR 16);
+        END $$;
+
+        -- Whether p_new is p_old with one use taken out, as a host may swap it: a recovery set with one hash gone
+        -- (Plugins/Recovery: a version byte, the count made, the hashes one per line); a pass with one use fewer
+        -- (Sources/KeywayCore/TemporaryPass.swift: six lines, the fourth the uses left); security keys whose
+        -- signature counters and clone marks only went up (Plugins/FIDO2: a version byte, a count, then per key
+        -- a name, an id, an algorithm, a public key, each field a 4-byte length and its bytes, then a 4-byte
+        -- counter and a flag byte). Anything else (another factor, a new set, a new key) is not a use.
+        CREATE FUNCTION keyway_is_use(p_factor text, p_old bytea, p_new bytea) RETURNS boolean
+            LANGUAGE plpgsql IMMUTABLE SET search_path = @schema, pg_temp AS $$
+        DECLARE
+            old_list text[];
+            new_list text[];
+            place_at integer := 2;
+            length_of integer;
+            counter_at integer;
+            masked_old bytea := p_old;
+            masked_new bytea := p_new;
+        BEGIN
+            IF p_factor = 'recovery' THEN
+                IF substr(p_old, 1, 2) <> substr(p_new, 1, 2) OR get_byte(p_old, 0) <> 1 THEN RETURN false; END IF;
+                old_list := string_to_array(convert_from(substr(p_old, 3), 'UTF8'), E'\\n');
+                new_list := string_to_array(convert_from(substr(p_new, 3), 'UTF8'), E'\\n');
+                RETURN cardinality(new_list) = cardinality(old_list) - 1 AND new_list <@ old_list;
+            ELSIF p_factor = 'pass' THEN
+                old_list := string_to_array(convert_from(p_old, 'UTF8'), E'\\n');
+                new_list := string_to_array(convert_from(p_new, 'UTF8'), E'\\n');
+                RETURN cardinality(old_list) = 6 AND cardinality(new_list) = 6 AND old_list[1] = '1'
+                    AND old_list[1:3] = new_list[1:3] AND old_list[5:6] = new_list[5:6]
+                    AND new_list[4] ~ '^[0-9]{1,9}$' AND old_list[4] ~ '^[0-9]{1,9}$'
+                    AND new_list[4]::integer = old_list[4]::integer - 1 AND new_list[4]::integer >= 0;
+            ELSIF p_factor = 'fido2' THEN
+                IF length(p_old) <> length(p_new) OR substr(p_old, 1, 2) <> substr(p_new, 1, 2)
+                    OR get_byte(p_old, 0) <> 1
+                THEN
+                    RETURN false;
+                END IF;
+                FOR key IN 1 .. get_byte(p_old, 1) LOOP
+                    FOR field IN 1 .. 4 LOOP
+                        IF field = 3 THEN  -- the algorithm: four bytes
+                            place_at := place_at + 4;
+                            CONTINUE;
+                        END IF;
+                        length_of := (get_byte(p_old, place_at)::bigint << 24) | (get_byte(p_old, place_at + 1) << 16)
+                            | (get_byte(p_old, place_at + 2) << 8) | get_byte(p_old, place_at + 3);
+                        place_at := place_at + 4 + length_of;
+                    END LOOP;
+                    counter_at := place_at;
+                    IF substr(p_new, counter_at + 1, 4) < substr(p_old, counter_at + 1, 4)
+                        OR get_byte(p_new, counter_at + 4) NOT IN (0, 1)
+                        OR get_byte(p_new, counter_at + 4) < get_byte(p_old, counter_at + 4)
+                    THEN
+                        RETURN false;
+                    END IF;
+                    masked_old := overlay(masked_old PLACING '\\x0000000000'::bytea FROM counter_at + 1 FOR 5);
+                    masked_new := overlay(masked_new PLACING '\\x0000000000'::bytea FROM counter_at + 1 FOR 5);
+                    place_at := counter_at + 5;
+                END LOOP;
+                RETURN place_at = length(p_old) AND masked_old = masked_new;
+            END IF;
+            RETURN false;
+        END $$;
+
+        -- A single-use secret spent (a recovery code, a pass, a security key's counter): the record swapped only
+        -- if it is still p_old, with its audit row. A host may swap a record only for the same one with a use
+        -- taken out (keyway_is_use), keeping when and by whom it was made, recorded as a use or a mark.
+        CREATE FUNCTION keyway_replace(p_account text, p_factor text, p_old bytea, p_new bytea, p_changed_at bigint,
+            p_changed_by text, p_at bigint, p_host text, p_actor text, p_action text, p_detail text)
+            RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+        DECLARE
+            old enrollments%ROWTYPE;
+        BEGIN
+            SELECT * INTO old FROM enrollments WHERE account = p_account AND factor = p_factor FOR UPDATE;
+            IF NOT FOUND OR old.payload <> p_old THEN RETURN false; END IF;
+            IF NOT keyway_privileged() AND (NOT keyway_is_use(p_factor, old.payload, p_new)
+                OR p_action NOT IN ('use', 'mark') OR p_changed_at <> old.changed_at
+                OR p_changed_by <> old.changed_by)
+            THEN
+                RAISE EXCEPTION 'a host may not change the % of %: only an administrator''s role changes '
+                    'enrollments', p_factor, p_account USING ERRCODE = '42501';
+            END IF;
+            UPDATE enrollments SET payload = p_new, changed_at = p_changed_at, changed_by = p_changed_by
+            WHERE account = p_account AND factor = p_factor;
+            INSERT INTO audit (at, host, actor, account, action, factor, detail)
+            VALUES (p_at, p_host, p_actor, p_account, p_action, p_factor, p_detail);
+            RETURN true;
+        END $$;
+
+        -- Counters of names without an enrollment, beyond the latest p_limit, none that decides anything
+        -- (Store.pruneCounters): what a host may clear.
+        CREATE FUNCTION keyway_prune_counters(p_deciding integer, p_limit integer) RETURNS bigint
+            LANGUAGE sql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+            WITH doomed AS (SELECT account FROM attempts a WHERE NOT EXISTS
+                (SELECT 1 FROM enrollments e WHERE e.account = a.account) GROUP BY account
+                HAVING max(failures) < p_deciding ORDER BY max(coalesce(last_failure, 0)) DESC, account
+                OFFSET greatest(p_limit, 0)),
+            gone AS (DELETE FROM attempts WHERE account IN (SELECT account FROM doomed) RETURNING account)
+            SELECT count(DISTINCT account) FROM gone $$;
+
+        REVOKE ALL ON FUNCTION keyway_privileged(), keyway_enrollment_rows(text, text), keyway_enrollments_of(text),
+            keyway_attempt_rows(text), keyway_preference_rows(text),
+            keyway_put_attempts(text, text, integer, bigint, bytea, bigint),
+            keyway_check_code(text, text, text, integer),
+            keyway_is_use(text, bytea, bytea),
+            keyway_replace(text, text, bytea, bytea, bigint, text, bigint, text, text, text, text),
+            keyway_prune_counters(integer, integer) FROM PUBLIC;
+        """,
     ]
 
     /// The newest schema this build knows.
     static var currentVersion: Int { migrations.count }
 
-    /// What keywayd's role is granted: rows, never the schema (no DDL after migration).
-    static func grants(to role: String) -> String {
-        """
-        GRANT SELECT ON keyway_schema TO \(role);
-        GRANT SELECT, INSERT, UPDATE, DELETE ON enrollments, attempts, audit, preferences TO \(role);
-        GRANT USAGE ON SEQUENCE audit_id_seq TO \(role);
-        """
+    /// What a host's role is granted (`Grant.host`): the schema's version and the functions of migration 2, no
+    /// table; revoked first, so a role granted more by an older Keyway is brought down to this. A role granted
+    /// self-service (`Grant.writer`) also gets the tables' rows, as every role did before migration 2.
+    static func grants(to role: String, _ grant: Grant) -> String {
+        let functions = """
+            keyway_privileged(), keyway_enrollment_rows(text, text), keyway_enrollments_of(text),
+            keyway_attempt_rows(text), keyway_preference_rows(text),
+            keyway_put_attempts(text, text, integer, bigint, bytea, bigint), keyway_check_code(text, text, text, integer),
+            keyway_replace(text, text, bytea, bytea, bigint, text, bigint, text, text, text, text),
+            keyway_prune_counters(integer, integer)
+            """
+        let tables = "enrollments, attempts, audit, preferences, sealed, code_checks"
+        var sql = """
+            REVOKE ALL ON \(tables) FROM \(role);
+            REVOKE ALL ON SEQUENCE audit_id_seq FROM \(role);
+            GRANT SELECT ON keyway_schema TO \(role);
+            GRANT EXECUTE ON FUNCTION \(functions) TO \(role);
+            """
+        switch grant {
+        case .host: break
+        case .writer:
+            sql += """
+
+                GRANT SELECT, INSERT, UPDATE, DELETE ON enrollments, attempts, audit, preferences TO \(role);
+                GRANT USAGE ON SEQUENCE audit_id_seq TO \(role);
+                """
+        }
+        return sql
+    }
+
+    /// What a role may do in the fleet's database.
+    enum Grant {
+        /// A host: read what a verification needs, count and settle attempts, spend single-use secrets.
+        case host
+        /// A host with self-service, or an administrator: every row as well.
+        case writer
     }
 
     /// The advisory lock that serializes migrations: the two-key form, a key space apart from the accounts' locks.

@@ -67,6 +67,9 @@ public final class PostgresStore: LoadableStore {
     /// The database this host has used (its system identifier) and the newest timeline of it seen: a server of the
     /// same database on an older timeline is a former primary, never used again (`check`).
     private let history = Mutex<(system: String, timeline: Int64)?>(nil)
+    /// Whether this host's role may change the tables (the owner, an administrator, a host with self-service), as
+    /// the last new connection found: a host without may not prune the audit trail (`pruneAudit`).
+    private let privileged = Atomic<Bool>(false)
     /// Whether the last call found the database away, and who is told when that changes.
     private let away = Mutex<(isAway: Bool, tell: (@Sendable (String) -> Void)?)>((false, nil))
 
@@ -180,7 +183,11 @@ public final class PostgresStore: LoadableStore {
         AuthenticationError(
             error.databaseAway ? .serviceUnavailable : .storeFailure,
             "Keyway store \(options.uri): \(what): "
-                + (error.databaseAway ? "the database is unavailable: " : "") + error.description)
+                + (error.databaseAway ? "the database is unavailable: " : "") + error.description
+                + (error.state == "42501"
+                    ? "; this host's role may not do that: in a fleet, enrollments, resets, switches and the audit "
+                        + "trail are changed with an administrator's role (keyway --store URI; keywayd(8), FLEETS)"
+                    : ""))
     }
 
     /// A new connection to a server this host may use (`check`). When the server libpq chose is refused as a former
@@ -227,7 +234,7 @@ public final class PostgresStore: LoadableStore {
                 "SELECT version, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, "
                     + "(SELECT system_identifier FROM pg_control_system())::text, CASE WHEN pg_is_in_recovery() "
                     + "THEN NULL ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint "
-                    + "END FROM keyway_schema", deadline: deadline)
+                    + "END, has_table_privilege('enrollments', 'UPDATE') FROM keyway_schema", deadline: deadline)
         } catch  where error.state == "42P01" {
             throw PostgresError(
                 state: error.state,
@@ -235,6 +242,7 @@ public final class PostgresStore: LoadableStore {
                     + "(keyway(8), STORE)")
         }
         clock.measured(rows.first?[1].flatMap { Int64($0) }, sent: sent)
+        privileged.store(rows.first?[4] == "t", ordering: .relaxed)
         let version = rows.first?[0].flatMap { Int($0) } ?? 0
         guard version == PostgresSchema.currentVersion else {
             throw PostgresError(
@@ -378,6 +386,19 @@ public final class PostgresStore: LoadableStore {
         ]
     }
 
+    /// `statement` in a transaction of its own with the server's limits (`begin`), sent as one pipeline: one round
+    /// trip. Its rows.
+    private func inOneTrip(_ db: PostgresConnection, _ deadline: Int64, _ statement: PostgresConnection.Statement)
+        throws(PostgresError) -> [[String?]]
+    {
+        try rollingBack(db, deadline) { () throws(PostgresError) in
+            let answers = try db.pipeline(
+                Self.begin(until: deadline) + [statement, PostgresConnection.Statement(sql: "COMMIT")],
+                deadline: deadline)
+            return answers[answers.count - 2]
+        }
+    }
+
     /// Takes the account's lock until the transaction ends and reads the database's clock.
     private func lockAccount(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError) {
         let sent = PostgresConnection.monotonicMilliseconds()
@@ -394,7 +415,9 @@ public final class PostgresStore: LoadableStore {
 
     // MARK: Enrollments
 
-    private static let enrollmentColumns = "SELECT account, factor, payload, changed_at, changed_by FROM enrollments"
+    /// Enrollments are read through the schema's functions, which give a host's role a sealed factor's header only
+    /// (a TOTP's digits and period, never its secret: `checkOneTimeCode`).
+    private static let enrollmentColumns = "SELECT account, factor, payload, changed_at, changed_by FROM "
 
     private static func enrollment(from row: [String?]) -> Enrollment? {
         guard row.count == 5, let user = row[0], let factor = row[1],
@@ -409,7 +432,7 @@ public final class PostgresStore: LoadableStore {
     public func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment? {
         try run("cannot read an enrollment") { db, deadline throws(PostgresError) in
             try db.query(
-                Self.enrollmentColumns + " WHERE account = $1 AND factor = $2", [user, factor.rawValue],
+                Self.enrollmentColumns + "keyway_enrollment_rows($1, $2)", [user, factor.rawValue],
                 deadline: deadline
             ).first.flatMap(Self.enrollment(from:))
         }
@@ -423,13 +446,13 @@ public final class PostgresStore: LoadableStore {
 
     private static func readEnrollments(_ user: String) -> PostgresConnection.Statement {
         PostgresConnection.Statement(
-            sql: Self.enrollmentColumns + " WHERE account = $1 ORDER BY factor", parameters: [user])
+            sql: Self.enrollmentColumns + "keyway_enrollment_rows($1, NULL)", parameters: [user])
     }
 
     public func enrollments(of factor: FactorKind) throws(AuthenticationError) -> [Enrollment] {
         try run("cannot read enrollments") { db, deadline throws(PostgresError) in
             try db.query(
-                Self.enrollmentColumns + " WHERE factor = $1 ORDER BY account", [factor.rawValue], deadline: deadline
+                Self.enrollmentColumns + "keyway_enrollments_of($1)", [factor.rawValue], deadline: deadline
             ).compactMap(Self.enrollment(from:))
         }
     }
@@ -469,22 +492,35 @@ public final class PostgresStore: LoadableStore {
     {
         guard new.user == current.user, new.factor == current.factor else { return false }
         return try run("cannot save the enrollment") { db, deadline throws(PostgresError) in
-            try transaction(db, deadline) { () throws(PostgresError) in
-                let stored = try db.query(
-                    "SELECT payload FROM enrollments WHERE account = $1 AND factor = $2 FOR UPDATE",
-                    [current.user, current.factor.rawValue], deadline: deadline
-                ).first?[0].flatMap(PostgresConnection.bytes(fromBytea:))
-                guard stored == current.payload else { return false }
-                try db.query(
-                    "UPDATE enrollments SET payload = $1, changed_at = $2, changed_by = $3 "
-                        + "WHERE account = $4 AND factor = $5",
-                    [
+            // keyway_replace: a host's role may swap a record only for itself with one use taken out.
+            try inOneTrip(
+                db, deadline,
+                PostgresConnection.Statement(
+                    sql: "SELECT keyway_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                    parameters: [
+                        current.user, current.factor.rawValue, PostgresConnection.bytea(current.payload),
                         PostgresConnection.bytea(new.payload), String(new.changedAt.milliseconds), new.changedBy,
-                        new.user, new.factor.rawValue,
-                    ], deadline: deadline)
-                try audit(db, entry, deadline)
-                return true
-            }
+                        String(entry.at.milliseconds), entry.host ?? options.host, entry.actor,
+                        entry.action.rawValue, entry.detail,
+                    ])
+            ).first?[0] == "t"
+        }
+    }
+
+    /// Checked by the database (keyway_check_code), by its clock rather than `now`: the secret never reaches a host.
+    public func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
+        throws(AuthenticationError) -> OneTimeCodeCheck?
+    {
+        try run("cannot check the code") { db, deadline throws(PostgresError) in
+            let rows = try inOneTrip(
+                db, deadline,
+                PostgresConnection.Statement(
+                    sql: "SELECT step, fingerprint FROM keyway_check_code($1, $2, $3, $4)",
+                    parameters: [user, factor.rawValue, String(decoding: code, as: UTF8.self), String(window)]))
+            guard let row = rows.first else { return nil }
+            return OneTimeCodeCheck(
+                step: row[0].flatMap { Int64($0) },
+                fingerprint: row[1].flatMap(PostgresConnection.bytes(fromBytea:)) ?? [])
         }
     }
 
@@ -517,8 +553,7 @@ public final class PostgresStore: LoadableStore {
     /// The statement that reads an account's attempt counters, one row per factor.
     private static func readBook(_ user: String) -> PostgresConnection.Statement {
         PostgresConnection.Statement(
-            sql: "SELECT factor, failures, last_failure, recent_mismatches, last_success FROM attempts "
-                + "WHERE account = $1",
+            sql: "SELECT factor, failures, last_failure, recent_mismatches, last_success FROM keyway_attempt_rows($1)",
             parameters: [user])
     }
 
@@ -617,26 +652,24 @@ public final class PostgresStore: LoadableStore {
         let before = Self.book(from: read[read.count - 1])
         var after = before
         body(&after)
-        return Set(before.states.keys).union(after.states.keys).sorted { $0.rawValue < $1.rawValue }
-            .filter { before[$0] != after[$0] }
-            .map { factor in
-                after[factor] == AttemptState()
-                    ? PostgresConnection.Statement(
-                        sql: "DELETE FROM attempts WHERE account = $1 AND factor = $2",
-                        parameters: [user, factor.rawValue])
-                    : Self.write(after[factor], of: factor, for: user)
-            } + [PostgresConnection.Statement(sql: "COMMIT")]
+        // A success's row first: the schema lets a host's role lower the account's other counters only after it
+        // (keyway_put_attempts).
+        let changed = Set(before.states.keys).union(after.states.keys).filter { before[$0] != after[$0] }
+        func succeeded(_ factor: FactorKind) -> Bool {
+            guard let last = after[factor].lastSuccess else { return false }
+            return before[factor].lastSuccess.map { last > $0 } ?? true
+        }
+        return changed.sorted { succeeded($0) != succeeded($1) ? succeeded($0) : $0.rawValue < $1.rawValue }
+            .map { Self.write(after[$0], of: $0, for: user) } + [PostgresConnection.Statement(sql: "COMMIT")]
     }
 
-    /// The statement that stores one factor's counters for `user`, replacing what was there.
+    /// The statement that stores one factor's counters for `user`, replacing what was there (none left: the row
+    /// goes), by the schema's rules for a host (keyway_put_attempts).
     private static func write(_ state: AttemptState, of factor: FactorKind, for user: String)
         -> PostgresConnection.Statement
     {
         PostgresConnection.Statement(
-            sql: "INSERT INTO attempts (account, factor, failures, last_failure, recent_mismatches, last_success) "
-                + "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account, factor) DO UPDATE SET "
-                + "failures = excluded.failures, last_failure = excluded.last_failure, "
-                + "recent_mismatches = excluded.recent_mismatches, last_success = excluded.last_success",
+            sql: "SELECT keyway_put_attempts($1, $2, $3, $4, $5, $6)",
             parameters: [
                 user, factor.rawValue, String(state.consecutiveFailures),
                 state.lastFailure.map { String($0.milliseconds) },
@@ -674,12 +707,8 @@ public final class PostgresStore: LoadableStore {
         try run("cannot prune attempt counters") { db, deadline throws(PostgresError) in
             try transaction(db, deadline) { () throws(PostgresError) in
                 let rows = try db.query(
-                    "WITH doomed AS (SELECT account FROM attempts a WHERE NOT EXISTS "
-                        + "(SELECT 1 FROM enrollments e WHERE e.account = a.account) GROUP BY account "
-                        + "HAVING max(failures) < $1 ORDER BY max(coalesce(last_failure, 0)) DESC, account OFFSET $2), "
-                        + "gone AS (DELETE FROM attempts WHERE account IN (SELECT account FROM doomed) "
-                        + "RETURNING account) SELECT count(DISTINCT account) FROM gone",
-                    [String(AttemptState.deciding), String(max(limit, 0))], deadline: deadline)
+                    "SELECT keyway_prune_counters($1, $2)", [String(AttemptState.deciding), String(max(limit, 0))],
+                    deadline: deadline)
                 return rows.first?[0].flatMap { Int($0) } ?? 0
             }
         }
@@ -687,8 +716,11 @@ public final class PostgresStore: LoadableStore {
 
     @discardableResult
     public func pruneAudit(keeping limit: Int, routinePerHost: Int) throws(AuthenticationError) -> Int {
+        // A host's role deletes no audit row: in a fleet the trail is kept in bounds by an administrator's role
+        // (keywayd(8), FLEETS).
         try run("cannot prune the audit trail") { db, deadline throws(PostgresError) in
-            try transaction(db, deadline) { () throws(PostgresError) in
+            guard privileged.load(ordering: .relaxed) else { return 0 }  // as the connection's check found
+            return try transaction(db, deadline) { () throws(PostgresError) in
                 // Store.pruneAudit: an account's routine rows beyond its latest few, then routine rows first.
                 let routine = AuditEntry.Action.set.rawValue
                 let perAccount = try db.query(
@@ -748,7 +780,7 @@ public final class PostgresStore: LoadableStore {
     }
 
     private static func readPreferences(_ user: String) -> PostgresConnection.Statement {
-        PostgresConnection.Statement(sql: "SELECT key, value FROM preferences WHERE account = $1", parameters: [user])
+        PostgresConnection.Statement(sql: "SELECT key, value FROM keyway_preference_rows($1)", parameters: [user])
     }
 
     private static func preferences(from rows: [[String?]]) -> [String: String] {
@@ -801,10 +833,11 @@ public final class PostgresStore: LoadableStore {
 
     // MARK: Migration and copying
 
-    /// Creates or upgrades the schema (as the database's owner), then grants `roles` the rows and nothing else.
-    /// Refuses a schema newer than this build's. Returns the version found before.
-    public func migrate(granting roles: [String]) throws(AuthenticationError) -> Int {
-        for role in roles {
+    /// Creates or upgrades the schema (as the database's owner), then grants each host's role in `roles` what a host
+    /// needs and no table, and each of `writers` the tables' rows as well (self-service on that host, or an
+    /// administrator's role). Refuses a schema newer than this build's. Returns the version found before.
+    public func migrate(granting roles: [String], writers: [String] = []) throws(AuthenticationError) -> Int {
+        for role in roles + writers {
             guard let first = role.utf8.first, first >= UInt8(ascii: "a") && first <= UInt8(ascii: "z") || first == 95,
                 role.utf8.allSatisfy({ ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 95 }),
                 role.utf8.count <= 63
@@ -836,12 +869,20 @@ public final class PostgresStore: LoadableStore {
                         "it was written by a newer Keyway (schema version \(found); this version knows up to "
                             + "\(PostgresSchema.currentVersion)); upgrade Keyway. Nothing was changed.")
                 }
+                // Functions name the schema they run in (their search_path): the one the tables are made in.
+                let schema =
+                    try db.query("SELECT quote_ident(current_schema())", deadline: deadline).first?[0] ?? nil
                 for index in found..<PostgresSchema.currentVersion {
-                    try db.query(PostgresSchema.migrations[index], deadline: deadline)
+                    try db.query(
+                        PostgresSchema.migrations[index].replacing("@schema", with: schema ?? "public"),
+                        deadline: deadline)
                 }
                 try db.query(
                     "UPDATE keyway_schema SET version = \(PostgresSchema.currentVersion)", deadline: deadline)
-                for role in roles { try db.query(PostgresSchema.grants(to: "\"\(role)\""), deadline: deadline) }
+                for role in roles { try db.query(PostgresSchema.grants(to: "\"\(role)\"", .host), deadline: deadline) }
+                for role in writers {
+                    try db.query(PostgresSchema.grants(to: "\"\(role)\"", .writer), deadline: deadline)
+                }
                 return found
             }
         } catch {

@@ -186,6 +186,12 @@ public final class SQLiteStore: LoadableStore {
             changedAt: Timestamp(milliseconds: changedAt), changedBy: changedBy)
     }
 
+    public func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
+        throws(AuthenticationError) -> OneTimeCodeCheck?
+    {
+        try enrollment(user: user, factor: factor)?.checkOneTimeCode(code, window: window, at: now)
+    }
+
     public func save(_ enrollment: Enrollment) throws(AuthenticationError) {
         try run("cannot save the enrollment") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in

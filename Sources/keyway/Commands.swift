@@ -226,14 +226,21 @@ extension Subcommand {
             options: [
                 .init(
                     name: "--grant", placeholder: "ROLE",
-                    help: "let keywayd's role use the rows (and nothing else: no schema changes); a "
-                        + "comma-separated list grants each host's role")
+                    help: "let a host's keywayd role do what a host needs, through the schema's functions, and "
+                        + "read or change no table; a comma-separated list grants each host's role"),
+                .init(
+                    name: "--grant-writer", placeholder: "ROLE",
+                    help: "as --grant, and the tables' rows too: self-service changes on that host, or an "
+                        + "administrator's role; a comma-separated list"),
             ],
             details: """
                 URI is a libpq URI naming the database as a role that may change its schema (its owner), e.g. \
                 postgresql://keyway_owner@db.example/keyway. Applies the missing versions in one transaction; \
                 refuses a schema newer than this Keyway's, changing nothing. keywayd refuses to use a database \
-                whose schema is not its own version, and its role should have only what --grant gives.
+                whose schema is not its own version. A role granted with --grant reads enrollments (a TOTP's \
+                secret withheld: the database checks the codes), counts and settles attempts, and spends \
+                single-use secrets; it cannot enroll, reset, or change the audit trail. Granting again brings a \
+                role to exactly what the option gives.
                 """,
             run: { $0.storeMigrate() }),
         Subcommand(

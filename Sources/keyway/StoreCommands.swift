@@ -33,13 +33,15 @@ extension Command {
             if let passfile = parsed.value("--passfile") { options.passfile = passfile }
             let store = try PostgresStore(options)
             let roles = (parsed.value("--grant") ?? "").split(separator: ",").map(String.init)
-            let found = try store.migrate(granting: roles)
+            let writers = (parsed.value("--grant-writer") ?? "").split(separator: ",").map(String.init)
+            let found = try store.migrate(granting: roles, writers: writers)
             let current = PostgresStore.schemaVersion
             print(
                 found == current
                     ? "schema version \(current): already current"
                     : "schema version \(found) → \(current)")
-            for role in roles { print("granted \(role) the rows of enrollments, attempts, audit and preferences") }
+            for role in roles { print("granted \(role) a host's functions, and no table") }
+            for role in writers { print("granted \(role) a host's functions and every table's rows (a writer)") }
         }
     }
 

@@ -34,6 +34,9 @@ private final class DiskOrderStore: Store {
         try base.updateAttempts(user: user, durable: durable, body)
     }
 
+    func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
+        throws(AuthenticationError) -> OneTimeCodeCheck?
+    { try base.checkOneTimeCode(user: user, factor: factor, code: code, window: window, at: now) }
     func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment? {
         try base.enrollment(user: user, factor: factor)
     }

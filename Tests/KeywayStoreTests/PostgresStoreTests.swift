@@ -6,7 +6,9 @@ import Testing
 
 @testable import KeywayStore
 
-/// A cluster of the test's own with Keyway's schema, and a store on it as keywayd's role (keyway_host) sees it.
+/// A cluster of the test's own with Keyway's schema, and a store on it as keywayd's role (keyway_host) sees it,
+/// granted the rows too (self-service), so the store's whole contract can be run on it; a host's least privilege is
+/// PostgresLeastPrivilegeTests'.
 struct Fleet {
     let cluster: PostgresCluster
     let store: PostgresStore
@@ -15,12 +17,17 @@ struct Fleet {
         cluster = try PostgresCluster(port: port)
         do {
             let owner = try PostgresStore(.init(uri: cluster.ownerURI, passfile: cluster.passfile))
-            #expect(try owner.migrate(granting: ["keyway_host"]) == 0)
+            #expect(try owner.migrate(granting: [], writers: ["keyway_host"]) == 0)
             store = try Self.open(cluster.uri, cluster, host: host)
         } catch {
             cluster.stop()
             throw error
         }
+    }
+
+    init(cluster: PostgresCluster, store: PostgresStore) {
+        self.cluster = cluster
+        self.store = store
     }
 
     static func open(_ uri: String, _ cluster: PostgresCluster, host: String) throws(AuthenticationError)
@@ -181,7 +188,7 @@ struct PostgresStoreTests {
         let fleet = try Fleet()
         defer { fleet.cluster.stop() }
         let owner = try PostgresStore(.init(uri: fleet.cluster.ownerURI, passfile: fleet.cluster.passfile))
-        #expect(try owner.migrate(granting: ["keyway_host"]) == PostgresSchema.currentVersion)
+        #expect(try owner.migrate(granting: [], writers: ["keyway_host"]) == PostgresSchema.currentVersion)
         try fleet.cluster.sql("UPDATE keyway_schema SET version = 99")
         let newer = try Fleet.open(fleet.cluster.uri, fleet.cluster, host: "host-b")
         #expect(throws: AuthenticationError.self) { try newer.users() }
@@ -228,12 +235,12 @@ struct PostgresStoreTests {
         _ = try PostgresStore(.init(uri: fleet.cluster.ownerURI, passfile: fleet.cluster.passfile))
             .migrate(granting: ["host_b"])
         let b = try Fleet.open(bURI, fleet.cluster, host: "host-b")
-        #expect(try b.users() == [])
+        #expect(try b.attempts(user: "alice") == AttemptBook())
         try fleet.cluster.sql(
             "ALTER ROLE host_b NOLOGIN; SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'host_b'"
         )
         do {
-            _ = try b.users()
+            _ = try b.attempts(user: "alice")
             Issue.record("a cut-off host was served")
         } catch {
             #expect(error.code == .serviceUnavailable, "\(error.reason)")

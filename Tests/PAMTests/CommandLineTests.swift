@@ -94,7 +94,10 @@ struct CommandLineTests {
         (["completion", "zsh"], "Error: Unknown shell 'zsh'; use bash."),
         (["help", "enrol"], "Error: Unknown command 'enrol'. Did you mean 'enroll'?"),
         (["--socket", "/x", "--store", "/y", "status"], "Error: Give --socket or --store, not both."),
-        (["store", "migrate"], "Error: Missing the uri: keyway store migrate URI [--grant ROLE]."),
+        (
+            ["store", "migrate"],
+            "Error: Missing the uri: keyway store migrate URI [--grant ROLE] [--grant-writer ROLE]."
+        ),
         (
             ["store", "migrate", "/var/lib/keyway/keyway.db"],
             "Error: '/var/lib/keyway/keyway.db' is not a postgresql:// URI"

@@ -1,4 +1,5 @@
 import Foundation
+import KeywayCore
 import KeywayTestSupport
 import Synchronization
 import Testing
@@ -15,7 +16,13 @@ final class FleetHosts: @unchecked Sendable {
     /// Cheap hashes, so a test's many verifications stay fast; the limits are the defaults.
     static let cheap = "[gesture]\nhash-passes = 1\nhash-memory = 8\n[passcode]\nhash-passes = 1\nhash-memory = 8\n"
 
-    init(count: Int = 3, shared: Bool = true, config: String = FleetHosts.cheap, standby: Replication? = nil) throws {
+    /// With `writers`, the hosts' role may change every row (`--grant-writer`: self-service, `keyway reset` on a
+    /// host), which most of these tests use to enroll through keywayd; without, it has a host's least privilege and
+    /// the administrator enrolls with the owner's role (`admin`).
+    init(
+        count: Int = 3, shared: Bool = true, config: String = FleetHosts.cheap, standby: Replication? = nil,
+        writers: Bool = true
+    ) throws {
         cluster = shared ? try PostgresCluster() : nil
         if let cluster, let standby {
             self.standby = try PostgresCluster(standbyOf: cluster, synchronous: standby == .synchronous)
@@ -28,12 +35,11 @@ final class FleetHosts: @unchecked Sendable {
             _ = try cluster.role("keyway_host_z")
             let migrate = try run(
                 cliPath,
-                [
-                    "store", "migrate", cluster.ownerURI, "--grant", "keyway_host,keyway_host_z", "--passfile",
-                    cluster.passfile,
-                ])
+                ["store", "migrate", cluster.ownerURI, "--passfile", cluster.passfile]
+                    + (writers
+                        ? ["--grant-writer", "keyway_host,keyway_host_z"] : ["--grant", "keyway_host,keyway_host_z"]))
             #expect(migrate.status == 0, "\(migrate.text)")
-            #expect(migrate.text.contains("granted keyway_host_z the rows"), "\(migrate.text)")
+            #expect(migrate.text.contains("granted keyway_host_z a host's functions"), "\(migrate.text)")
         }
         for index in hosts.indices { start(index, config: config) }
     }
@@ -81,6 +87,12 @@ final class FleetHosts: @unchecked Sendable {
     /// `keyway --socket HOST ARGS`.
     func keyway(_ index: Int, _ arguments: [String], input: String? = nil) throws -> Run {
         try run(cliPath, ["--socket", hosts[index].socket] + arguments, input: input)
+    }
+
+    /// `keyway --store OWNER ARGS`: the administrator, with the database owner's role (a fleet of shared stores).
+    func admin(_ arguments: [String], input: String? = nil) throws -> Run {
+        let store = cluster.map { ["--store", $0.ownerURI, "--passfile", $0.passfile] } ?? []
+        return try run(cliPath, store + arguments, input: input)
     }
 
     func remove() {
@@ -158,6 +170,52 @@ struct FleetTests {
         let audit = try fleet.keyway(1, ["audit", "--user", "daemon"])
         #expect(audit.text.contains("on host-a enroll daemon gesture"), "\(audit.text)")
         #expect(audit.text.contains("on host-c reset daemon all"), "\(audit.text)")
+    }
+
+    @Test("a host's least privilege: keywayd authenticates everyone and enrolls nothing; the administrator enrolls")
+    func leastPrivilegeHosts() throws {
+        try requireIsolation()
+        let fleet = try FleetHosts(count: 2, writers: false)
+        defer { fleet.remove() }
+        guard let cluster = fleet.cluster else { return }
+        // Self-service on a host is refused, with the reason; the administrator's role enrolls.
+        let refused = try fleet.keyway(0, ["enroll", "gesture", "--user", "daemon", "--stdin"], input: "2-4-9-3\n")
+        #expect(refused.status != 0, "\(refused.text)")
+        #expect(refused.text.contains("administrator's role"), "\(refused.text)")
+        let enroll = try fleet.admin(["enroll", "gesture", "--user", "daemon", "--stdin"], input: "2-4-9-3\n")
+        #expect(enroll.status == 0, "\(enroll.text)")
+        #expect(try fleet.admin(["enroll", "passcode", "--user", "bin", "--stdin"], input: "739155\n").status == 0)
+        // A TOTP, as the administrator's enrollment stores it (the confirming code is a phone's).
+        let secret = (0..<20).map { UInt8($0 * 11 + 5) }
+        let hex = OneTimeCode(secret: secret).record.map { String(format: "%02x", $0) }.joined()
+        _ = try cluster.sql("INSERT INTO enrollments VALUES ('daemon', 'totp', '\\x\(hex)', 0, 'root')")
+        for host in fleet.hosts { host.service("totp", "policy=totp config=\(host.configPath)") }
+        // Wrong guesses counted on A, a success on B clears them; the TOTP checked by the database.
+        for wrong in ["1-6-7-2-9", "3-5-7-8"] {
+            #expect(try harness(fleet.hosts[0], "pattern", "daemon", answers(wrong)).result != "PAM_SUCCESS")
+        }
+        #expect(try cluster.sql("SELECT failures FROM attempts WHERE account = 'daemon' AND factor = 'gesture'") == "2")
+        #expect(try harness(fleet.hosts[1], "pattern", "daemon", answers("2-4-9-3")).result == "PAM_SUCCESS")
+        #expect(try cluster.sql("SELECT failures FROM attempts WHERE account = 'daemon' AND factor = 'gesture'") == "0")
+        #expect(try harness(fleet.hosts[0], "passcode", "bin", answers("739155")).result == "PAM_SUCCESS")
+        let generator = OneTimeCode(secret: secret)
+        let code = String(
+            decoding: generator.code(
+                step: generator.step(at: Timestamp(milliseconds: Int64(Date().timeIntervalSince1970 * 1000)))),
+            as: UTF8.self)
+        let totp = try harness(fleet.hosts[1], "totp", "daemon", answers(code))
+        #expect(totp.result == "PAM_SUCCESS", "\(totp.text)")
+        let replay = try harness(fleet.hosts[0], "totp", "daemon", answers(code))
+        #expect(replay.result != "PAM_SUCCESS", "a code used on B was accepted again on A: \(replay.text)")
+        // keyway status through a host's keywayd reads the account; a reset there is refused.
+        let status = try fleet.keyway(0, ["status", "--user", "daemon"])
+        #expect(status.status == 0 && status.text.contains("totp"), "\(status.text)")
+        let reset = try fleet.keyway(1, ["reset", "--user", "daemon"])
+        #expect(reset.status != 0 && reset.text.contains("administrator's role"), "\(reset.text)")
+        #expect(try fleet.admin(["reset", "--user", "daemon"]).status == 0)
+        #expect(
+            try cluster.sql("SELECT string_agg(DISTINCT role, ',') FROM audit") == "keyway_owner",
+            "only the administrator's role wrote the trail")
     }
 
     @Test("a keywayd SIGKILLed mid-hash: the reserved guess stays counted, once")
@@ -350,13 +408,14 @@ struct FleetTests {
         let store = fleet.hosts[0].store
         let before = try run(cliPath, ["--store", store, "status"])
         fleet.hosts[0].stopDaemon()
-        let copy = try run(cliPath, ["--passfile", cluster.passfile, "store", "copy", store, cluster.uri])
+        // The administrator copies, with the owner's role: a host's role writes no table.
+        let copy = try run(cliPath, ["--passfile", cluster.passfile, "store", "copy", store, cluster.ownerURI])
         #expect(copy.status == 0, "\(copy.text)")
         #expect(copy.text.contains("copied 2 enrollments of 2 users"), "\(copy.text)")
-        let after = try run(cliPath, ["--store", cluster.uri, "--passfile", cluster.passfile, "status"])
+        let after = try run(cliPath, ["--store", cluster.ownerURI, "--passfile", cluster.passfile, "status"])
         #expect(after.status == 0, "\(after.text)")
         #expect(after.output == before.output, "before:\n\(before.text)\nafter:\n\(after.text)")
-        let again = try run(cliPath, ["--passfile", cluster.passfile, "store", "copy", store, cluster.uri])
+        let again = try run(cliPath, ["--passfile", cluster.passfile, "store", "copy", store, cluster.ownerURI])
         #expect(again.status == 74, "\(again.text)")
         #expect(again.text.contains("not empty"), "\(again.text)")
     }

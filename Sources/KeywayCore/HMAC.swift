@@ -1,14 +1,13 @@
-import KeywayCore
-
 /// SHA-1 (FIPS 180-4) and HMAC-SHA-1 (RFC 2104), the hash RFC 6238 and every authenticator app use for TOTP.
 ///
-/// Written here because libsodium, the one crypto library keywayd links, has no SHA-1, and a TOTP needs nothing
-/// else from one. SHA-1's collision weakness does not touch HMAC-SHA-1 as a keyed function (RFC 6194 §3.3), which is
-/// why RFC 6238's default and Google Authenticator's only choice is still safe here. Checked against the RFC 2202
+/// Written here because libsodium, the one crypto library every Keyway program links, has no SHA-1, and a TOTP
+/// needs nothing else from one; in the core because every store computes it for the secrets it keeps
+/// (`Store.macs`). SHA-1's collision weakness does not touch HMAC-SHA-1 as a keyed function (RFC 6194 §3.3), which
+/// is why RFC 6238's default and Google Authenticator's only choice is still safe here. Checked against the RFC 2202
 /// and RFC 6238 test vectors and against oathtool (Tests/TOTPTests).
-enum HMAC {
+public enum HMAC {
     /// SHA-1 of `message`: 20 bytes.
-    static func sha1(_ message: [UInt8]) -> [UInt8] {
+    public static func sha1(_ message: [UInt8]) -> [UInt8] {
         var h: (UInt32, UInt32, UInt32, UInt32, UInt32) = (
             0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0
         )
@@ -70,7 +69,7 @@ enum HMAC {
     }
 
     /// HMAC-SHA-1 of `message` under `key`.
-    static func sha1(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
+    public static func sha1(key: [UInt8], _ message: [UInt8]) -> [UInt8] {
         var block = key.count > 64 ? sha1(key) : key
         block += [UInt8](repeating: 0, count: 64 - block.count)
         var inner = block.map { $0 ^ 0x36 } + message
