@@ -5,9 +5,12 @@ public import CKeywayLibc
 /// never part of one (docs/ARCHITECTURE.md §11 and §10).
 public enum KeptFiles {
     /// Writes `bytes` as `name` in the open directory `dir`, with `mode`; false when it could not (nothing is left
-    /// behind then, and the old file, if any, stays).
+    /// behind then, and the old file, if any, stays). With `durable`, the file and then the directory are synced
+    /// before it returns true, so a power cut keeps the new file.
     @discardableResult
-    public static func replace(_ name: String, in dir: Int32, with bytes: [UInt8], mode: mode_t) -> Bool {
+    public static func replace(_ name: String, in dir: Int32, with bytes: [UInt8], mode: mode_t, durable: Bool = false)
+        -> Bool
+    {
         // Named by process and thread, so two writers at once (a greeter serving two seats) never share one; a name
         // left by a dead process whose pid and thread this call now has is removed first.
         let temporary = ".\(name).\(getpid()).\(pthread_self())"
@@ -22,9 +25,9 @@ public enum KeptFiles {
             written += count
         }
         // fchmod: the mode asked for, whatever the umask took away.
-        let complete = written == bytes.count && fchmod(fd, mode) == 0
+        let complete = written == bytes.count && fchmod(fd, mode) == 0 && (!durable || fsync(fd) == 0)
         close(fd)
-        if complete && renameat(dir, temporary, dir, name) == 0 { return true }
+        if complete && renameat(dir, temporary, dir, name) == 0 { return !durable || fsync(dir) == 0 }
         unlinkat(dir, temporary, 0)
         return false
     }

@@ -29,6 +29,10 @@ public final class PostgresStore: LoadableStore {
         public var idle: Duration
         /// libpq's password file, which must be the current user's and 0600 (root's, for keywayd).
         public var passfile: String
+        /// Where this host keeps the database's system identifier and the newest timeline of it used, so a process
+        /// started later still refuses a former primary (`check`); nil keeps them in memory only. keywayd's is
+        /// `/var/lib/keyway/fleet-timeline`.
+        public var timelineFile: String? = nil
 
         /// The default password file.
         public static var defaultPassfile: String { "/etc/keyway/pgpass" }
@@ -123,6 +127,9 @@ public final class PostgresStore: LoadableStore {
             }
         }
         try Self.checkPassfile(options.passfile, uri: options.uri)
+        let known = try options.timelineFile.flatMap { file throws(AuthenticationError) in
+            try Self.readTimeline(file, uri: options.uri)
+        }
         Self.forgetEnvironment()
         let hosts = (keywords["host"] ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         let ports = (keywords["port"] ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
@@ -141,6 +148,59 @@ public final class PostgresStore: LoadableStore {
             ("application_name", "keywayd on \(options.host)"),
             ("dbname", options.uri),
         ]
+        history.withLock { $0 = known }
+    }
+
+    /// The system identifier and timeline kept in `file` ("SYSTEM TIMELINE"), nil when there is no file yet. The file
+    /// must be the current user's and writable by no one else: whoever could write it could make this host accept
+    /// a former primary.
+    private static func readTimeline(_ file: String, uri: String) throws(AuthenticationError) -> (
+        system: String, timeline: Int64
+    )? {
+        var info = stat()
+        guard lstat(file, &info) == 0 else {
+            guard errno == ENOENT else { throw refuse(uri, "cannot read the timeline file \(file): errno \(errno)") }
+            return nil
+        }
+        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_mode & 0o022 == 0 else {
+            throw refuse(
+                uri,
+                "the timeline file \(file) must be a regular file owned by uid \(geteuid()) and writable by no one "
+                    + "else (it is uid \(info.st_uid), mode 0\(String(info.st_mode & 0o7777, radix: 8)))")
+        }
+        var text: [UInt8] = []
+        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        if fd >= 0 {
+            var buffer = [UInt8](repeating: 0, count: 128)
+            let count = read(fd, &buffer, buffer.count)
+            close(fd)
+            if count > 0 { text = Array(buffer.prefix(count)) }
+        }
+        let words = String(decoding: text, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard words.count == 2, words[0].allSatisfy(\.isNumber), let timeline = Int64(words[1]), timeline > 0 else {
+            throw refuse(
+                uri,
+                "the timeline file \(file) is not 'SYSTEM TIMELINE' as keywayd writes it; remove it only if no "
+                    + "former primary of the database can come back (keywayd(8), FLEETS, \"Failover\")")
+        }
+        return (String(words[0]), timeline)
+    }
+
+    /// Keeps the database's system identifier and `timeline` in `Options.timelineFile`, synced, before the server is
+    /// used; a failure to keep it fails the connection, since a later process could not refuse a former primary.
+    private func keepTimeline(system: String, _ timeline: Int64) throws(PostgresError) {
+        guard let file = options.timelineFile else { return }
+        let slash = file.lastIndex(of: "/")
+        let directory = slash.map { $0 == file.startIndex ? "/" : String(file[..<$0]) } ?? "."
+        let name = slash.map { String(file[file.index(after: $0)...]) } ?? file
+        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { if dir >= 0 { close(dir) } }
+        guard dir >= 0,
+            KeptFiles.replace(name, in: dir, with: Array("\(system) \(timeline)\n".utf8), mode: 0o600, durable: true)
+        else {
+            throw PostgresError(
+                state: "KW005", "cannot keep timeline \(timeline) in \(file) (errno \(errno)); the server is not used")
+        }
     }
 
     static func milliseconds(_ duration: Duration) -> Int64 {
@@ -259,11 +319,12 @@ public final class PostgresStore: LoadableStore {
                 "the server \(connection.server) is a standby (read-only); list the servers in the URI with "
                     + "target_session_attrs=read-write (keywayd(8), FLEETS)", connectionLost: true)
         }
-        let newest = history.withLock { known -> Int64? in
-            if let known, known.system == system, known.timeline > timeline { return known.timeline }
-            known = (system, timeline)
-            return nil
+        let (newest, changed) = history.withLock { known -> (Int64?, Bool) in
+            if let known, known.system == system, known.timeline > timeline { return (known.timeline, false) }
+            defer { known = (system, timeline) }
+            return (nil, known?.system != system || known?.timeline != timeline)
         }
+        if changed { try keepTimeline(system: system, timeline) }
         if let newest {
             throw PostgresError(
                 state: PostgresError.formerPrimary,

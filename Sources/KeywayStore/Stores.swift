@@ -47,6 +47,8 @@ public enum Stores {
         public var host: String? = nil
         /// The database's password file (root's, 0600).
         public var passfile = PostgresStore.Options.defaultPassfile
+        /// Where a database's timeline is kept between runs (`PostgresStore.Options.timelineFile`).
+        public var timelineFile: String? = nil
 
         /// Options for `location`.
         public init(location: String) { self.location = location }
@@ -57,8 +59,9 @@ public enum Stores {
         store: any LoadableStore, clock: (any Clock)?
     ) {
         if PostgresStore.isDatabaseURI(options.location) {
-            let store = try PostgresStore(
-                PostgresStore.Options(uri: options.location, host: options.host, passfile: options.passfile))
+            var database = PostgresStore.Options(uri: options.location, host: options.host, passfile: options.passfile)
+            database.timelineFile = options.timelineFile
+            let store = try PostgresStore(database)
             return (store, store.clock)
         }
         let store = try SQLiteStore(

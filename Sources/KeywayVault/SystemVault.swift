@@ -15,6 +15,8 @@ public enum SystemVault {
         public var host: String? = nil
         /// A PostgreSQL store's password file (root's, 0600).
         public var passfile = PostgresStore.Options.defaultPassfile
+        /// Where a PostgreSQL store's timeline is kept between runs (nil: in memory only; keywayd keeps one).
+        public var timelineFile: String? = nil
         /// Accept a store owned by the current user instead of root: tests and the demo only.
         public var storeOwnedByCurrentUser = false
         /// Create the store if it is missing.
@@ -41,6 +43,7 @@ public enum SystemVault {
         storeOptions.ownedByCurrentUser = options.storeOwnedByCurrentUser
         storeOptions.host = options.host
         storeOptions.passfile = options.passfile
+        storeOptions.timelineFile = options.timelineFile
         let (store, storeClock) = try Stores.open(storeOptions)
         // A shared store dates lockouts by the database's clock, so every host agrees on when a wait ends.
         let clock = storeClock ?? SystemClock()

@@ -22,7 +22,7 @@ import Synchronization
 struct Keywayd {
     static let usage = """
         usage: keywayd [--foreground] [--socket PATH] [--store PATH|URI] [--host NAME] [--passfile FILE]
-                       [--config FILE] [--workers N] [--queue N] [--request-timeout MS] [--idle-exit SECONDS]
+                       [--timeline FILE] [--config FILE] [--workers N] [--queue N] [--request-timeout MS] [--idle-exit SECONDS]
                        [--sensor DIR] [--system-bus ADDRESS] [--notes N]
 
           --foreground          stay in the foreground (keywayd never forks; accepted for init scripts)
@@ -34,6 +34,8 @@ struct Keywayd {
                                 host's keywayd; its schema is made by keyway store migrate
           --host NAME           this host's name in a shared store's audit trail (default: the host name)
           --passfile FILE       the database's password file (default /etc/keyway/pgpass; root's, mode 0600)
+          --timeline FILE       where the database's newest timeline used is kept, so a former primary is
+                                refused after a restart too (default /var/lib/keyway/fleet-timeline)
           --config FILE         the configuration (default /etc/keyway/keyway.conf and its .conf.d): the
                                 factors' rules, lockouts, passcode-max-age and the hashing cost are enforced
                                 here; read at start
@@ -66,6 +68,7 @@ struct Keywayd {
         var socketPath = "/run/keyway/keywayd.sock"
         var vaultOptions = SystemVault.Options()
         vaultOptions.createStore = true
+        vaultOptions.timelineFile = "/var/lib/keyway/fleet-timeline"  // read and written only with a database
         var configPath: String? = nil
         var arming = ArmingOptions()
         var kernelRefusal = true
@@ -96,6 +99,7 @@ struct Keywayd {
             case "--store": vaultOptions.storePath = value(word)
             case "--host": vaultOptions.host = value(word)
             case "--passfile": vaultOptions.passfile = value(word)
+            case "--timeline": vaultOptions.timelineFile = value(word)
             case "--config": configPath = value(word)
             case "--workers": options.workers = number(word, 1...256)
             case "--queue": options.queueLimit = number(word, 0...4096)

@@ -109,7 +109,9 @@ struct PostgresFailoverTests {
         try gate.reserve(for: "carol").confirm()  // the standby back: commits are acknowledged again
     }
 
-    @Test("failover: the promoted standby used, and the old primary started again as a primary is never used")
+    @Test(
+        "failover: the promoted standby used; the old primary started again as a primary never used, after a restart too"
+    )
     func formerPrimaryRefused() throws {
         let fleet = try Fleet()
         defer { fleet.cluster.stop() }
@@ -118,7 +120,10 @@ struct PostgresFailoverTests {
         let both =
             "postgresql://keyway_host@/keyway?host=\(fleet.cluster.directory),\(standby.directory)&port=5432"
             + "&target_session_attrs=read-write"
-        let store = try PostgresStore(.init(uri: both, host: "host-a", passfile: fleet.cluster.passfile))
+        let timeline = fleet.cluster.directory + "/host-a-timeline"
+        var options = PostgresStore.Options(uri: both, host: "host-a", passfile: fleet.cluster.passfile)
+        options.timelineFile = timeline
+        let store = try PostgresStore(options)
         func failures(on cluster: PostgresCluster) throws -> String {
             try cluster.sql("SELECT failures FROM attempts WHERE account = 'alice' AND factor = 'passcode'")
         }
@@ -146,6 +151,27 @@ struct PostgresFailoverTests {
         #expect(refused?.code == .serviceUnavailable, "\(String(describing: refused))")
         #expect(refused?.reason.contains("a former primary") == true, "\(refused?.reason ?? "")")
         #expect(try failures(on: fleet.cluster) == "1")
+        // A process started afterwards (keywayd restarted) reads the timeline kept in its file and refuses it too;
+        // one without the file could not tell, and would count on the former primary.
+        let kept = try String(contentsOfFile: timeline, encoding: .utf8)
+        #expect(kept.hasSuffix(" 2\n"), "\(kept)")
+        let restarted = try PostgresStore(options)
+        let again = failure { () throws(AuthenticationError) in _ = try restarted.attempts(user: "alice") }
+        #expect(again?.reason.contains("a former primary") == true, "\(again?.reason ?? "")")
+        let forgetful = try PostgresStore(.init(uri: both, host: "host-a", passfile: fleet.cluster.passfile))
+        #expect(try forgetful.attempts(user: "alice")[.passcode].consecutiveFailures == 1, "the control: accepted")
+        // A kept file another user could write is refused before anything is used.
+        chmod(timeline, 0o666)
+        #expect(throws: AuthenticationError.self) { try PostgresStore(options) }
+        chmod(timeline, 0o600)
+        try "garbage".write(toFile: timeline, atomically: true, encoding: .utf8)
+        chmod(timeline, 0o600)
+        do {
+            _ = try PostgresStore(options)
+            Issue.record("a malformed timeline file was accepted")
+        } catch {
+            #expect(error.reason.contains("is not 'SYSTEM TIMELINE'"), "\(error.reason)")
+        }
     }
 
     @Test("a server full of strangers' half-open connections: the open connection goes on, a new one unavailable")

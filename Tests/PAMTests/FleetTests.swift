@@ -68,7 +68,9 @@ final class FleetHosts: @unchecked Sendable {
         let host = hosts[index]
         if let config { host.writeConfig(config) }
         var extra = ["--config", host.configPath, "--host", name(index)]
-        if let cluster, let uri { extra += ["--store", uri, "--passfile", cluster.passfile] }
+        if let cluster, let uri {
+            extra += ["--store", uri, "--passfile", cluster.passfile, "--timeline", host.directory + "/timeline"]
+        }
         host.startDaemon(
             extra,
             environment: ["LD_PRELOAD": packageRoot + "/build/count-hash.so", "COUNT_HASH_LOG": hashLog(index)])
