@@ -29,16 +29,7 @@ public struct OneTimeCode: Sendable, Equatable {
 
     /// The code of `step`: HOTP with the step as its counter (RFC 4226 §5.3, dynamic truncation).
     public func code(step: Int64) -> [UInt8] {
-        Self.code(of: HMAC.sha1(key: secret, Self.counter(step)), digits: digits)
-    }
-
-    /// The message whose HMAC gives `step`'s code: the step as eight big-endian bytes.
-    public static func counter(_ step: Int64) -> [UInt8] {
-        stride(from: 56, through: 0, by: -8).map { UInt8(truncatingIfNeeded: step >> Int64($0)) }
-    }
-
-    /// The `digits`-digit code of one HMAC of a counter (RFC 4226 §5.3, dynamic truncation).
-    public static func code(of mac: [UInt8], digits: Int) -> [UInt8] {
+        let mac = HMAC.sha1(key: secret, Self.counter(step))
         let offset = Int(mac[19] & 0x0F)
         let binary =
             UInt32(mac[offset] & 0x7F) << 24 | UInt32(mac[offset + 1]) << 16 | UInt32(mac[offset + 2]) << 8
@@ -54,6 +45,11 @@ public struct OneTimeCode: Sendable, Equatable {
             index -= 1
         }
         return text
+    }
+
+    /// The message whose HMAC gives `step`'s code: the step as eight big-endian bytes.
+    public static func counter(_ step: Int64) -> [UInt8] {
+        stride(from: 56, through: 0, by: -8).map { UInt8(truncatingIfNeeded: step >> Int64($0)) }
     }
 
     /// The step within `window` steps either side of `step` whose code is `entered`, compared in constant time for
@@ -76,11 +72,12 @@ public struct OneTimeCode: Sendable, Equatable {
     /// The enrollment's bytes.
     public var record: [UInt8] { [1, UInt8(digits), UInt8(period)] + secret }
 
-    /// The generator a record keeps, or nil when it is not a version-1 record. With `needsSecret` false, a header
-    /// alone is enough (the digits and the period, with no secret: what a host reads from a fleet's database).
+    /// The generator a record keeps, or nil when it is not a version-1 record (with a secret of `secretLength`
+    /// bytes). With `needsSecret` false, a header alone is enough (the digits and the period, with no secret: what
+    /// a host reads from a fleet's database).
     public init?(record bytes: [UInt8], needsSecret: Bool = true) {
         guard bytes.count >= Self.header, bytes[0] == 1, bytes[1] == 6 || bytes[1] == 8, bytes[2] > 0,
-            !needsSecret || bytes.count > Self.header
+            !needsSecret || bytes.count == Self.header + Self.secretLength
         else { return nil }
         self.init(secret: Array(bytes[Self.header...]), digits: Int(bytes[1]), period: Int64(bytes[2]))
     }

@@ -63,23 +63,23 @@ enum PostgresSchema {
             SET search_path = @schema, pg_temp
             AS $$ SELECT has_table_privilege(session_user, 'enrollments', 'UPDATE') $$;
 
+        -- What a caller may see of an enrollment's payload: a sealed factor's header alone unless it has table rights.
+        CREATE FUNCTION keyway_shown(p_factor text, p_payload bytea) RETURNS bytea LANGUAGE sql STABLE
+            SET search_path = @schema, pg_temp AS $$
+            SELECT coalesce((SELECT substr(p_payload, 1, header) FROM sealed
+                WHERE factor = p_factor AND NOT keyway_privileged()), p_payload) $$;
+
         CREATE FUNCTION keyway_enrollment_rows(p_account text, p_factor text)
             RETURNS TABLE (account text, factor text, payload bytea, changed_at bigint, changed_by text)
             LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
-            SELECT e.account, e.factor,
-                CASE WHEN s.header IS NULL OR keyway_privileged() THEN e.payload ELSE substr(e.payload, 1, s.header) END,
-                e.changed_at, e.changed_by
-            FROM enrollments e LEFT JOIN sealed s ON s.factor = e.factor
-            WHERE e.account = p_account AND (p_factor IS NULL OR e.factor = p_factor) ORDER BY e.factor $$;
+            SELECT account, factor, keyway_shown(factor, payload), changed_at, changed_by FROM enrollments
+            WHERE account = p_account AND (p_factor IS NULL OR factor = p_factor) ORDER BY factor $$;
 
         CREATE FUNCTION keyway_enrollments_of(p_factor text)
             RETURNS TABLE (account text, factor text, payload bytea, changed_at bigint, changed_by text)
             LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
-            SELECT e.account, e.factor,
-                CASE WHEN s.header IS NULL OR keyway_privileged() THEN e.payload ELSE substr(e.payload, 1, s.header) END,
-                e.changed_at, e.changed_by
-            FROM enrollments e LEFT JOIN sealed s ON s.factor = e.factor
-            WHERE e.factor = p_factor ORDER BY e.account $$;
+            SELECT account, factor, keyway_shown(factor, payload), changed_at, changed_by FROM enrollments
+            WHERE factor = p_factor ORDER BY account $$;
 
         CREATE FUNCTION keyway_attempt_rows(p_account text)
             RETURNS TABLE (factor text, failures integer, last_failure bigint, recent_mismatches bytea,
@@ -298,7 +298,8 @@ enum PostgresSchema {
             gone AS (DELETE FROM attempts WHERE account IN (SELECT account FROM doomed) RETURNING account)
             SELECT count(DISTINCT account) FROM gone $$;
 
-        REVOKE ALL ON FUNCTION keyway_privileged(), keyway_enrollment_rows(text, text), keyway_enrollments_of(text),
+        REVOKE ALL ON FUNCTION keyway_privileged(), keyway_shown(text, bytea), keyway_enrollment_rows(text, text),
+            keyway_enrollments_of(text),
             keyway_attempt_rows(text), keyway_preference_rows(text),
             keyway_put_attempts(text, text, integer, bigint, bytea, bigint),
             keyway_check_code(text, text, text, integer),

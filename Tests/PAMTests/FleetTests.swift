@@ -210,18 +210,9 @@ struct FleetTests {
         let replay = try harness(fleet.hosts[0], "totp", "daemon", answers(code))
         #expect(replay.result != "PAM_SUCCESS", "a code used on B was accepted again on A: \(replay.text)")
         // Recovery codes made by the administrator (in a terminal, one typed back); a host spends one, once.
-        let terminal = try Terminal(
-            "\(cliPath) --store '\(cluster.ownerURI)' --passfile \(cluster.passfile) enroll recovery --user daemon")
-        let screen = try terminal.waitFor("Type one of them")
-        let codes = screen.split(separator: "\n").compactMap { line -> String? in
-            let fields = line.split(separator: " ")
-            guard fields.count == 2, fields[0].hasSuffix("."), Int(fields[0].dropLast()) != nil else { return nil }
-            return String(fields[1])
-        }
-        #expect(codes.count == 10, "\(screen)")
-        try terminal.type(codes[0])
-        #expect(try terminal.waitFor("[exit ").contains("[exit 0]"))
-        terminal.close()
+        let codes = try enrollRecoveryInTerminal(
+            "\(cliPath) --store '\(cluster.ownerURI)' --passfile \(cluster.passfile) enroll recovery --user daemon",
+            typingBack: 0)
         for host in fleet.hosts { host.service("recovery", "policy=recovery config=\(host.configPath)") }
         let spent = try harness(fleet.hosts[0], "recovery", "daemon", answers(codes[3]))
         #expect(spent.result == "PAM_SUCCESS", "\(spent.text)")

@@ -33,18 +33,8 @@ struct SSHTests {
     /// `keyway enroll recovery` for `user` in a terminal, as root: the ten codes read off the screen, the fifth typed
     /// back.
     func enrollRecovery(_ user: String) throws -> [String] {
-        let terminal = try Terminal("\(cliPath) --socket \(fixture.socket) enroll recovery --user \(user)")
-        defer { terminal.close() }
-        let screen = try terminal.waitFor("Type one of them")
-        let codes = screen.split(separator: "\n").compactMap { line -> String? in
-            let fields = line.split(separator: " ")
-            guard fields.count == 2, fields[0].hasSuffix("."), Int(fields[0].dropLast()) != nil else { return nil }
-            return String(fields[1])
-        }
-        #expect(codes.count == 10, "\(screen)")
-        try terminal.type(codes[4])
-        #expect(try terminal.waitFor("[exit ").contains("[exit 0]"))
-        return codes
+        try enrollRecoveryInTerminal(
+            "\(cliPath) --socket \(fixture.socket) enroll recovery --user \(user)", typingBack: 4)
     }
 
     /// A shipped example with the module at build/pam_keyway.so and the fixture's keywayd.

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// A program in a real terminal, driven as a person would: keys in, the screen out. It is a detached tmux session on a
 /// server of its own (`tmux -L`), so tests never touch anyone's tmux, and `close()` ends the server and everything in
@@ -89,4 +90,22 @@ func screenAfterCtrlCAtSensor(_ command: String) throws -> String {
 struct TerminalError: Error, CustomStringConvertible {
     let text: String
     var description: String { text }
+}
+
+/// `command` (a `keyway enroll recovery`) run in a terminal: the ten codes read off the screen, the one at
+/// `typingBack` typed back to confirm the set, and the command's exit 0 expected.
+func enrollRecoveryInTerminal(_ command: String, typingBack: Int) throws -> [String] {
+    let terminal = try Terminal(command)
+    defer { terminal.close() }
+    let screen = try terminal.waitFor("Type one of them")
+    let codes = screen.split(separator: "\n").compactMap { line -> String? in
+        let fields = line.split(separator: " ")
+        guard fields.count == 2, fields[0].hasSuffix("."), Int(fields[0].dropLast()) != nil else { return nil }
+        return String(fields[1])
+    }
+    #expect(codes.count == 10, "\(screen)")
+    guard codes.indices.contains(typingBack) else { return codes }
+    try terminal.type(codes[typingBack])
+    #expect(try terminal.waitFor("[exit ").contains("[exit 0]"))
+    return codes
 }
