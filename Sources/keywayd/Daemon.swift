@@ -175,6 +175,25 @@ struct Keywayd {
                     "the database cannot be used yet (authentications fail closed until it can): \(problem.reason)")
             }
         }
+        // Notes let the module prompt without asking first (docs/ARCHITECTURE.md §10, "Notes"). Not for a shared
+        // database: another host's changes would not refresh them. Emptied before the socket is made, so no module
+        // reads an earlier keywayd's note once this one can be reached.
+        let notesDirectory = AvailabilityNote.directory(besideSocket: socketPath)
+        let notes: AvailabilityNotes?
+        if noteLimit == 0 || vault.store is PostgresStore {
+            AvailabilityNotes.discard(directory: notesDirectory)
+            notes = nil
+        } else {
+            do {
+                notes = try AvailabilityNotes(directory: notesDirectory, limit: noteLimit) {
+                    user throws(AuthenticationError) in try vault.noted(user)
+                }
+                Server.log("availability notes: \(notesDirectory), at most \(noteLimit)")
+            } catch {
+                Server.log("availability notes are off (every prompt asks first): \(error.reason)")
+                notes = nil
+            }
+        }
         let listener: Int32
         var ownSocket: String? = nil
         if let inherited = inheritedSocket() {
@@ -212,24 +231,6 @@ struct Keywayd {
         Server.log(
             "serving \(vaultOptions.storePath) on \(ownSocket ?? "the socket systemd passed") "
                 + "with \(options.workers) workers, queue \(options.queueLimit)")
-        // Notes let the module prompt without asking first (docs/ARCHITECTURE.md §10, "Notes"). Not for a shared
-        // database: another host's changes would not refresh them.
-        let notesDirectory = AvailabilityNote.directory(besideSocket: socketPath)
-        let notes: AvailabilityNotes?
-        if noteLimit == 0 || vault.store is PostgresStore {
-            AvailabilityNotes.discard(directory: notesDirectory)
-            notes = nil
-        } else {
-            do {
-                notes = try AvailabilityNotes(directory: notesDirectory, limit: noteLimit) {
-                    user throws(AuthenticationError) in try vault.noted(user)
-                }
-                Server.log("availability notes: \(notesDirectory), at most \(noteLimit)")
-            } catch {
-                Server.log("availability notes are off (every prompt asks first): \(error.reason)")
-                notes = nil
-            }
-        }
         let limit = options.unenrolledCounterLimit
         let auditRows = options.auditRowLimit
         let server = Server(
