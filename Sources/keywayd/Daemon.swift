@@ -178,6 +178,9 @@ struct Keywayd {
         // Notes let the module prompt without asking first (docs/ARCHITECTURE.md §10, "Notes"). Not for a shared
         // database: another host's changes would not refresh them. Emptied before the socket is made, so no module
         // reads an earlier keywayd's note once this one can be reached.
+        if let slash = socketPath.lastIndex(of: "/"), slash != socketPath.startIndex {
+            mkdir(String(socketPath[..<slash]), 0o755)  // /run/keyway, for the notes and the socket; kept as it is
+        }
         let notesDirectory = AvailabilityNote.directory(besideSocket: socketPath)
         let notes: AvailabilityNotes?
         if noteLimit == 0 || vault.store is PostgresStore {
@@ -199,9 +202,6 @@ struct Keywayd {
         if let inherited = inheritedSocket() {
             listener = inherited
         } else {
-            if let slash = socketPath.lastIndex(of: "/"), slash != socketPath.startIndex {
-                mkdir(String(socketPath[..<slash]), 0o755)  // /run/keyway; an existing one is kept as it is
-            }
             switch UnixSocket.listen(at: socketPath, mode: 0o666) {
             case .success(let fd): listener = fd
             case .failure(let failure):
