@@ -123,6 +123,14 @@ public final class InMemoryStore: Store {
     }
 
     @discardableResult
+    public func failingAccounts(atLeast least: Int, limit: Int) throws(AuthenticationError) -> [String] {
+        contents.withLock { contents in
+            Array(
+                contents.attempts.filter { $0.value.states.values.contains { $0.consecutiveFailures >= least } }
+                    .keys.sorted().prefix(max(limit, 0)))
+        }
+    }
+
     public func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int {
         contents.withLock { contents in
             let unenrolled = contents.attempts.filter { entry in

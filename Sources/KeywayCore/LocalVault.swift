@@ -216,6 +216,31 @@ public final class LocalVault: Vault {
         try store.resetAttempts(user: user, factor: factor, by: Attribution(actor, at: clock.now()))
     }
 
+    /// How many accounts each factor is locked (or made to wait) for now, in either channel, among the first `limit`
+    /// names whose counters could decide a lockout (`Store.failingAccounts`): keywayd's `keyway_locked_accounts`.
+    public func lockedAccounts(limit: Int) throws(AuthenticationError) -> [FactorKind: Int] {
+        var counts: [FactorKind: Int] = [:]
+        for name in try store.failingAccounts(atLeast: AttemptState.deciding, limit: limit) {
+            for factor in try lockedFactors(of: name) { counts[factor, default: 0] += 1 }
+        }
+        return counts
+    }
+
+    /// The factors locked (or made to wait) for `user` now, local or remote, as their counters decide (each keeper's
+    /// gate, from one reading of the counters; no device is asked).
+    public func lockedFactors(of user: String) throws(AuthenticationError) -> Set<FactorKind> {
+        let book = try store.attempts(user: user)
+        var locked: Set<FactorKind> = []
+        for keeper in keepers {
+            for channel in [AttemptBook.Channel.local, .remote] {
+                if case .lockedOut = keeper.gate.availability(of: book, in: channel, whenAllowed: .notEnrolled) {
+                    locked.insert(keeper.factor)
+                }
+            }
+        }
+        return locked
+    }
+
     public func audit(of user: String?) throws(AuthenticationError) -> [AuditEntry] {
         try store.auditTrail(user: user)
     }

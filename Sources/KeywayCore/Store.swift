@@ -60,6 +60,9 @@ public protocol Store: AnyObject, Sendable {
     /// (`AttemptState.deciding` failures or more).
     @discardableResult
     func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int
+    /// The names, sorted, at most `limit`, whose counters hold `least` consecutive failures or more in some factor
+    /// and channel: the only names a lockout can be on (what keywayd's `keyway_locked_accounts` reads).
+    func failingAccounts(atLeast least: Int, limit: Int) throws(AuthenticationError) -> [String]
     /// Every user with an enrollment or counters, sorted.
     func users() throws(AuthenticationError) -> [String]
     /// The record of changes (enrollments, removals, resets), oldest first; for one user, or all when nil.

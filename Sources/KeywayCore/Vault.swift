@@ -174,6 +174,9 @@ public protocol FactorKeeper: AnyObject, Sendable {
     var factor: FactorKind { get }
     /// Where its enrollments and counters are.
     var store: any Store { get }
+    /// Where its attempts are counted and its lockouts decided, from the counters alone (keywayd's lockout events and
+    /// gauge read it, never a device: `LocalVault.lockedFactors`).
+    var gate: AttemptGate { get }
     /// Enrolled and not locked, judged from the user's enrollments and counters already read (so `status` reads
     /// each user once, whatever the number of factors).
     func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability

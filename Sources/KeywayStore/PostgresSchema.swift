@@ -307,6 +307,14 @@ enum PostgresSchema {
             keyway_replace(text, text, bytea, bytea, bigint, text, bigint, text, text, text, text),
             keyway_prune_counters(integer, integer) FROM PUBLIC;
         """,
+        // 3: the names a lockout can be on, for keywayd's metrics (keyway_locked_accounts); a host reads no table.
+        """
+        CREATE FUNCTION keyway_failing_accounts(p_least integer, p_limit integer) RETURNS SETOF text
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+            SELECT DISTINCT account FROM attempts WHERE failures >= p_least ORDER BY account
+            LIMIT greatest(p_limit, 0) $$;
+        REVOKE ALL ON FUNCTION keyway_failing_accounts(integer, integer) FROM PUBLIC;
+        """,
     ]
 
     /// The newest schema this build knows.
@@ -321,7 +329,7 @@ enum PostgresSchema {
             keyway_attempt_rows(text), keyway_preference_rows(text),
             keyway_put_attempts(text, text, integer, bigint, bytea, bigint), keyway_check_code(text, text, text, integer),
             keyway_replace(text, text, bytea, bytea, bigint, text, bigint, text, text, text, text),
-            keyway_prune_counters(integer, integer)
+            keyway_prune_counters(integer, integer), keyway_failing_accounts(integer, integer)
             """
         let tables = "enrollments, attempts, audit, preferences, sealed, code_checks"
         var sql = """

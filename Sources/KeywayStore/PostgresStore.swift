@@ -775,6 +775,14 @@ public final class PostgresStore: LoadableStore {
         }
     }
 
+    public func failingAccounts(atLeast least: Int, limit: Int) throws(AuthenticationError) -> [String] {
+        try run("cannot read attempt counters") { db, deadline throws(PostgresError) in
+            try db.query(
+                "SELECT keyway_failing_accounts($1, $2)", [String(least), String(max(limit, 0))], deadline: deadline
+            ).compactMap { $0.first ?? nil }
+        }
+    }
+
     @discardableResult
     public func pruneAudit(keeping limit: Int, routinePerHost: Int) throws(AuthenticationError) -> Int {
         // A host's role deletes no audit row: in a fleet the trail is kept in bounds by an administrator's role

@@ -373,6 +373,15 @@ public final class SQLiteStore: LoadableStore {
     // MARK: Administration
 
     @discardableResult
+    public func failingAccounts(atLeast least: Int, limit: Int) throws(AuthenticationError) -> [String] {
+        try run("cannot read attempt counters") { db throws(SQLiteError) in
+            try db.query(
+                "SELECT DISTINCT user FROM attempts WHERE failures >= ? ORDER BY user LIMIT ?",
+                [.integer(Int64(least)), .integer(Int64(max(limit, 0)))]
+            ).compactMap { $0.first?.text }
+        }
+    }
+
     public func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int {
         try run("cannot prune attempt counters") { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in

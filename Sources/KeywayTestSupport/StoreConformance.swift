@@ -47,6 +47,15 @@ public enum StoreConformance {
             expect(try store.attempts(user: user)[.biometric] == AttemptState(), "a cleared state reads as empty")
             try store.updateAttempts(user: other) { $0[.gesture].consecutiveFailures = 7 }
             expect(
+                try store.failingAccounts(atLeast: 5, limit: 1_000_000).filter { $0.hasPrefix("store-conformance") }
+                    == [other],
+                "failingAccounts lists the names with that many failures in a factor")
+            expect(
+                try store.failingAccounts(atLeast: 2, limit: 1_000_000).filter { $0.hasPrefix("store-conformance") }
+                    == [user, other],
+                "failingAccounts lists each name once, sorted")
+            expect(try store.failingAccounts(atLeast: 2, limit: 0).isEmpty, "failingAccounts keeps to its limit")
+            expect(
                 try store.users().filter { $0.hasPrefix("store-conformance") } == [user, other],
                 "users lists enrolled users and users with counters")
 

@@ -61,6 +61,9 @@ private final class DiskOrderStore: Store {
     func pruneCounters(ofUnenrolledKeeping limit: Int) throws(AuthenticationError) -> Int {
         try base.pruneCounters(ofUnenrolledKeeping: limit)
     }
+    func failingAccounts(atLeast least: Int, limit: Int) throws(AuthenticationError) -> [String] {
+        try base.failingAccounts(atLeast: least, limit: limit)
+    }
     func users() throws(AuthenticationError) -> [String] { try base.users() }
     func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry] { try base.auditTrail(user: user) }
     func preferences(user: String) throws(AuthenticationError) -> [String: String] {
