@@ -38,7 +38,7 @@ public enum UnixSocket {
         public var gid: gid_t
     }
 
-    private static func address(_ path: String) -> sockaddr_un? {
+    static func address(_ path: String) -> sockaddr_un? {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
@@ -50,7 +50,7 @@ public enum UnixSocket {
         return address
     }
 
-    private static func withAddress<R>(_ address: inout sockaddr_un, _ body: (UnsafePointer<sockaddr>) -> R) -> R {
+    static func withAddress<R>(_ address: inout sockaddr_un, _ body: (UnsafePointer<sockaddr>) -> R) -> R {
         withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1, body) }
     }
 
