@@ -1,7 +1,7 @@
 # Keyway — build, test and install. `make help` lists the targets.
 SWIFT ?= swift
 SHELL := /bin/bash
-APT_PACKAGES := libsodium-dev libsqlite3-dev libpq-dev postgresql-15 pgbouncer libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file \
+APT_PACKAGES := pkgconf libsodium-dev libsqlite3-dev libpq-dev postgresql-15 pgbouncer libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file python3-prometheus-client \
 	binutils fuse3 libfuse3-dev openssh-server openssh-client \
 	valgrind bsdextrautils procps util-linux systemd tmux \
 	libdbus-1-dev dbus-daemon dbus-bin fprintd libfprint-2-2 libpam-fprintd python3-dbus python3-dbusmock \
@@ -117,6 +117,8 @@ install: module cli daemon
 	install -D -m 644 systemd/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.socket
 	sed 's|@SBINDIR@|$(PREFIX)/sbin|' systemd/keywayd.service.in > build/keywayd.service
 	install -D -m 644 build/keywayd.service $(DESTDIR)$(UNIT_DIR)/keywayd.service
+	install -D -m 644 systemd/keyway.catalog $(DESTDIR)$(PREFIX)/lib/systemd/catalog/keyway.catalog
+	@if [ -z "$(DESTDIR)" ] && command -v journalctl >/dev/null; then journalctl --update-catalog || true; fi
 	install -D -m 644 man/keyway.conf.5 $(DESTDIR)$(PREFIX)/share/man/man5/keyway.conf.5
 	build/keyway completion bash > build/keyway.bash
 	install -D -m 644 build/keyway.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/keyway
@@ -143,6 +145,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/keywayd.8 $(DESTDIR)$(PREFIX)/share/man/man5/keyway.conf.5
 	rm -f $(DESTDIR)$(UNIT_DIR)/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.service $(DESTDIR)$(PREFIX)/share/bash-completion/completions/keyway
+	rm -f $(DESTDIR)$(PREFIX)/lib/systemd/catalog/keyway.catalog
 	rm -rf $(DESTDIR)$(PREFIX)/share/doc/keyway
 	@if [ ! -e $(DESTDIR)/etc/keyway ]; then :; \
 	elif rmdir $(DESTDIR)/etc/keyway 2>/dev/null; then echo "Removed $(DESTDIR)/etc/keyway (it was empty)."; \

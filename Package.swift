@@ -139,6 +139,7 @@ let package = Package(
             name: "PAMKeyway",
             dependencies: [
                 "CPAM", "CKeywayLibc", "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayPlatform", "KeywayRuntime",
+                "KeywayWire",
             ],
             path: "pam/PAMKeyway",
             swiftSettings: strictSettings + [.unsafeFlags(["-static-stdlib"])],
@@ -170,7 +171,7 @@ let package = Package(
             dependencies: [
                 "KeywayCore", "KeywayTools", "KeywayConfig", "KeywayFactors", "KeywayRuntime",
                 "KeywayVault", "KeywayPlatform", "KeywayCrypto", "KeywayBiometric", "KeywayBiometricSimulator",
-                "KeywayGesture", "KeywayPasscode", "KeywayStore",
+                "KeywayGesture", "KeywayPasscode", "KeywayStore", "KeywayWire",
             ],
             swiftSettings: strictSettings),
 

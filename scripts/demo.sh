@@ -15,7 +15,7 @@ pattern=2-4-9-3
 # A real account (enrollment refuses names that are not), in a throwaway store: nothing of nobody's changes.
 user=nobody
 echo "== Keyway demo (temporary store $store; no system file is changed)"
-build/keywayd --socket "$socket" --store "$store" 2>"$work/keywayd.log" &
+build/keywayd --socket "$socket" --store "$store" --metrics "$work/keyway.prom" 2>"$work/keywayd.log" &
 daemon=$!
 for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.05; done
 echo "== Started keywayd (pid $daemon) on $socket: the one process that opens the store and hashes"
@@ -48,4 +48,7 @@ else
 fi
 echo "== Counters and lockouts now:"
 build/keyway --socket "$socket" status --user "$user"
+echo "== What a monitoring system sees (keyway health; keyway metrics, as node_exporter would read it):"
+build/keyway --socket "$socket" health || true
+build/keyway --socket "$socket" metrics | grep -E '^keyway_(decisions|attempts)_total'
 echo "== Stopping keywayd."

@@ -97,7 +97,7 @@ now_ms=$(($(date +%s) * 1000))
 sqlite3 "$work/keyway.db" \
     "INSERT INTO attempts (user, factor, failures, last_failure, recent_mismatches) VALUES ('carol', 'passcode', 9, $now_ms, x'')"
 # The module is keywayd's client: one daemon serves every scenario (it is not under valgrind; the module is).
-build/keywayd --socket "$work/keywayd.sock" --store "$work/keyway.db" --sensor "$work/sensor" --idle-exit 900 \
+build/keywayd --socket "$work/keywayd.sock" --store "$work/keyway.db" --sensor "$work/sensor" --idle-exit 900 --metrics none \
     2>"$out/keywayd.txt" &
 daemon=$!
 trap 'kill $daemon 2>/dev/null || true; rm -rf "$work"' EXIT

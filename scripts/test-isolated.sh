@@ -11,6 +11,7 @@
 #   /tmp       is this run's own directory (every temporary directory of the run lives under one root),
 #   /run       is a fresh directory holding a copy of utmp if the system has one (utmp, sudo's timestamps),
 #   /var/log/{lastlog,faillog,wtmp,btmp}   are copies (useradd and login write them),
+#   /var/lib/prometheus/node-exporter      is empty, where it exists (keywayd's metrics by default),
 #   /dev       is a tmpfs mirroring the real devices, so a test may bind its own /dev/log socket, with pseudo-
 #              terminals of its own (a new devpts instance) for the tests that drive programs in tmux,
 # and the command runs in a local login session as logind records one (/run/systemd/sessions/keywaytest, REMOTE=0,
@@ -197,6 +198,10 @@ mount --bind "$ROOT/run" /run
 for f in lastlog faillog wtmp btmp; do
     if [ -f "$ROOT/log/$f" ]; then mount --bind "$ROOT/log/$f" "/var/log/$f"; fi
 done
+# A keywayd started with its defaults writes node_exporter'"'"'s textfile there: an empty directory of the run'"'"'s own.
+if [ -d /var/lib/prometheus/node-exporter ]; then
+    mount -t tmpfs -o mode=755,size=1m keyway-test-metrics /var/lib/prometheus/node-exporter
+fi
 mkdir -p /run/systemd/sessions
 printf "UID=0\nUSER=root\nACTIVE=1\nREMOTE=0\nSEAT=seat0\nTYPE=tty\n" >/run/systemd/sessions/keywaytest
 echo $$ >"$CGROUP/session-keywaytest.scope/cgroup.procs"

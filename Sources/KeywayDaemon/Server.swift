@@ -105,14 +105,25 @@ public final class Server: Sendable {
     let guessTime = GuessTime()
     /// Whose subordinate uids are whose: a person's connection places count them all.
     let subordinates: SubordinateIDs
+    /// The metrics and the journal's events (docs/ARCHITECTURE.md §20), when this server reports.
+    public let telemetry: Telemetry?
+    /// keywayd's own checks beyond the server's (the store, the configuration, the readers, the database).
+    let checks: @Sendable () -> [HealthCheck]
+    /// The last answer to `health` and when it was made: at most one a second is computed, whoever asks.
+    private let lastHealth = Mutex<(at: Int64, checks: [HealthCheck])?>(nil)
+    /// When this server was made, for `health`.
+    private let started = UnixSocket.monotonicMilliseconds()
 
     /// A server answering with `service`; `maintenance` runs at start and every `maintenanceInterval`.
     public init(
         service: VaultService, options: Options, arming: ArmingOptions = ArmingOptions(),
         notes: AvailabilityNotes? = nil, subordinates: SubordinateIDs = SubordinateIDs(),
+        telemetry: Telemetry? = nil, checks: @escaping @Sendable () -> [HealthCheck] = { [] },
         maintenance: @escaping @Sendable () -> Void
     ) {
         self.subordinates = subordinates
+        self.telemetry = telemetry
+        self.checks = checks
         self.service = service
         self.options = options
         self.arming = arming
@@ -120,6 +131,38 @@ public final class Server: Sendable {
         self.notes = notes
         self.maintenance = maintenance
         workers = DispatchSemaphore(value: options.workers)
+        telemetry?.poolLoad.withLock {
+            $0 = { [weak self] in self?.load ?? (0, 0) }
+        }
+    }
+
+    /// Slow-hash requests waiting for a worker, and running, now.
+    var load: (waiting: Int, running: Int) {
+        let admitted = pool.withLock { $0.admitted }
+        return (max(0, admitted - options.workers), min(admitted, options.workers))
+    }
+
+    /// The answer to `health`: the server's own check, then keywayd's (`checks`); computed at most once a second.
+    func health() -> [HealthCheck] {
+        let now = UnixSocket.monotonicMilliseconds()
+        if let last = lastHealth.withLock({ $0 }), now - last.at < 1000 { return last.checks }
+        let (waiting, running) = load
+        let open = connections.withLock { $0.total }
+        var answer = [
+            HealthCheck(
+                "keywayd", .ok,
+                "answering: pid \(getpid()), up \((now - started) / 1000) s, \(open) connections, "
+                    + "\(running) of \(options.workers) hash workers busy")
+        ]
+        if waiting > options.queueLimit / 2 {
+            answer.append(
+                HealthCheck(
+                    "hash queue", .warning,
+                    "\(waiting) requests wait for the slow hash (more than \(options.queueLimit) are answered busy)"))
+        }
+        answer += checks()
+        lastHealth.withLock { $0 = (now, answer) }
+        return answer
     }
 
     /// One line on standard error, control characters escaped.
@@ -341,6 +384,13 @@ public final class Server: Sendable {
         if case .enrollAtDevice(let factor, _, _, _, _) = request {
             return serveEnrollmentAtDevice(request, factor: factor, from: caller, on: fd)
         }
+        switch request {
+        case .metrics: return reply(.text(telemetry?.exposition() ?? ""), to: fd)
+        case .health: return reply(.health(health()), to: fd)
+        default: break
+        }
+        let began = UnixSocket.monotonicMilliseconds()
+        let before = telemetry?.lockoutsBefore(request, by: caller)
         let answer: Response
         if VaultService.isSlow(request) && VaultService.refusal(of: request, by: caller) == nil {
             let startedBy = request.startedBy ?? (caller.isRoot ? nil : caller.uid)
@@ -370,6 +420,10 @@ public final class Server: Sendable {
         let noted = VaultService.refusal(of: request, by: caller) == nil ? request.user : nil
         let changed = VaultService.changesAccount(request)
         if changed, let noted { notes?.refresh(noted) }
+        // What the answer changed (a lockout started or ended) is read before it is sent: once the client has it,
+        // its next request could change the account again, and that change would be counted twice.
+        telemetry?.answered(
+            request, by: caller, answer, milliseconds: UnixSocket.monotonicMilliseconds() - began, before: before)
         reply(answer, to: fd)
         if !changed, let noted { notes?.refresh(noted) }
     }

@@ -75,11 +75,11 @@ public final class PostgresStore: LoadableStore {
     /// the last new connection found: a host without may not prune the audit trail (`pruneAudit`).
     private let privileged = Atomic<Bool>(false)
     /// Whether the last call found the database away, and who is told when that changes.
-    private let away = Mutex<(isAway: Bool, tell: (@Sendable (String) -> Void)?)>((false, nil))
+    private let away = Mutex<(isAway: Bool, tell: (@Sendable (Bool, String) -> Void)?)>((false, nil))
 
     /// Calls `tell` with one line when the database goes away and when it answers again (keywayd logs them), so an
     /// outage is one pair of log lines, not one per request.
-    public func onAvailabilityChange(_ tell: @escaping @Sendable (String) -> Void) {
+    public func onAvailabilityChange(_ tell: @escaping @Sendable (_ away: Bool, _ line: String) -> Void) {
         away.withLock { $0.tell = tell }
     }
 
@@ -90,7 +90,7 @@ public final class PostgresStore: LoadableStore {
             return (state.isAway != isAway, state.tell)
         }
         guard changed, let tell else { return }
-        tell(problem.map { $0.reason } ?? "Keyway store \(options.uri): the database answers again")
+        tell(isAway, problem.map { $0.reason } ?? "Keyway store \(options.uri): the database answers again")
     }
     private let slots: Slots
     /// The one connection only root's requests take (`ServedCaller.root`), so no flood of users' requests keeps an
@@ -999,6 +999,20 @@ public final class PostgresStore: LoadableStore {
             }
         }
         for entry in contents.audit { try audit(db, entry, deadline) }
+    }
+
+    /// What a failover would do to this host's counts, for `keyway health`: whether the server keywayd uses is a
+    /// primary, and the synchronous standbys it waits for (empty: none, so a failover may lose the latest counts,
+    /// keywayd(8), FLEETS).
+    public func failoverState() -> Result<(primary: Bool, synchronous: String), AuthenticationError> {
+        Result { () throws(AuthenticationError) in
+            try run("cannot reach the database") { db, deadline throws(PostgresError) in
+                let row = try db.query(
+                    "SELECT NOT pg_is_in_recovery(), current_setting('synchronous_standby_names')", deadline: deadline
+                ).first
+                return (row?[0] == "t", (row?[1] ?? nil) ?? "")
+            }
+        }
     }
 
     /// Connects (or takes a pooled connection) and says whether the database can be used now: which server answered,

@@ -33,8 +33,11 @@ public enum SystemVault {
     }
 
     /// Opens the store and builds the keepers; `devices` are the backends keywayd offers the plugins by name
-    /// (`FactorPlugin.VaultSide.devices`: fprintd's reader).
-    public static func open(_ options: Options, devices: [String: any DeviceBackend] = [:])
+    /// (`FactorPlugin.VaultSide.devices`: fprintd's reader); `observing` wraps the store every keeper uses (keywayd's
+    /// `ObservedStore`, which turns its audit rows into events).
+    public static func open(
+        _ options: Options, devices: [String: any DeviceBackend] = [:], observing: ((any Store) -> any Store)? = nil
+    )
         throws(AuthenticationError)
         -> LocalVault
     {
@@ -44,7 +47,8 @@ public enum SystemVault {
         storeOptions.host = options.host
         storeOptions.passfile = options.passfile
         storeOptions.timelineFile = options.timelineFile
-        let (store, storeClock) = try Stores.open(storeOptions)
+        let (opened, storeClock) = try Stores.open(storeOptions)
+        let store = observing?(opened) ?? opened
         // A shared store dates lockouts by the database's clock, so every host agrees on when a wait ends.
         let clock = storeClock ?? SystemClock()
         var keepers: [any FactorKeeper] = []

@@ -27,11 +27,18 @@ public enum Request: Sendable, Equatable {
     /// Enrolls `label` at the device keywayd drives (fprintd's reader; `Vault.enrollAtDevice`): answered by a
     /// `.progress` for each step, then `.done` or `.failure`. Root only. `typed` as for `arm`.
     case enrollAtDevice(FactorKind, user: String, label: String?, via: String, typed: Secret? = nil)
+    /// The module's decision, for keywayd's metrics (`.done`): root may report any account's, anyone else only
+    /// their own (a screen locker), counted apart (docs/ARCHITECTURE.md §20).
+    case report(Decision)
+    /// keywayd's metrics in Prometheus's text format (`.text`). Anyone: they name no account.
+    case metrics
+    /// keywayd's checks of itself, the store, the configuration and the readers (`.health`). Anyone.
+    case health
 
     /// The kind byte of each request.
     enum Kind: UInt8 {
         case availability = 1, verify, enroll, change, remove, status, reset, audit, set, arm, claim, offer,
-            enrollAtDevice
+            enrollAtDevice, report, metrics, health
     }
 
     /// The request's name, for logs.
@@ -50,6 +57,9 @@ public enum Request: Sendable, Equatable {
         case .arm: "arm"
         case .claim: "claim"
         case .enrollAtDevice: "enroll at the device"
+        case .report: "report"
+        case .metrics: "metrics"
+        case .health: "health"
         }
     }
 
@@ -61,7 +71,9 @@ public enum Request: Sendable, Equatable {
         case .availability(_, let context), .verify(_, let context, _), .arm(_, let context, _, _, _),
             .claim(_, let context, _):
             context.startedBy
-        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set, .enrollAtDevice: nil
+        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set, .enrollAtDevice, .report, .metrics,
+            .health:
+            nil
         }
     }
 
@@ -78,7 +90,9 @@ public enum Request: Sendable, Equatable {
         case .arm(let factor, let context, let attempts, let waits, let typed):
             return .arm(factor, with(context), attempts: attempts, waits: waits, typed: typed)
         case .claim(let factor, let context, let nonce): return .claim(factor, with(context), nonce: nonce)
-        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set, .enrollAtDevice: return self
+        case .enroll, .offer, .change, .remove, .reset, .status, .audit, .set, .enrollAtDevice, .report, .metrics,
+            .health:
+            return self
         }
     }
 
@@ -92,6 +106,8 @@ public enum Request: Sendable, Equatable {
             user
         case .status(let user), .audit(let user): user
         case .set(_, let user, _, _): user
+        case .report(let decision): decision.user
+        case .metrics, .health: nil
         }
     }
 
@@ -170,6 +186,17 @@ public enum Request: Sendable, Equatable {
             out.optional(label) { $0.string($1) }
             out.string(via)
             out.optional(typed) { $0.secret($1) }
+        case .report(let decision):
+            out = WireWriter(kind: Kind.report.rawValue)
+            out.string(decision.user)
+            out.string(decision.service)
+            out.string(decision.policy)
+            out.string(decision.result.rawValue)
+            out.i64(decision.milliseconds)
+        case .metrics:
+            out = WireWriter(kind: Kind.metrics.rawValue)
+        case .health:
+            out = WireWriter(kind: Kind.health.rawValue)
         }
         return out.bytes
     }
@@ -246,6 +273,21 @@ public enum Request: Sendable, Equatable {
             let label = try input.optional("the label") { reader throws(WireError) in try reader.string("the label") }
             let via = try input.string("the tool")
             self = .enrollAtDevice(factor, user: user, label: label, via: via, typed: try input.typedForDevice())
+        case .report:
+            let user = try input.string("the user", limit: UserContext.maximumNameLength)
+            let service = try input.string("the service", limit: 256)
+            let policy = try input.string("the policy", limit: 256)
+            guard let result = Decision.Result(rawValue: try input.string("the result", limit: 16)) else {
+                throw WireError("the result is not success, failure or ignored")
+            }
+            let milliseconds = try input.i64("the time")
+            guard milliseconds >= 0 else { throw WireError("a decision cannot take \(milliseconds) ms") }
+            self = .report(
+                Decision(user: user, service: service, policy: policy, result: result, milliseconds: milliseconds))
+        case .metrics:
+            self = .metrics
+        case .health:
+            self = .health
         }
         try input.finish()
     }
@@ -269,11 +311,16 @@ public enum Response: Sendable, Equatable {
     case offered([UInt8])
     /// One step of an enrollment at the device ("Place your finger on the reader (2 of 5)"); more frames follow.
     case progress(String)
+    /// Text to print as it is (`metrics`: Prometheus's text format).
+    case text(String)
+    /// keywayd's checks (`health`), in order.
+    case health([HealthCheck])
     /// The request failed, was refused, or keywayd was busy: nothing was counted unless the error says so.
     case failure(AuthenticationError)
 
     enum Kind: UInt8 {
-        case done = 1, removed, availability, verdict, status, audit, failure, armed, verdicts, offered, progress
+        case done = 1, removed, availability, verdict, status, audit, failure, armed, verdicts, offered, progress,
+            text, health
     }
 
     /// The body, unframed.
@@ -297,6 +344,17 @@ public enum Response: Sendable, Equatable {
         case .progress(let text):
             out = WireWriter(kind: Kind.progress.rawValue)
             out.string(text)
+        case .text(let text):
+            out = WireWriter(kind: Kind.text.rawValue)
+            out.string(text)
+        case .health(let checks):
+            out = WireWriter(kind: Kind.health.rawValue)
+            out.u32(checks.count)
+            for check in checks {
+                out.string(check.name)
+                out.u8(check.level.rawValue)
+                out.string(check.detail)
+            }
         case .verdicts(let verdicts):
             out = WireWriter(kind: Kind.verdicts.rawValue)
             out.u32(verdicts.count)
@@ -369,6 +427,18 @@ public enum Response: Sendable, Equatable {
             self = .offered(Array(try input.data("the secret", limit: 256)))
         case .progress:
             self = .progress(try input.string("the step", limit: 256))
+        case .text:
+            self = .text(try input.string("the text", limit: Wire.maximumResponse))
+        case .health:
+            var checks: [HealthCheck] = []
+            for _ in 0..<(try input.count("checks", limit: 256)) {
+                let name = try input.string("the check", limit: 256)
+                guard let level = HealthCheck.Level(rawValue: try input.u8("the level")) else {
+                    throw WireError("a check's level is not 0, 1 or 2")
+                }
+                checks.append(HealthCheck(name, level, try input.string("the detail", limit: 4096)))
+            }
+            self = .health(checks)
         case .verdicts:
             var verdicts: [Verdict] = []
             for _ in 0..<(try input.count("verdicts", limit: 64)) { verdicts.append(try input.verdict()) }

@@ -18,6 +18,8 @@ import Synchronization
 ///
 /// A user other than root makes at most `writesPerWindow` changes (`set`, `change`, `enroll`) a minute.
 /// | arm, claim   | yes  | own account only (a screen locker running as the user); a claim only by the uid that armed |
+/// | report       | yes  | own account's decisions only (counted apart: `caller="user"`)  |
+/// | metrics, health | yes | yes: they name no account (answered at most once a second)  |
 ///
 /// A refused request never reaches the vault, so it costs the named user no attempt.
 public struct VaultService: Sendable {
@@ -147,6 +149,10 @@ public struct VaultService: Sendable {
         switch request {
         case .availability, .verify, .status(.some), .arm, .claim:
             return own ? nil : "\(caller.label) may only ask about their own account"
+        case .report:
+            return own ? nil : "\(caller.label) may only report their own account's decisions"
+        case .metrics, .health:
+            return nil
         case .change:
             // Which factors can be changed at all is the factor's to say (`FactorKeeper.changeable`), before any
             // attempt is counted.
@@ -236,7 +242,8 @@ public struct VaultService: Sendable {
     public static func writesAudit(_ request: Request) -> Bool {
         switch request {
         case .set, .change, .enroll: true
-        case .availability, .verify, .offer, .remove, .status, .reset, .audit, .arm, .claim, .enrollAtDevice:
+        case .availability, .verify, .offer, .remove, .status, .reset, .audit, .arm, .claim, .enrollAtDevice, .report,
+            .metrics, .health:
             false
         }
     }
@@ -247,7 +254,7 @@ public struct VaultService: Sendable {
     public static func changesAccount(_ request: Request) -> Bool {
         switch request {
         case .verify, .enroll, .change, .remove, .reset, .set, .claim, .enrollAtDevice: true
-        case .availability, .offer, .status, .audit, .arm: false
+        case .availability, .offer, .status, .audit, .arm, .report, .metrics, .health: false
         }
     }
 
@@ -255,7 +262,9 @@ public struct VaultService: Sendable {
     public static func isSlow(_ request: Request) -> Bool {
         switch request {
         case .verify, .enroll, .change: true
-        case .availability, .offer, .remove, .status, .reset, .audit, .set, .arm, .claim, .enrollAtDevice: false
+        case .availability, .offer, .remove, .status, .reset, .audit, .set, .arm, .claim, .enrollAtDevice, .report,
+            .metrics, .health:
+            false
         }
     }
 
@@ -369,6 +378,10 @@ public struct VaultService: Sendable {
                 }
                 try vault.set(key, to: value, of: user, by: actor(via))
                 return .done
+            case .report:
+                return .done  // allowed: the server counts it (KeywayDaemon's Telemetry)
+            case .metrics, .health:
+                return .failure(AuthenticationError(.internalFailure, "only keywayd's server answers \(request.name)"))
             }
         } catch {
             return .failure(error)

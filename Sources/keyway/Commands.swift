@@ -61,6 +61,25 @@ extension Subcommand {
             path: ["status"], summary: "enrollments, counters and lockouts", options: [optionalUser],
             run: { $0.status() }),
         Subcommand(
+            path: ["health"],
+            summary: "ask keywayd how it is: exit 0 OK, 1 WARNING, 2 CRITICAL (for a monitoring system)",
+            options: [.init(name: "--json", help: "one JSON object instead of lines")],
+            details: """
+                Checks keywayd answering, the store read and written, the configuration valid and the one keywayd \
+                enforces, the readers configured, and a fleet's database with its synchronous standbys. The first \
+                line is the monitoring plugins' (KEYWAY OK - ...); keywayd not answering is CRITICAL. Any user may \
+                ask; keywayd computes at most one answer a second.
+                """,
+            run: { $0.health() }),
+        Subcommand(
+            path: ["metrics"],
+            summary: "print keywayd's metrics in Prometheus's text format (as its textfile for node_exporter)",
+            details: """
+                The same text keywayd writes for node_exporter's textfile collector (keywayd --metrics). No \
+                metric names an account. Any user may ask.
+                """,
+            run: { $0.metrics() }),
+        Subcommand(
             path: ["reset"], summary: "clear failure counters and lockouts (as faillock --reset)",
             options: [
                 user,

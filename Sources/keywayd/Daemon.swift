@@ -23,7 +23,8 @@ struct Keywayd {
     static let usage = """
         usage: keywayd [--foreground] [--socket PATH] [--store PATH|URI] [--host NAME] [--passfile FILE]
                        [--timeline FILE] [--config FILE] [--workers N] [--queue N] [--request-timeout MS] [--idle-exit SECONDS]
-                       [--sensor DIR] [--system-bus ADDRESS] [--notes N]
+                       [--sensor DIR] [--system-bus ADDRESS] [--notes N] [--metrics FILE|none]
+                       [--journal SOCKET|none]
 
           --foreground          stay in the foreground (keywayd never forks; accepted for init scripts)
           --socket PATH         where to listen (default /run/keyway/keywayd.sock); ignored when systemd passes
@@ -55,6 +56,12 @@ struct Keywayd {
           --notes N             availability notes kept for the module, one per account recently asked about, in
                                 the socket's path with .notes (default 1024; 0: none, every prompt waits for a
                                 round trip; always none with a shared database)
+          --metrics FILE|none   where keywayd writes its metrics for node_exporter's textfile collector, at
+                                most once a second, and reads its counts back after an idle exit (default
+                                /var/lib/prometheus/node-exporter/keyway.prom; the directory must exist);
+                                keyway metrics prints the same
+          --journal SOCKET|none where keywayd sends its events as structured journal entries (default
+                                /run/systemd/journal/socket)
           --unenrolled-counters N
                                 names without an enrollment whose counters are kept (default 100000; the
                                 latest failures win, a throttled or locked name is always kept; checked every
@@ -74,6 +81,7 @@ struct Keywayd {
         var kernelRefusal = true
         var noteLimit = 1024
         var systemBus = DBusConnection.systemBusAddress
+        var telemetryOptions = Telemetry.Options()
         var words = Array(CommandLine.arguments.dropFirst())[...]
         func value(_ flag: String) -> String {
             guard let next = words.popFirst() else { fail("\(flag) needs a value") }
@@ -114,6 +122,13 @@ struct Keywayd {
                     fail("--sensor \(arming.controlDirectory): give an absolute path")
                 }
             case "--system-bus": systemBus = value(word)
+            case "--metrics", "--journal":
+                let path = value(word)
+                guard path == "none" || path.hasPrefix("/") else {
+                    fail("\(word) \(path): give an absolute path or none")
+                }
+                if word == "--metrics" { telemetryOptions.file = path == "none" ? nil : path }
+                if word == "--journal" { telemetryOptions.journal = path == "none" ? nil : path }
             case "--help":
                 print(usage)
                 exit(0)
@@ -155,19 +170,29 @@ struct Keywayd {
                 }
             }
         }
+        // Every audit row the store writes is an event, every call a latency sample (docs/ARCHITECTURE.md §20).
+        let telemetry = Telemetry(options: telemetryOptions)
         let vault: LocalVault
-        do { vault = try SystemVault.open(vaultOptions, devices: arming.backends) } catch {
+        do {
+            vault = try SystemVault.open(vaultOptions, devices: arming.backends) { store in
+                ObservedStore(
+                    store, nanoseconds: { Int64(DispatchTime.now().uptimeNanoseconds) },
+                    timed: { telemetry.stored($0, nanoseconds: $1, $2) }, audited: { telemetry.audited($0) })
+            }
+        } catch {
             Server.log("cannot open the store: \(error.reason)")
             exit(74)
         }
+        telemetry.attach(vault)
+        let store = (vault.store as? ObservedStore)?.base ?? vault.store
         // The cost of new hashes, as keyway.conf's hash-passes and hash-memory set it (existing hashes keep theirs).
         let costs = Factors.all.filter { $0.setting(Setting.hashPasses().key) != nil }.map { plugin in
             "\(plugin.kind) \(SystemVault.hashCost(of: plugin, vaultOptions))"
         }
         if !costs.isEmpty { Server.log("new hashes: \(costs.joined(separator: ", "))") }
         // A shared database may be away at start: keywayd serves "unavailable" meanwhile and reconnects by itself.
-        if let database = vault.store as? PostgresStore {
-            database.onAvailabilityChange { line in Server.log(line) }
+        if let database = store as? PostgresStore {
+            database.onAvailabilityChange { away, line in telemetry.database(away: away, line) }
             switch database.probe() {
             case .success(let line): Server.log(line)
             case .failure(let problem):
@@ -183,7 +208,7 @@ struct Keywayd {
         }
         let notesDirectory = AvailabilityNote.directory(besideSocket: socketPath)
         let notes: AvailabilityNotes?
-        if noteLimit == 0 || vault.store is PostgresStore {
+        if noteLimit == 0 || store is PostgresStore {
             AvailabilityNotes.discard(directory: notesDirectory)
             notes = nil
         } else {
@@ -238,7 +263,12 @@ struct Keywayd {
                 vault: vault, factors: Factors.all,
                 now: UnixSocket.monotonicMilliseconds,
                 accountUID: { name in if case .success(let uid?) = Accounts.uid(of: name) { uid } else { nil } }),
-            options: options, arming: arming, notes: notes
+            options: options, arming: arming, notes: notes, telemetry: telemetry,
+            checks: { [vaultOptions, configPath, backends = arming.backends] in
+                Health.checks(
+                    store: store, vault: vault, storePath: vaultOptions.storePath, telemetry: telemetry,
+                    configPath: configPath, settings: vaultOptions.settings, backends: backends)
+            }
         ) {
             // Names without an enrollment keep counters (concealment); cap them (Store.pruneCounters).
             do throws(AuthenticationError) {
@@ -265,11 +295,14 @@ struct Keywayd {
         let stopping = Termination.onSignal { signal in
             removeOwnSocket()
             notes?.removeAll()
+            telemetry.finish()
             Server.log("stopping on signal \(signal)")
         }
         if !stopping { Server.log("cannot wait for SIGTERM: keywayd will stop without removing its socket and notes") }
+        telemetry.startWriting()
         guard server.run(listener) else { exit(71) }
         removeOwnSocket()
+        telemetry.finish()
         Server.log("idle for \(options.idleExit / 1000) s; exiting")
         exit(0)
     }

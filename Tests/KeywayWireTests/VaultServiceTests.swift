@@ -40,6 +40,7 @@ struct VaultServiceTests {
             .arm(.biometric, UserContext(name: user), attempts: 3),
             .claim(.biometric, UserContext(name: user), nonce: Array(repeating: 7, count: 16)),
             .enrollAtDevice(.biometric, user: user, label: "left-index", via: "t"),
+            .report(Decision(user: user, service: "sudo", policy: "gesture", result: .failure, milliseconds: 1200)),
         ]
     }
 
@@ -52,6 +53,7 @@ struct VaultServiceTests {
     func ownRow() {
         let allowed: Set = [
             "availability", "verify", "status alice", "change gesture", "change biometric", "set", "arm", "claim",
+            "report",
         ]
         for request in Self.requests(about: "alice") {
             var key = request.name
@@ -76,6 +78,29 @@ struct VaultServiceTests {
         #expect(error.code == .notPermitted, "\(error)")
         #expect(error.reason.contains("cannot be changed"), "\(error)")
         #expect(try store.attempts(user: "alice") == AttemptBook())
+    }
+
+    @Test("anyone may ask for the metrics and the health, which name no account; each survives the wire")
+    func metricsAndHealthForAnyone() throws {
+        for caller in [root, alice, nameless] {
+            #expect(VaultService.refusal(of: .metrics, by: caller) == nil)
+            #expect(VaultService.refusal(of: .health, by: caller) == nil)
+        }
+        for request in Self.requests(about: "alice") + [.metrics, .health] {
+            #expect(try Request(decoding: request.encoded) == request, "\(request.name)")
+        }
+        let answers: [Response] = [
+            .text("# HELP keyway_up x\nkeyway_up 1\n"),
+            .health([HealthCheck("keywayd", .ok, "answering"), HealthCheck("store", .critical, "read-only")]),
+        ]
+        for answer in answers { #expect(try Response(decoding: answer.encoded) == answer) }
+        // A report is about exactly one decision: a negative duration or an unknown result is malformed.
+        var bytes = Request.report(
+            Decision(user: "alice", service: "sudo", policy: "p", result: .success, milliseconds: 0)
+        ).encoded
+        bytes[bytes.count - 1] = 0xFF
+        bytes[bytes.count - 8] = 0xFF
+        #expect(throws: WireError.self) { try Request(decoding: bytes) }
     }
 
     @Test("a user may ask nothing about another account, and a uid with no name nothing at all")

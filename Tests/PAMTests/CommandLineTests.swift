@@ -48,6 +48,9 @@ struct CommandLineTests {
         (["set", "show-trial", "off"], "Error: Unknown switch 'show-trial'; use gesture.enabled, gesture.show-trail,"),
         (["set", "show-trail", "maybe"], "Error: Unknown value 'maybe'; use on or off."),
         (["reset"], "Error: Missing '--user <user>'."),
+        (["health", "--jsn"], "Error: Unknown option '--jsn'. Did you mean '--json'?"),
+        (["health", "--json=yes"], "Error: The flag '--json' takes no value."),
+        (["metrics", "extra"], "Error: Unexpected argument 'extra' for 'keyway metrics'."),
         (
             ["reset", "--user", "alice", "--factor", "retina"],
             "Error: Unknown factor 'retina'; use \(factorWords)."

@@ -66,6 +66,8 @@ struct PAMFixture {
     var sensor: String { directory + "/run" }
     var services: String { directory + "/pam.d" }
     var socket: String { directory + "/keywayd.sock" }
+    /// Where the fixture's keywayd writes its metrics (node_exporter's textfile).
+    var metrics: String { directory + "/keyway.prom" }
     private let daemon = DaemonBox()
 
     /// The module arguments that point at this fixture: socket= and sensor=.
@@ -85,7 +87,10 @@ struct PAMFixture {
     /// Starts keywayd on this fixture's store and socket (once), and waits until it accepts connections.
     func startDaemon(_ extra: [String] = [], environment: [String: String] = [:]) {
         daemon.start(
-            [daemonPath, "--socket", socket, "--store", store, "--sensor", sensor, "--idle-exit", "120"] + extra,
+            [
+                daemonPath, "--socket", socket, "--store", store, "--sensor", sensor, "--idle-exit", "120",
+                "--metrics", metrics,
+            ] + extra,
             socket: socket,
             environment: environment)
     }

@@ -5,6 +5,7 @@ import KeywayCore
 import KeywayFactors
 import KeywayPlatform
 import KeywayRuntime
+import KeywayWire
 
 /// One call into the module: parse the arguments, build the request, evaluate the policy, map the outcome.
 /// Everything is built per call and released before returning.
@@ -30,6 +31,7 @@ struct ModuleCall {
                 }
             }
             defer { conversation.terminal = nil }
+            let began = UnixSocket.monotonicMilliseconds()
             let evaluation = call.runtime.context(call.options).evaluate(
                 policy, for: call.user, reason: "\(call.user.service) authentication",
                 conversation: conversation)
@@ -39,6 +41,18 @@ struct ModuleCall {
             if let error = evaluation.error, broken.contains(error.code) { priority = LOG_ERR }
             let mode = audit ? " mode=audit (not enforced: PAM_IGNORE)" : ""
             log(priority, "\(evaluation) service=\(call.user.service)\(call.where)\(mode)")
+            // The same decision as a structured journal entry, and to keywayd's metrics (pam_keyway(8), LOGGING).
+            Journal.send(
+                Event.decision(
+                    evaluation, service: call.user.service, remote: call.user.isRemote, rhost: handle.item(PAM_RHOST),
+                    audit: audit),
+                identifier: "pam_keyway")
+            let result: Decision.Result = audit ? .ignored : evaluation.succeeded ? .success : .failure
+            _ = try? call.daemon.ask(
+                .report(
+                    Decision(
+                        user: call.user.name, service: call.user.service, policy: policy.name, result: result,
+                        milliseconds: UnixSocket.monotonicMilliseconds() - began)))
             if audit { return .ignored }
             guard let error = evaluation.error else { return .success }
             return .failure(error)
@@ -92,6 +106,8 @@ struct ModuleCall {
         let readTTY: Bool
         /// Why the session counts as local or remote (RemoteSession), or nil when nothing asked.
         let locality: String?
+        /// keywayd, as the runtime asks it (and the decision is reported to it).
+        let daemon: DaemonVault
 
         /// " remote=yes (why)" for a session found remote, for logs.
         var `where`: String {
@@ -159,8 +175,9 @@ struct ModuleCall {
         options.sensorDirectory = parsed.sensorDirectory
         // keywayd owns the store and the slow hash; this process only talks (docs/ARCHITECTURE.md §10).
         let named = Set(resolved.policy.rule.factors)
+        let daemon = DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)", readsNotes: readingNotes)
         let runtime = Runtime(
-            vault: DaemonVault(socketPath: parsed.socket, via: "pam_keyway \(service)", readsNotes: readingNotes),
+            vault: daemon,
             options: options,
             settings: settings, plugins: plugins.filter { named.contains($0.kind) })
         // Located on every call: a device serves local sessions only, and every factor counts a remote session's
@@ -187,7 +204,7 @@ struct ModuleCall {
         return body(
             Call(
                 runtime: runtime, definition: resolved.definition, user: context, options: evaluating,
-                readTTY: parsed.readTTY, locality: locality.made?.reason))
+                readTTY: parsed.readTTY, locality: locality.made?.reason, daemon: daemon))
     }
 
     /// True when the user has at least one of the policy's factors enrolled (or keywayd cannot say: then the
