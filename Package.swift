@@ -56,7 +56,7 @@ let package = Package(
         // database through libpq (docs/ARCHITECTURE.md §17).
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
-        library("KeywayStore", ["KeywayCore", "KeywayPlatform", "CSQLite", "CPostgres"]),
+        library("KeywayStore", ["KeywayCore", "KeywayPlatform", "CSQLite", "CPostgres", "CKeywayLibc"]),
 
         // One target per factor, each a folder under Plugins/ that depends on the core alone (and libc where it
         // talks to a device).
@@ -69,7 +69,7 @@ let package = Package(
         // and the CLI never talk to D-Bus (docs/ARCHITECTURE.md §18).
         library("KeywayBiometric", ["KeywayCore"], path: "Plugins/Biometric/Factor"),
         library(
-            "KeywayBiometricSimulator", ["KeywayCore", "KeywayBiometric", "CKeywayLibc"],
+            "KeywayBiometricSimulator", ["KeywayCore", "KeywayBiometric", "KeywayPlatform", "CKeywayLibc"],
             path: "Plugins/Biometric/Simulator"),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
         library(
@@ -93,8 +93,12 @@ let package = Package(
             ]),
 
         // The configuration language: keyway.conf's sections, settings checked against what the plugins declare,
-        // the `require =` rules, diagnostics. Pure Swift, no files: the loader is in KeywayRuntime.
+        // the `require =` rules, diagnostics. Pure Swift, no files: the loader is KeywayConfigFiles.
         library("KeywayConfig", ["KeywayCore"]),
+
+        // keyway.conf read from disk and trusted (root's alone), below both sides: the module, the CLI and keywayd load
+        // the configuration the same way, and keywayd links no client code.
+        library("KeywayConfigFiles", ["KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayPlatform", "CKeywayLibc"]),
 
         // keywayd's protocol: the frames, the requests and answers, and who may ask what. Pure Swift.
         library("KeywayWire", ["KeywayCore"]),
@@ -103,7 +107,8 @@ let package = Package(
         library(
             "KeywayRuntime",
             [
-                "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayPlatform", "KeywayWire", "CKeywayLibc",
+                "KeywayCore", "KeywayConfig", "KeywayConfigFiles", "KeywayFactors", "KeywayPlatform", "KeywayWire",
+                "CKeywayLibc",
             ]),
 
         // The state's composition (keywayd, `keyway --store`, tests): the SQLite store, Argon2id, the keepers.
@@ -124,7 +129,7 @@ let package = Package(
         .executableTarget(
             name: "keywayd",
             dependencies: [
-                "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayRuntime", "KeywayVault",
+                "KeywayCore", "KeywayConfig", "KeywayConfigFiles", "KeywayFactors", "KeywayVault",
                 "KeywayWire", "KeywayPlatform", "KeywayDaemon", "CKeywayLibc", "KeywayStore", "KeywayFprintd",
                 "KeywayFIDO2Key",
             ],
@@ -138,7 +143,8 @@ let package = Package(
         .target(
             name: "PAMKeyway",
             dependencies: [
-                "CPAM", "CKeywayLibc", "KeywayCore", "KeywayConfig", "KeywayFactors", "KeywayPlatform", "KeywayRuntime",
+                "CPAM", "CKeywayLibc", "KeywayCore", "KeywayConfig", "KeywayConfigFiles", "KeywayFactors",
+                "KeywayPlatform", "KeywayRuntime",
                 "KeywayWire",
             ],
             path: "pam/PAMKeyway",
@@ -161,17 +167,17 @@ let package = Package(
         library(
             "KeywayTools",
             [
-                "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayConfig", "KeywayRuntime", "CQREncode",
-                "KeywayCrypto", "KeywayFactors",
+                "KeywayCore", "KeywayGesture", "KeywayBiometricSimulator", "KeywayConfig", "KeywayConfigFiles",
+                "KeywayRuntime", "CQREncode", "KeywayCrypto", "KeywayFactors", "KeywayPlatform",
             ]),
 
         // The `keyway` command line.
         .executableTarget(
             name: "keyway",
             dependencies: [
-                "KeywayCore", "KeywayTools", "KeywayConfig", "KeywayFactors", "KeywayRuntime",
+                "KeywayCore", "KeywayTools", "KeywayConfig", "KeywayConfigFiles", "KeywayFactors", "KeywayRuntime",
                 "KeywayVault", "KeywayPlatform", "KeywayCrypto", "KeywayBiometric", "KeywayBiometricSimulator",
-                "KeywayGesture", "KeywayPasscode", "KeywayStore", "KeywayWire",
+                "KeywayGesture", "KeywayStore", "KeywayWire",
             ],
             swiftSettings: strictSettings),
 
@@ -188,8 +194,8 @@ let package = Package(
         tests(
             "KeywayConfigTests",
             [
-                "KeywayConfig", "KeywayCore", "KeywayFactors", "KeywayRuntime", "KeywayTestSupport", "KeywayCrypto",
-                "KeywayGesture", "KeywayPasscode", "KeywayBiometric", "KeywayBiometricSimulator",
+                "KeywayConfig", "KeywayConfigFiles", "KeywayCore", "KeywayFactors", "KeywayRuntime",
+                "KeywayTestSupport", "KeywayCrypto", "KeywayGesture", "KeywayBiometric", "KeywayBiometricSimulator",
             ]),
         tests("KeywayPlatformTests", ["KeywayPlatform", "KeywayCore"]),
         tests("KeywayCryptoTests", ["KeywayCrypto", "KeywayCore"]),
@@ -213,13 +219,14 @@ let package = Package(
         tests("TOTPTests", ["KeywayTOTP", "KeywayCore", "KeywayTestSupport"]),
         tests("RecoveryTests", ["KeywayRecovery", "KeywayCore", "KeywayCrypto", "KeywayStore", "KeywayTestSupport"]),
         tests(
-            "PasscodeTests", ["KeywayPasscode", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"]),
+            "PasscodeTests", ["KeywayPasscode", "KeywayCore", "KeywayCrypto", "KeywayTestSupport"]),
         tests(
             "KeywayStoreTests", ["KeywayStore", "KeywayCore", "KeywayPlatform", "KeywayTestSupport", "keyway-probe"]),
         tests(
             "PAMTests",
             [
-                "KeywayRuntime", "KeywayConfig", "KeywayFactors", "KeywayVault", "KeywayWire", "KeywayCrypto",
+                "KeywayRuntime", "KeywayConfig", "KeywayConfigFiles", "KeywayFactors", "KeywayVault", "KeywayWire",
+                "KeywayCrypto",
                 "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode",
                 "KeywayBiometric", "KeywayBiometricSimulator", "KeywayTestSupport", "keyway-hostile", "keyway-softkey",
                 "KeywayFIDO2",
@@ -229,7 +236,6 @@ let package = Package(
             name: "keyway-fuzz",
             dependencies: [
                 "KeywayCore", "KeywayFactors", "KeywayGesture", "KeywayBiometric", "KeywayBiometricSimulator",
-                "KeywayPlatform",
                 "KeywayStore", "KeywayPasscode", "KeywayRuntime", "KeywayWire", "KeywayCrypto", "KeywayConfig",
             ],
             path: "Tests/KeywayFuzz", swiftSettings: strictSettings),

@@ -52,8 +52,8 @@ static inline int keyway_interrupt_pending(void) {
 static inline void keyway_ignore_signal(int signal_number) { signal(signal_number, SIG_IGN); }
 
 /// A function of libm, found in libm loaded on first use (NULL when it cannot be): the PAM module does not link
-/// libm, whose load cost (0.13 ms and 350 KB in every host, measured in docs/ARCHITECTURE.md §4) only the simulated
-/// sensor's statistics need. Where libm is already loaded (the CLI, keywayd) this finds the loaded copy.
+/// libm, whose load cost (0.13 ms and 350 KB in every host: docs/BENCHMARKS.md, "The module's build and load") only
+/// the simulated sensor's statistics need. Where libm is already loaded (the CLI, keywayd) this finds the loaded copy.
 static inline void *keyway_libm_function(const char *name) {
     void *libm = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
     return libm ? dlsym(libm, name) : NULL;
@@ -99,20 +99,6 @@ static inline int keyway_code_identity(unsigned long long out[5]) {
 
 /// The name of a directory entry (a fixed array Swift sees as a tuple).
 static inline const char *keyway_dirent_name(const struct dirent *entry) { return entry->d_name; }
-
-/// Puts a terminal in the mode the PAM module reads it in itself (`read-tty`): no echo, no line editing, and no
-/// signals from keys (Ctrl-C arrives as a byte, so no signal is ever sent for it), one byte at a time, starting from
-/// `saved`, the settings the caller read with tcgetattr (to put back with keyway_terminal_restore). 0 on success.
-static inline int keyway_terminal_raw(int fd, const struct termios *saved) {
-    struct termios raw = *saved;
-    raw.c_lflag &= ~(tcflag_t)(ECHO | ECHONL | ICANON | ISIG | IEXTEN);
-    raw.c_cc[VMIN] = 1;
-    raw.c_cc[VTIME] = 0;
-    return tcsetattr(fd, TCSANOW, &raw);
-}
-
-/// Puts back what keyway_terminal_raw saved.
-static inline int keyway_terminal_restore(int fd, const struct termios *saved) { return tcsetattr(fd, TCSANOW, saved); }
 
 /// Sends `length` bytes of `data` (at most 256) and, when `fd` is not negative, the descriptor `fd` with them
 /// (SCM_RIGHTS), in one message over a Unix socket; never raises SIGPIPE. The cmsg macros are not Swift's to call.

@@ -2,7 +2,7 @@ public import KeywayCore
 
 /// Keyway's configuration: the factors' settings and the policies, built-in and configured, checked and compiled.
 ///
-/// Built from `keyway.conf` and its drop-ins (read by `ConfigurationFiles` in KeywayRuntime, which checks who owns
+/// Built from `keyway.conf` and its drop-ins (read by `ConfigurationFiles` in KeywayConfigFiles, which checks who owns
 /// them); this type knows no files, so the fuzzer and the tests drive it with text (docs/ARCHITECTURE.md §11).
 public struct Configuration: Sendable {
     /// Where a policy applies: `when =`.

@@ -114,6 +114,13 @@ final class PolicyRunner {
         return RuleCombinator.explain(errors + [error]) ?? error
     }
 
+    /// Where one round of the shared prompt stands: no member has succeeded yet, or one has (which ends the
+    /// evaluation; every failure is recorded as it is settled).
+    private enum Round {
+        case undecided
+        case succeeded
+    }
+
     /// The shared prompt, until a member succeeds or none is left.
     private func together(_ live: inout [Member], errors: [AuthenticationError], fallback: FactorKind?)
         -> AuthenticationError?
@@ -123,12 +130,13 @@ final class PolicyRunner {
         var attempt = 0
         var uncounted = 0
         var firstKind: FactorKind { live.first?.kind ?? .biometric }
-        /// Settles one verdict of `live[index]`; sets `outcome` when the evaluation is over.
-        func settle(_ verdict: Verdict, of index: Int, outcome: inout AuthenticationError??) {
+        /// Settles one verdict of `live[index]`; `round` becomes `.succeeded` when it ends the evaluation.
+        func settle(_ verdict: Verdict, of index: Int, round: inout Round) {
             let kind = live[index].kind
             switch verdict {
             case .success:
-                outcome = .some(record(kind, attempt, .succeeded, nil))
+                _ = record(kind, attempt, .succeeded, nil)
+                round = .succeeded
             case .failure(let failure) where failure.countsAsAttempt:
                 live[index].counted += 1
                 _ = record(kind, attempt, .failed(failure), nil)
@@ -189,10 +197,10 @@ final class PolicyRunner {
             case .fallback: break
             case .secret(let secret): if secret.count > 1 { entered = secret }
             }
-            var outcome: AuthenticationError?? = nil
+            var round = Round.undecided
             if let entered, let typed, let entry = live[typed].plugin.typedEntry {
                 do {
-                    settle(try entry.verify(entered, for: user), of: typed, outcome: &outcome)
+                    settle(try entry.verify(entered, for: user), of: typed, round: &round)
                 } catch {
                     if error.code.stopsEvaluation { return record(live[typed].kind, attempt, .ended(error), error) }
                     _ = record(live[typed].kind, attempt, .ended(error), nil)
@@ -203,7 +211,7 @@ final class PolicyRunner {
             } else {
                 // Enter, a one-character confirmation, or the armed factor woke the prompt: ask what happened.
                 var presented = false
-                for index in live.indices where live[index].armed != nil && outcome == nil {
+                for index in live.indices where live[index].armed != nil && round == .undecided {
                     let verdicts: [Verdict]
                     do { verdicts = try live[index].armed!.collect() } catch {
                         if error.code.stopsEvaluation { return record(live[index].kind, attempt, .ended(error), error) }
@@ -213,12 +221,12 @@ final class PolicyRunner {
                         live[index].counted = live[index].attempts
                         continue
                     }
-                    for verdict in verdicts where outcome == nil {
+                    for verdict in verdicts where round == .undecided {
                         presented = true
-                        settle(verdict, of: index, outcome: &outcome)
+                        settle(verdict, of: index, round: &round)
                     }
                 }
-                if !presented && outcome == nil {
+                if !presented && round == .undecided {
                     if reply == .fallback {
                         let error = AuthenticationError(.userFallback)
                         return record(firstKind, attempt, .ended(error), error)
@@ -227,7 +235,10 @@ final class PolicyRunner {
                     uncounted += 1
                 }
             }
-            if let outcome { return outcome }
+            switch round {
+            case .succeeded: return nil
+            case .undecided: break
+            }
             for member in live where member.counted >= member.attempts { member.armed?.release() }
             live.removeAll { $0.counted >= $0.attempts }
             if live.count == 1, live[0].armed == nil {

@@ -39,85 +39,6 @@ public struct ArmingOptions: Sendable {
     }
 }
 
-/// One presented factor's device as keywayd serves it: the plugin's declaration, its line, and its wait.
-struct DeviceSeat: Sendable {
-    let plugin: FactorPlugin
-    let arming: FactorPlugin.Arming
-    let line = DeviceLine()
-    /// The wait setting, in milliseconds.
-    let timeout: Int64
-
-    /// The seats of every factor in `factors` that declares a device.
-    static func all(_ factors: [FactorPlugin], _ options: ArmingOptions) -> [FactorKind: DeviceSeat] {
-        var seats: [FactorKind: DeviceSeat] = [:]
-        for plugin in factors {
-            guard let arming = plugin.arming else { continue }
-            seats[plugin.kind] = DeviceSeat(plugin: plugin, arming: arming, timeout: options.timeout(plugin, arming))
-        }
-        return seats
-    }
-
-    /// What people call the device ("the sensor").
-    var name: String { "the \(plugin.device ?? "device")" }
-}
-
-/// Who has one factor's device and who waits for it, first come first served (docs/ARCHITECTURE.md §14): a lease
-/// that keeps it while someone waits ends after the factor's wait setting, and a holder that arms again queues behind
-/// the waiters, so no one holds the device against another user's waiting authentication for longer than that.
-/// keywayd keeps one line per factor that has a device.
-final class DeviceLine: Sendable {
-    private struct State {
-        var next: UInt64 = 0
-        var holder: UInt64? = nil
-        var waiting: [UInt64] = []
-    }
-    private let state = Mutex(State())
-
-    /// How much longer than the timeout a waiter stays in line: a holder that overstays is cut when its lease next
-    /// checks (every 100 ms, later on a loaded machine), so the waiter must outlast that check, not race it.
-    static let handover: Int64 = 1000
-
-    /// A ticket for the device: at once when it is free and nobody waits; otherwise, with `waits`, in turn within
-    /// `limit` milliseconds while `gone()` stays false; nil when not given.
-    func take(waits: Bool, within limit: Int64, gone: () -> Bool) -> UInt64? {
-        let (ticket, now) = state.withLock { state -> (UInt64, Bool) in
-            let ticket = state.next
-            state.next += 1
-            if state.holder == nil && state.waiting.isEmpty {
-                state.holder = ticket
-                return (ticket, true)
-            }
-            if waits { state.waiting.append(ticket) }
-            return (ticket, false)
-        }
-        if now { return ticket }
-        guard waits else { return nil }
-        let deadline = UnixSocket.monotonicMilliseconds() + limit
-        while true {
-            let taken = state.withLock { state -> Bool in
-                guard state.holder == nil, state.waiting.first == ticket else { return false }
-                state.waiting.removeFirst()
-                state.holder = ticket
-                return true
-            }
-            if taken { return ticket }
-            if gone() || UnixSocket.monotonicMilliseconds() >= deadline {
-                state.withLock { $0.waiting.removeAll { $0 == ticket } }
-                return nil
-            }
-            usleep(20_000)
-        }
-    }
-
-    /// Gives the device back.
-    func release(_ ticket: UInt64) {
-        state.withLock { state in if state.holder == ticket { state.holder = nil } }
-    }
-
-    /// True while another authentication waits in line.
-    var othersWaiting: Bool { state.withLock { !$0.waiting.isEmpty } }
-}
-
 extension Server {
     /// Serves an `arm` request (`first of`, and a presented factor's sequential wait): checks that the factor's device
     /// may answer this authentication (its plugin's `ArmingRule`), takes it (in line, with `waits`), answers with the nonce, then listens, matching and counting
@@ -163,10 +84,10 @@ extension Server {
             var byte: UInt8 = 1
             _ = send(fd, &byte, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
         }
-        let startedAt = UnixSocket.monotonicMilliseconds()
+        let startedAt = MonotonicClock.milliseconds()
         // The lease stays claimable until the client closes the connection (or the limit passes).
         func keepClaimable() {
-            while !clientGone() && UnixSocket.monotonicMilliseconds() < startedAt + Leases.maximumDuration {
+            while !clientGone() && MonotonicClock.milliseconds() < startedAt + Leases.maximumDuration {
                 var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                 _ = poll(&entry, 1, 1000)
             }
@@ -243,7 +164,7 @@ extension Server {
         }
         // A device another program holds (fprintd's reader claimed by another client) is said in the log; a
         // sequential wait waits for it, within its timeout, as it would in keywayd's own line.
-        let holdUntil = UnixSocket.monotonicMilliseconds() + timeout
+        let holdUntil = MonotonicClock.milliseconds() + timeout
         var toldBusy = false
         while true {
             do throws(DeviceHoldFailure) {
@@ -258,7 +179,7 @@ extension Server {
                             "\(caller.label): the \(factor) device is held by another program"
                                 + (waits ? "; waiting for it up to \(timeout / 1000) s" : "; answered busy"))
                     }
-                    if waits && UnixSocket.monotonicMilliseconds() < holdUntil && !UnixSocket.peerHasClosed(fd) {
+                    if waits && MonotonicClock.milliseconds() < holdUntil && !UnixSocket.peerHasClosed(fd) {
                         usleep(250_000)
                         continue
                     }
@@ -272,7 +193,7 @@ extension Server {
                 return
             }
         }
-        let heldSince = UnixSocket.monotonicMilliseconds()
+        let heldSince = MonotonicClock.milliseconds()
         var nonce: [UInt8]? = early
         var holding = true
         func giveBack() {
@@ -292,7 +213,7 @@ extension Server {
         guard let armed = nonce else { return }
         defer { if early == nil { leases.close(armed) } }
         @Sendable func overstaying() -> Bool {
-            line.othersWaiting && UnixSocket.monotonicMilliseconds() - heldSince >= timeout
+            line.othersWaiting && MonotonicClock.milliseconds() - heldSince >= timeout
         }
         // Stops when the client has gone (its socket closed: a killed sudo included), the lease wants no more, or it
         // has kept the device for the timeout while someone else waits for it.
@@ -373,11 +294,11 @@ extension Server {
         guard let ticket = placeInLine(waits: true, at: seat, on: fd) else { return }
         let line = seat.line
         defer { line.release(ticket) }
-        let started = UnixSocket.monotonicMilliseconds()
+        let started = MonotonicClock.milliseconds()
         let answer = service.answer(
             request, from: caller, progress: { step in reply(.progress(step), to: fd) },
             cancelled: {
-                let held = UnixSocket.monotonicMilliseconds() - started
+                let held = MonotonicClock.milliseconds() - started
                 return UnixSocket.peerHasClosed(fd) || held >= Self.enrollmentLimit
                     || (line.othersWaiting && held >= timeout)
             })
@@ -385,102 +306,5 @@ extension Server {
             Server.logLimited("\(caller.label): \(request.name) ended: \(error.reason)")
         }
         reply(answer, to: fd)
-    }
-}
-
-/// keywayd's side of one arming connection: the terminal deposited on it, if any.
-final class TerminalHolder: Sendable {
-    private struct Deposit {
-        var terminal: Int32
-        var settings: termios
-    }
-    private let deposit = Mutex<Deposit?>(nil)
-    private let closed = Mutex(false)
-    private let refusal = Mutex<String?>(nil)
-    /// Whether a terminal may be deposited here: only by the module inside a root host (keywayd(8), "Descriptors").
-    let acceptsCustody: Bool
-    /// Where descriptors the client passed but may not deposit go: its own disposal line (`Disposer`), never the
-    /// thread that holds the device, since their close may block.
-    private let discard: @Sendable ([Int32]) -> Void
-
-    /// Creates an empty holder; `acceptsCustody` for a root client; what it refuses goes to `discard`.
-    init(acceptsCustody: Bool, discard: @escaping @Sendable ([Int32]) -> Void) {
-        self.acceptsCustody = acceptsCustody
-        self.discard = discard
-    }
-
-    deinit { release() }
-
-    /// Reads what the client sent on `connection` without waiting; true when the client has closed it (and from
-    /// then on). Anything that is not a deposit of a terminal with settings of the right size, or a withdrawal,
-    /// is dropped.
-    func take(from connection: Int32) -> Bool {
-        if closed.withLock({ $0 }) { return true }
-        let gone = read(connection)
-        if gone { closed.withLock { $0 = true } }
-        return gone
-    }
-
-    private func read(_ connection: Int32) -> Bool {
-        var buffer = [UInt8](repeating: 0, count: 1 + MemoryLayout<termios>.size)
-        while true {
-            var passed: [Int32] = []
-            var odd = false
-            let count = buffer.withUnsafeMutableBytes {
-                UnixSocket.receiveMessage(connection, into: $0, count: $0.count, descriptors: &passed, odd: &odd)
-            }
-            if count == -2 { return false }  // nothing more for now
-            // The one message that may carry a descriptor: a deposit, from a root host, of exactly one terminal with
-            // settings of the right size. Anything else passed is a protocol error that ends the lease.
-            if count == buffer.count, buffer[0] == TerminalCustody.depositTag, acceptsCustody, !odd, passed.count == 1,
-                keyway_is_terminal_device(passed[0]) == 1
-            {
-                var settings = termios()
-                withUnsafeMutableBytes(of: &settings) { $0.copyBytes(from: buffer[1...]) }
-                let earlier = deposit.withLock { held in
-                    defer { held = Deposit(terminal: passed[0], settings: settings) }
-                    return held?.terminal
-                }
-                if let earlier { UnixSocket.dispose(earlier) }
-                continue
-            }
-            discard(passed)
-            if count <= 0 { return true }  // closed, or failed: the client is as good as gone
-            if !passed.isEmpty || odd {
-                refusal.withLock {
-                    $0 =
-                        acceptsCustody
-                        ? "passed \(passed.count) descriptor(s) that are not one terminal with its settings"
-                        : "passed \(passed.count) descriptor(s); only a root host may deposit its terminal"
-                }
-                return true
-            }
-            if buffer[0] == TerminalCustody.withdrawTag && count == 1 { release() }
-        }
-    }
-
-    /// Why the lease was ended for a protocol error, if it was.
-    var protocolError: String? { refusal.withLock { $0 } }
-
-    /// Puts the deposited settings back on the deposited terminal, and lets go of it.
-    func restore() {
-        guard
-            var held = deposit.withLock({ held -> Deposit? in
-                defer { held = nil }
-                return held
-            })
-        else { return }
-        _ = keyway_terminal_restore(held.terminal, &held.settings)
-        UnixSocket.dispose(held.terminal)
-    }
-
-    /// Lets go of the terminal without touching it.
-    func release() {
-        if let terminal = deposit.withLock({ held -> Int32? in
-            defer { held = nil }
-            return held?.terminal
-        }) {
-            UnixSocket.dispose(terminal)
-        }
     }
 }

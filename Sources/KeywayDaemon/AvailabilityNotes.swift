@@ -45,10 +45,12 @@ public final class AvailabilityNotes: Sendable {
         }
         let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
         guard dir >= 0 else { throw refuse("cannot be opened: \(String(cString: strerror(keyway_errno())))") }
-        var info = stat()
-        guard fstat(dir, &info) == 0, info.st_uid == geteuid() else {
+        let info: stat
+        switch Self.ours.check(descriptor: dir) {
+        case .success(let found): info = found
+        case .failure(let problem):
             close(dir)
-            throw refuse("it must be a directory of uid \(geteuid()), not of uid \(info.st_uid)")
+            throw refuse("it must be a directory of uid \(geteuid()): \(Self.ours.words(problem))")
         }
         if info.st_mode & 0o077 != 0 && fchmod(dir, 0o700) != 0 {
             close(dir)
@@ -70,9 +72,11 @@ public final class AvailabilityNotes: Sendable {
     public static func discard(directory: String) {
         let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
         guard dir >= 0 else { return }
-        var info = stat()
-        if fstat(dir, &info) == 0 && info.st_uid == geteuid() { remove(dir, at: directory) } else { close(dir) }
+        if case .success = ours.check(descriptor: dir) { remove(dir, at: directory) } else { close(dir) }
     }
+
+    /// A notes directory is keywayd's user's (its mode is made 0700 when it is not).
+    private static var ours: TrustedFile { TrustedFile(.directory, ownedBy: [geteuid()], forbidden: 0) }
 
     deinit { state.withLock { if $0.dir >= 0 { _ = close($0.dir) } } }
 

@@ -45,7 +45,7 @@ public final class Server: Sendable {
     }
 
     /// Open connections, and when the last one ended; `byUser` is by person (`SubordinateIDs.person`).
-    private struct Connections {
+    struct Connections {
         var byUser: [UInt32: Int] = [:]
         var root = 0
         var others = 0
@@ -54,7 +54,7 @@ public final class Server: Sendable {
     }
 
     /// Slow-hash requests admitted (running or waiting), in all and per share, with who holds each share's places.
-    private struct Pool {
+    struct Pool {
         var admitted = 0
         var byShare: [Share: [Holder]] = [:]
     }
@@ -77,7 +77,7 @@ public final class Server: Sendable {
     }
 
     /// Wakes requests waiting for a place in their share.
-    private let shareFreed = DispatchSemaphore(value: 0)
+    let shareFreed = DispatchSemaphore(value: 0)
 
     public let service: VaultService
     public let options: Options
@@ -87,16 +87,16 @@ public final class Server: Sendable {
     let maintenance: @Sendable () -> Void
     /// The availability notes left for the module, when this keywayd keeps them (a store on this host).
     public let notes: AvailabilityNotes?
-    private let connections = Mutex(Connections())
-    private let pool = Mutex(Pool())
-    private let workers: DispatchSemaphore
-    private let maintaining = Mutex(false)
+    let connections = Mutex(Connections())
+    let pool = Mutex(Pool())
+    let workers: DispatchSemaphore
+    let maintaining = Mutex(false)
     /// Threads in `accept` now, or about to be (`lead`).
-    private let accepting = Mutex(0)
+    let accepting = Mutex(0)
     /// Set when a thread has found keywayd idle: the others leave `accept` at their next timeout.
-    private let stopping = Mutex(false)
+    let stopping = Mutex(false)
     /// When the accept loop last started the maintenance (nil: not yet).
-    private let maintained = Mutex<Int64?>(nil)
+    let maintained = Mutex<Int64?>(nil)
     /// Where refused connections are answered and let go of, off the accept loop.
     let disposer = Disposer()
     /// Each presented factor's device: its declaration, its line, its wait.
@@ -110,9 +110,9 @@ public final class Server: Sendable {
     /// keywayd's own checks beyond the server's (the store, the configuration, the readers, the database).
     let checks: @Sendable () -> [HealthCheck]
     /// The last answer to `health` and when it was made: at most one a second is computed, whoever asks.
-    private let lastHealth = Mutex<(at: Int64, checks: [HealthCheck])?>(nil)
+    let lastHealth = Mutex<(at: Int64, checks: [HealthCheck])?>(nil)
     /// When this server was made, for `health`.
-    private let started = UnixSocket.monotonicMilliseconds()
+    let started = MonotonicClock.milliseconds()
 
     /// A server answering with `service`; `maintenance` runs at start and every `maintenanceInterval`.
     public init(
@@ -144,7 +144,7 @@ public final class Server: Sendable {
 
     /// The answer to `health`: the server's own check, then keywayd's (`checks`); computed at most once a second.
     func health() -> [HealthCheck] {
-        let now = UnixSocket.monotonicMilliseconds()
+        let now = MonotonicClock.milliseconds()
         if let last = lastHealth.withLock({ $0 }), now - last.at < 1000 { return last.checks }
         let (waiting, running) = load
         let open = connections.withLock { $0.total }
@@ -165,34 +165,6 @@ public final class Server: Sendable {
         return answer
     }
 
-    /// One line on standard error, control characters escaped.
-    public static func log(_ message: String) {
-        let line = "keywayd: \(message.escapingControlCharacters)\n"
-        _ = line.withCString { write(2, $0, strlen($0)) }
-    }
-
-    /// At most 10 lines a second of what a client can provoke; then one line saying how many were left out.
-    private static let logWindow = Mutex<(start: Int64, lines: Int, suppressed: Int)>((0, 0, 0))
-
-    public static func logLimited(_ message: String) {
-        let now = UnixSocket.monotonicMilliseconds()
-        let (write, dropped) = logWindow.withLock { window -> (Bool, Int) in
-            var dropped = 0
-            if now - window.start >= 1000 {
-                dropped = window.suppressed
-                window = (now, 0, 0)
-            }
-            guard window.lines < 10 else {
-                window.suppressed += 1
-                return (false, dropped)
-            }
-            window.lines += 1
-            return (true, dropped)
-        }
-        if dropped > 0 { log("\(dropped) similar lines were left out in the last second") }
-        if write { log(message) }
-    }
-
     /// Threads that wait in `accept` at once when keywayd is quiet (docs/ARCHITECTURE.md §10, "Threads").
     static let acceptingThreads = 2
 
@@ -208,7 +180,7 @@ public final class Server: Sendable {
             Self.log("cannot \(failure)")
             return false
         }
-        connections.withLock { $0.lastActivity = UnixSocket.monotonicMilliseconds() }
+        connections.withLock { $0.lastActivity = MonotonicClock.milliseconds() }
         let finished = DispatchSemaphore(value: 0)
         accepting.withLock { $0 += 1 }
         lead(listener, finished: finished)
@@ -217,7 +189,7 @@ public final class Server: Sendable {
     }
 
     /// Takes one more thread into `accept` if fewer than `acceptingThreads` are there; false when enough are.
-    private func joinAccepting() -> Bool {
+    func joinAccepting() -> Bool {
         if stopping.withLock({ $0 }) { return false }
         return accepting.withLock { count in
             guard count < Self.acceptingThreads else { return false }
@@ -229,9 +201,9 @@ public final class Server: Sendable {
     /// The accept loop, on one of the threads waiting in `accept` (counted in `accepting` before it is called, and
     /// until it leaves to serve a connection): returns when enough other threads accept after it has served one, or
     /// signals `finished` and returns when keywayd has been idle for `options.idleExit`.
-    private func lead(_ listener: Int32, finished: DispatchSemaphore) {
+    func lead(_ listener: Int32, finished: DispatchSemaphore) {
         while true {
-            let now = UnixSocket.monotonicMilliseconds()
+            let now = MonotonicClock.milliseconds()
             let due = maintained.withLock { last -> Bool in
                 guard last.map({ now - $0 >= options.maintenanceInterval }) ?? true else { return false }
                 last = now
@@ -243,7 +215,7 @@ public final class Server: Sendable {
             guard fd >= 0 else {
                 if options.idleExit > 0 {
                     let idle = connections.withLock { state in
-                        state.total == 0 && UnixSocket.monotonicMilliseconds() - state.lastActivity > options.idleExit
+                        state.total == 0 && MonotonicClock.milliseconds() - state.lastActivity > options.idleExit
                     }
                     if idle {
                         stopping.withLock { $0 = true }
@@ -291,51 +263,7 @@ public final class Server: Sendable {
         }
     }
 
-    /// Whose connection place a connection takes: root's, or a person's (a user with their subordinate uids).
-    enum Place: Hashable, Sendable {
-        case root
-        case person(UInt32)
-    }
-
-    /// The place `peer`'s connections take.
-    private func place(of peer: UnixSocket.Peer) -> Place {
-        peer.uid == 0 ? .root : .person(subordinates.person(of: peer.uid))
-    }
-
-    /// Takes a connection place at `place`; false when its share is full.
-    private func admit(_ place: Place) -> Bool {
-        connections.withLock { state in
-            switch place {
-            case .root:
-                guard state.root < options.maximumRootConnections else { return false }
-                state.root += 1
-            case .person(let person):
-                let mine = state.byUser[person, default: 0]
-                guard state.others < options.maximumOtherConnections, mine < options.maximumPerUser else {
-                    return false
-                }
-                state.byUser[person] = mine + 1
-                state.others += 1
-            }
-            return true
-        }
-    }
-
-    private func release(_ place: Place) {
-        connections.withLock { state in
-            switch place {
-            case .root:
-                state.root -= 1
-            case .person(let person):
-                state.others -= 1
-                let left = state.byUser[person, default: 1] - 1
-                state.byUser[person] = left > 0 ? left : nil
-            }
-            state.lastActivity = UnixSocket.monotonicMilliseconds()
-        }
-    }
-
-    private func maintainInBackground() {
+    func maintainInBackground() {
         let claimed = maintaining.withLock { running -> Bool in
             if running { return false }
             running = true
@@ -349,15 +277,15 @@ public final class Server: Sendable {
         if !started { maintaining.withLock { $0 = false } }
     }
 
-    private func frame(_ error: AuthenticationError) -> [UInt8] { WireWriter.frame(Response.failure(error).encoded) }
+    func frame(_ error: AuthenticationError) -> [UInt8] { WireWriter.frame(Response.failure(error).encoded) }
 
-    private func busy(_ why: String) -> AuthenticationError {
+    func busy(_ why: String) -> AuthenticationError {
         AuthenticationError(.serviceUnavailable, "keywayd is busy (\(why)); nothing was counted, try again")
     }
 
     /// Reads one request, answers it, and returns; the caller closes the connection.
-    private func serve(_ fd: Int32, _ peer: UnixSocket.Peer, _ place: Place) {
-        let deadline = UnixSocket.monotonicMilliseconds() + options.requestTimeout
+    func serve(_ fd: Int32, _ peer: UnixSocket.Peer, _ place: Place) {
+        let deadline = MonotonicClock.milliseconds() + options.requestTimeout
         var body: [UInt8]
         switch UnixSocket.receiveFrame(from: fd, limit: Wire.maximumRequest, until: deadline) {
         case .success(let bytes): body = bytes
@@ -389,7 +317,7 @@ public final class Server: Sendable {
         case .health: return reply(.health(health()), to: fd)
         default: break
         }
-        let began = UnixSocket.monotonicMilliseconds()
+        let began = MonotonicClock.milliseconds()
         let before = telemetry?.lockoutsBefore(request, by: caller)
         let answer: Response
         if VaultService.isSlow(request) && VaultService.refusal(of: request, by: caller) == nil {
@@ -400,8 +328,8 @@ public final class Server: Sendable {
             var took: Int64? = nil
             answer =
                 onPool(share, for: Holder(pid: peer.pid, uid: peer.uid, startedBy: startedBy), client: fd) {
-                    let began = UnixSocket.monotonicMilliseconds()
-                    defer { took = UnixSocket.monotonicMilliseconds() - began }
+                    let began = MonotonicClock.milliseconds()
+                    defer { took = MonotonicClock.milliseconds() - began }
                     // On a worker: root's mark goes with the request.
                     return ServedCaller.serving(root: caller.isRoot) { service.answer(request, from: caller) }
                 } ?? .failure(busy("too many requests wait for the slow hash"))
@@ -423,99 +351,13 @@ public final class Server: Sendable {
         // What the answer changed (a lockout started or ended) is read before it is sent: once the client has it,
         // its next request could change the account again, and that change would be counted twice.
         telemetry?.answered(
-            request, by: caller, answer, milliseconds: UnixSocket.monotonicMilliseconds() - began, before: before)
+            request, by: caller, answer, milliseconds: MonotonicClock.milliseconds() - began, before: before)
         reply(answer, to: fd)
         if !changed, let noted { notes?.refresh(noted) }
     }
 
-    /// Runs `body` on one of the pool's workers, or returns nil (busy) when the queue is full or the wait too long.
-    /// A request beyond its share's places waits for one (within `queueWait`) instead of being refused; a request
-    /// whose client has gone by the time a worker is free is dropped unrun. Every busy answer is logged with who
-    /// held the places (rate-limited).
-    private func onPool(
-        _ share: Share, for holder: Holder, client fd: Int32, _ body: () -> Response
-    ) -> Response? {
-        let deadline = UnixSocket.monotonicMilliseconds() + options.queueWait
-        enum Admission { case admitted, queueFull, shareFull([Holder]) }
-        while true {
-            let admission = pool.withLock { state -> Admission in
-                guard state.admitted < options.workers + options.queueLimit else { return .queueFull }
-                let holders = state.byShare[share, default: []]
-                guard holders.count < options.perAccountLimit else { return .shareFull(holders) }
-                state.admitted += 1
-                state.byShare[share, default: []].append(holder)
-                return .admitted
-            }
-            switch admission {
-            case .admitted: break
-            case .queueFull:
-                logBusy(share, for: holder, "the queue is full (\(options.workers + options.queueLimit) admitted)")
-                return nil
-            case .shareFull(let holders):
-                if UnixSocket.peerHasClosed(fd) { return .failure(busy("the client left before its turn")) }
-                guard UnixSocket.monotonicMilliseconds() < deadline else {
-                    let by = holders.map { $0.description }.joined(separator: ", ")
-                    logBusy(share, for: holder, "its places were held for \(options.queueWait) ms by \(by)")
-                    return nil
-                }
-                _ = shareFreed.wait(timeout: .now() + .milliseconds(20))
-                continue
-            }
-            break
-        }
-        defer {
-            pool.withLock { state in
-                state.admitted -= 1
-                var holders = state.byShare[share, default: []]
-                if let index = holders.firstIndex(of: holder) { holders.remove(at: index) }
-                state.byShare[share] = holders.isEmpty ? nil : holders
-            }
-            shareFreed.signal()
-        }
-        let left = deadline - UnixSocket.monotonicMilliseconds()
-        guard left > 0, workers.wait(timeout: .now() + .milliseconds(Int(left))) == .success else {
-            logBusy(share, for: holder, "no worker was free within \(options.queueWait) ms")
-            return nil
-        }
-        defer { workers.signal() }
-        if UnixSocket.peerHasClosed(fd) { return .failure(busy("the client left before its turn")) }
-        return body()
-    }
-
-    private func logBusy(_ share: Share, for holder: Holder, _ why: String) {
-        let account = String(decoding: share.account, as: UTF8.self)
-        Self.logLimited(
-            "busy: answered \(holder) about \(account.escapingControlCharacters) "
-                + "(\(share.owner ? "the owner's" : "others'") share): "
-                + why)
-    }
-
     func reply(_ response: Response, to fd: Int32) {
-        let deadline = UnixSocket.monotonicMilliseconds() + options.requestTimeout
+        let deadline = MonotonicClock.milliseconds() + options.requestTimeout
         _ = UnixSocket.send(WireWriter.frame(response.encoded), to: fd, until: deadline)
-    }
-}
-
-/// How long a worker takes to answer a request that runs the slow hash, as a moving average of the answers that took
-/// at least `GuessTime.floor` (a guess that ran the hash); faster answers (a repeat of a remembered wrong secret, a
-/// lockout) are padded to it, so their timing does not tell an attacker which wrong secrets the account's owner
-/// typed lately (docs/ARCHITECTURE.md §10, "Fair to the owner").
-final class GuessTime: Sendable {
-    /// Answers faster than this ran no slow hash and do not move the average.
-    static let floor: Int64 = 5
-    /// No answer is padded beyond this.
-    static let ceiling: Int64 = 2000
-    private let average = Mutex<Int64?>(nil)
-
-    /// Records an answer that took `took` ms of a worker, and returns how many more ms it should take.
-    func padding(after took: Int64) -> Int64 {
-        average.withLock { average in
-            if took >= Self.floor {
-                // An eighth of each new answer: a slow machine's average follows within a few guesses.
-                average = average.map { $0 + (min(took, Self.ceiling) - $0) / 8 } ?? min(took, Self.ceiling)
-                return 0
-            }
-            return max(0, (average ?? 0) - took)
-        }
     }
 }

@@ -168,7 +168,7 @@ public final class Telemetry: Sendable {
         if error != nil { metrics.add(Self.storeErrors, [operation.rawValue]) }
         if operation == .write {
             lastWriteFailure.withLock { last in
-                last = error.map { (UnixSocket.monotonicMilliseconds(), $0.reason) }
+                last = error.map { (MonotonicClock.milliseconds(), $0.reason) }
             }
         }
         dirty.store(true, ordering: .relaxed)
@@ -310,7 +310,7 @@ public final class Telemetry: Sendable {
 
     /// The lockout gauge and whether the store answered, read again when stale or old.
     private func lockouts() -> ([FactorKind: Int], Bool) {
-        let now = UnixSocket.monotonicMilliseconds()
+        let now = MonotonicClock.milliseconds()
         let reading = lockReading.withLock { $0 }
         if !reading.stale, let at = reading.at, now - at < options.lockScanInterval {
             return (reading.counts, reading.up)

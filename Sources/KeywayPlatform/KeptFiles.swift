@@ -34,36 +34,12 @@ public enum KeptFiles {
 
     /// Reads back a file this user kept at `path`, at most `limit` bytes: `.success(nil)` when there is none, a
     /// failure in words when it is not a regular file of this user's that no one else may write (whoever could
-    /// write it could make this process believe it).
+    /// write it could make this process believe it: `TrustedFile.mine`).
     public static func read(_ path: String, limit: Int) -> Result<[UInt8]?, UnixSocket.Failure> {
-        let operation = "read \(path)"
-        let fd = keyway_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0)
-        guard fd >= 0 else {
-            let error = keyway_errno()
-            return error == ENOENT ? .success(nil) : .failure(UnixSocket.Failure(operation, errno: error))
+        switch TrustedFile.mine(.regularFile).read(path, limit: limit) {
+        case .read(let bytes): return .success(bytes)
+        case .missing: return .success(nil)
+        case .refused(let reason): return .failure(UnixSocket.Failure("read \(path)", reason: reason))
         }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFREG), info.st_uid == geteuid(),
-            info.st_mode & 0o022 == 0
-        else {
-            return .failure(
-                UnixSocket.Failure(
-                    operation,
-                    reason: "not a regular file owned by uid \(geteuid()) and writable by no one else (uid "
-                        + "\(info.st_uid), mode 0\(String(info.st_mode & 0o7777, radix: 8)))"))
-        }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while bytes.count <= limit {
-            let count = CKeywayLibc.read(fd, &buffer, buffer.count)
-            if count < 0 && keyway_errno() == EINTR { continue }
-            guard count > 0 else { break }
-            bytes += buffer.prefix(count)
-        }
-        guard bytes.count <= limit else {
-            return .failure(UnixSocket.Failure(operation, reason: "larger than \(limit) bytes"))
-        }
-        return .success(bytes)
     }
 }

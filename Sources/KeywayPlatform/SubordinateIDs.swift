@@ -58,7 +58,7 @@ public final class SubordinateIDs: Sendable {
     /// The ranges as last read; when the file has changed (checked at most once a second), a new reading is started
     /// on a thread of its own and the ranges it finds are used from then on.
     private func current() -> [Range] {
-        let now = monotonicMilliseconds()
+        let now = MonotonicClock.milliseconds()
         let due = state.withLock { state -> Bool in
             if state.reading { return false }
             if let checked = state.checked, now - checked < 1000 { return false }
@@ -125,6 +125,4 @@ public final class SubordinateIDs: Sendable {
         }
         return bytes
     }
-
-    private func monotonicMilliseconds() -> Int64 { UnixSocket.monotonicMilliseconds() }
 }

@@ -107,17 +107,10 @@ public enum UnixSocket {
         return Peer(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid)
     }
 
-    /// Milliseconds on the monotonic clock.
-    public static func monotonicMilliseconds() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-    }
-
     /// Waits until `fd` is ready for `events` or the deadline (monotonic milliseconds) passes.
     private static func wait(_ fd: Int32, _ events: Int16, until deadline: Int64) -> Bool {
         while true {
-            let left = deadline - monotonicMilliseconds()
+            let left = deadline - MonotonicClock.milliseconds()
             guard left > 0 else { return false }
             var entry = pollfd(fd: fd, events: events, revents: 0)
             let ready = poll(&entry, 1, Int32(clamping: left))

@@ -1,6 +1,8 @@
 import CKeywayLibc
 public import KeywayConfig
+public import KeywayConfigFiles
 public import KeywayCore
+public import KeywayFactors
 import KeywayPlatform
 public import KeywayWire
 
@@ -78,11 +80,11 @@ public struct ConfigurationCache: Sendable {
         let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
         guard dir >= 0 else { return Configuration.parse(sources, plugins: plugins) }
         defer { close(dir) }
-        guard case .success = ConfigurationFiles.trusted(dir, directory: true) else {
+        guard case .success = TrustedFile.rootOnly(.directory).check(descriptor: dir) else {
             return Configuration.parse(sources, plugins: plugins)
         }
         let name = fileName(for: path)
-        if case .read(let bytes) = ConfigurationFiles.read(name, at: dir, limit: Self.maximumSize),
+        if case .read(let bytes) = TrustedFile.rootOnly(.regularFile).read(name, at: dir, limit: Self.maximumSize),
             let kept = try? Self.decode(bytes, build: build, sources: sources, plugins: plugins)
         {
             return .success(kept)
@@ -432,5 +434,22 @@ public struct ConfigurationCache: Sendable {
         }
         return Diagnostic(
             severity, file: file, line: line, column: column, length: length, message, help: help, source: source)
+    }
+}
+
+extension ConfigurationFiles {
+    /// `load`, the module's way: the files are still read and checked on every call, but compiled only when `cache`
+    /// holds no form of exactly these bytes.
+    public static func load(_ named: String?, plugins: [FactorPlugin] = Factors.all, cache: ConfigurationCache?)
+        -> Result<Configuration, ConfigurationProblems>
+    {
+        let read: [ConfigSource]
+        switch sources(named) {
+        case .failure(let problems): return .failure(problems)
+        case .success(let found): read = found
+        }
+        // The built-ins alone compile faster than a kept form is read.
+        guard let cache, !read.isEmpty else { return Configuration.parse(read, plugins: plugins) }
+        return cache.configuration(for: named ?? defaultPath, sources: read, plugins: plugins)
     }
 }

@@ -41,8 +41,9 @@ public final class DaemonVault: Vault {
         let dir = keyway_open(notesDirectory, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0)
         guard dir >= 0 else { return nil }
         defer { close(dir) }
-        guard case .success = ConfigurationFiles.trusted(dir, directory: true),
-            case .read(let bytes) = ConfigurationFiles.read(name, at: dir, limit: AvailabilityNote.maximumSize),
+        guard case .success = TrustedFile.rootOnly(.directory).check(descriptor: dir),
+            case .read(let bytes) = TrustedFile.rootOnly(.regularFile).read(
+                name, at: dir, limit: AvailabilityNote.maximumSize),
             let note = try? AvailabilityNote(decoding: bytes), Array(note.user.utf8) == Array(user.utf8)
         else { return nil }
         return note
@@ -74,7 +75,7 @@ public final class DaemonVault: Vault {
                 .serviceUnavailable, "keywayd at \(socketPath): the process listening there is not root's")
         }
         // A place in the sensor's line is kept for at most the sensor's timeout (at most 10 minutes), by keywayd.
-        let deadline = UnixSocket.monotonicMilliseconds() + timeoutMilliseconds + (patient ? 600_000 : 0)
+        let deadline = MonotonicClock.milliseconds() + timeoutMilliseconds + (patient ? 600_000 : 0)
         var body = request.encoded
         var frame = WireWriter.frame(body)
         let sent = UnixSocket.send(frame, to: fd, until: deadline)
@@ -111,7 +112,7 @@ public final class DaemonVault: Vault {
         var (response, fd) = try exchange(
             .enrollAtDevice(factor, user: user, label: label, via: actor, typed: typed), patient: true)
         defer { close(fd) }
-        let deadline = UnixSocket.monotonicMilliseconds() + timeoutMilliseconds + 600_000
+        let deadline = MonotonicClock.milliseconds() + timeoutMilliseconds + 600_000
         while case .progress(let step) = response {
             progress(step)
             response = try receive(from: fd, until: deadline)

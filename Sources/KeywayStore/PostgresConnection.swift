@@ -1,5 +1,6 @@
 import CPostgres
 import Glibc
+import KeywayPlatform
 
 /// A PostgreSQL failure: the SQLSTATE when the server sent one, the message, and whether the database is away
 /// (unreachable, restarted, timed out, failed over) rather than the request or the schema being wrong.
@@ -93,13 +94,6 @@ final class PostgresConnection: @unchecked Sendable {
 
     deinit { PQfinish(handle) }
 
-    /// The monotonic clock in milliseconds, for deadlines.
-    static func monotonicMilliseconds() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-    }
-
     /// Connects with libpq's keywords (the last occurrence of a keyword wins; `dbname` may be a URI, which is
     /// expanded), waiting at most until `deadline` (monotonic milliseconds).
     static func connect(_ parameters: [(String, String)], deadline: Int64) throws(PostgresError) -> PostgresConnection {
@@ -141,7 +135,7 @@ final class PostgresConnection: @unchecked Sendable {
     /// may be half sent or half answered).
     private func wait(for events: Int16, until deadline: Int64, doing what: String) throws(PostgresError) {
         while true {
-            let left = deadline - Self.monotonicMilliseconds()
+            let left = deadline - MonotonicClock.milliseconds()
             guard left > 0 else {
                 throw PostgresError("no answer from the database within the deadline (\(what))", connectionLost: true)
             }

@@ -1,3 +1,4 @@
+import CKeywayLibc
 public import Glibc
 public import KeywayCore
 import KeywayPlatform
@@ -62,20 +63,20 @@ public final class PostgresStore: LoadableStore {
     public let options: Options
     /// The database's clock, as this host measures it: what lockouts, attributions and one-time codes are dated by.
     public let clock: DatabaseClock
-    private let parameters: [(String, String)]
+    let parameters: [(String, String)]
     /// The servers the URI lists, in its order (host or socket directory, port): where a connection may go when the
     /// one libpq chose is refused (`connect`).
-    private let servers: [(host: String, port: String)]
+    let servers: [(host: String, port: String)]
     /// Connections not lent out, each with when it was given back (monotonic milliseconds), the latest last.
-    private let idle = Mutex<[(connection: PostgresConnection, since: Int64)]>([])
+    let idle = Mutex<[(connection: PostgresConnection, since: Int64)]>([])
     /// The database this host has used (its system identifier) and the newest timeline of it seen: a server of the
     /// same database on an older timeline is a former primary, never used again (`check`).
-    private let history = Mutex<(system: String, timeline: Int64)?>(nil)
+    let history = Mutex<(system: String, timeline: Int64)?>(nil)
     /// Whether this host's role may change the tables (the owner, an administrator, a host with self-service), as
     /// the last new connection found: a host without may not prune the audit trail (`pruneAudit`).
-    private let privileged = Atomic<Bool>(false)
+    let privileged = Atomic<Bool>(false)
     /// Whether the last call found the database away, and who is told when that changes.
-    private let away = Mutex<(isAway: Bool, tell: (@Sendable (Bool, String) -> Void)?)>((false, nil))
+    let away = Mutex<(isAway: Bool, tell: (@Sendable (Bool, String) -> Void)?)>((false, nil))
 
     /// Calls `tell` with one line when the database goes away and when it answers again (keywayd logs them), so an
     /// outage is one pair of log lines, not one per request.
@@ -83,7 +84,7 @@ public final class PostgresStore: LoadableStore {
         away.withLock { $0.tell = tell }
     }
 
-    private func noteAvailability(_ problem: AuthenticationError?) {
+    func noteAvailability(_ problem: AuthenticationError?) {
         let isAway = problem?.code == .serviceUnavailable
         let (changed, tell) = away.withLock { state in
             defer { state.isAway = isAway }
@@ -92,10 +93,10 @@ public final class PostgresStore: LoadableStore {
         guard changed, let tell else { return }
         tell(isAway, problem.map { $0.reason } ?? "Keyway store \(options.uri): the database answers again")
     }
-    private let slots: Slots
+    let slots: Slots
     /// The one connection only root's requests take (`ServedCaller.root`), so no flood of users' requests keeps an
     /// administrator's `keyway reset` or root's own authentication from the database.
-    private let rootSlot = Slots(1)
+    let rootSlot = Slots(1)
 
     /// The schema version this build reads and writes.
     public static var schemaVersion: Int { PostgresSchema.currentVersion }
@@ -151,336 +152,13 @@ public final class PostgresStore: LoadableStore {
         history.withLock { $0 = known }
     }
 
-    /// The system identifier and timeline kept in `file` ("SYSTEM TIMELINE"), nil when there is no file yet. The file
-    /// must be the current user's and writable by no one else: whoever could write it could make this host accept
-    /// a former primary.
-    private static func readTimeline(_ file: String, uri: String) throws(AuthenticationError) -> (
-        system: String, timeline: Int64
-    )? {
-        var info = stat()
-        guard lstat(file, &info) == 0 else {
-            guard errno == ENOENT else { throw refuse(uri, "cannot read the timeline file \(file): errno \(errno)") }
-            return nil
-        }
-        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_mode & 0o022 == 0 else {
-            throw refuse(
-                uri,
-                "the timeline file \(file) must be a regular file owned by uid \(geteuid()) and writable by no one "
-                    + "else (it is uid \(info.st_uid), mode 0\(String(info.st_mode & 0o7777, radix: 8)))")
-        }
-        var text: [UInt8] = []
-        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        if fd >= 0 {
-            var buffer = [UInt8](repeating: 0, count: 128)
-            let count = read(fd, &buffer, buffer.count)
-            close(fd)
-            if count > 0 { text = Array(buffer.prefix(count)) }
-        }
-        let words = String(decoding: text, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" })
-        guard words.count == 2, words[0].allSatisfy(\.isNumber), let timeline = Int64(words[1]), timeline > 0 else {
-            throw refuse(
-                uri,
-                "the timeline file \(file) is not 'SYSTEM TIMELINE' as keywayd writes it; remove it only if no "
-                    + "former primary of the database can come back (keywayd(8), FLEETS, \"Failover\")")
-        }
-        return (String(words[0]), timeline)
-    }
-
-    /// Keeps the database's system identifier and `timeline` in `Options.timelineFile`, synced, before the server is
-    /// used; a failure to keep it fails the connection, since a later process could not refuse a former primary.
-    private func keepTimeline(system: String, _ timeline: Int64) throws(PostgresError) {
-        guard let file = options.timelineFile else { return }
-        let slash = file.lastIndex(of: "/")
-        let directory = slash.map { $0 == file.startIndex ? "/" : String(file[..<$0]) } ?? "."
-        let name = slash.map { String(file[file.index(after: $0)...]) } ?? file
-        let dir = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        defer { if dir >= 0 { close(dir) } }
-        guard dir >= 0,
-            KeptFiles.replace(name, in: dir, with: Array("\(system) \(timeline)\n".utf8), mode: 0o600, durable: true)
-        else {
-            throw PostgresError(
-                state: "KW005", "cannot keep timeline \(timeline) in \(file) (errno \(errno)); the server is not used")
-        }
-    }
-
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        let (seconds, attoseconds) = duration.components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
-
-    private static func refuse(_ uri: String, _ why: String) -> AuthenticationError {
-        AuthenticationError(.storeFailure, "Keyway store \(uri): \(why)")
-    }
-
-    /// The password file, when there is one, must be the current user's alone: libpq would merely warn.
-    private static func checkPassfile(_ path: String, uri: String) throws(AuthenticationError) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_mode & 0o077 == 0 else {
-            throw refuse(
-                uri,
-                "the password file \(path) must be a regular file owned by uid \(geteuid()) with mode 0600 "
-                    + "(it is uid \(info.st_uid), mode 0\(String(info.st_mode & 0o7777, radix: 8)))")
-        }
-    }
-
-    /// libpq reads PGPASSWORD, PGSSLMODE and the rest from the environment for anything not given: the store's
-    /// settings come from its URI and its root-only files alone, so they are removed from this process.
-    private static func forgetEnvironment() {
-        var names: [String] = []
-        var index = 0
-        while let entry = environ[index] {
-            let text = String(cString: entry)
-            if text.hasPrefix("PG"), let equals = text.firstIndex(of: "=") { names.append(String(text[..<equals])) }
-            index += 1
-        }
-        for name in names { unsetenv(name) }
-    }
-
-    // MARK: Connections
-
-    private func unavailable(_ what: String, _ error: PostgresError) -> AuthenticationError {
-        AuthenticationError(
-            error.databaseAway ? .serviceUnavailable : .storeFailure,
-            "Keyway store \(options.uri): \(what): "
-                + (error.databaseAway ? "the database is unavailable: " : "") + error.description
-                + (error.state == "42501"
-                    ? "; this host's role may not do that: in a fleet, enrollments, resets, switches and the audit "
-                        + "trail are changed with an administrator's role (keyway --store URI; keywayd(8), FLEETS)"
-                    : ""))
-    }
-
-    /// A new connection to a server this host may use (`check`). When the server libpq chose is refused as a former
-    /// primary, the URI's other servers are tried in its order, within the same deadline.
-    private func connect(deadline: Int64) throws(PostgresError) -> PostgresConnection {
-        var passed: Set<String> = []
-        var elsewhere: [(String, String)] = []
-        var refusal: PostgresError? = nil
-        while true {
-            let connection: PostgresConnection
-            do throws(PostgresError) {
-                connection = try PostgresConnection.connect(parameters + elsewhere, deadline: deadline)
-            } catch {
-                guard let refusal else { throw error }
-                throw PostgresError(
-                    state: refusal.state, refusal.message + "; no other server answered: " + error.message,
-                    connectionLost: true)
-            }
-            do throws(PostgresError) {
-                try check(connection, deadline: deadline)
-                return connection
-            } catch  where error.state == PostgresError.formerPrimary {
-                refusal = error
-                passed.insert(connection.server)
-                let rest = servers.filter { !passed.contains($0.host + ":" + $0.port) }
-                guard !rest.isEmpty else { throw error }
-                elsewhere = [
-                    ("host", rest.map { $0.host }.joined(separator: ",")),
-                    ("port", rest.map { $0.port }.joined(separator: ",")),
-                ]
-            }
-        }
-    }
-
-    /// Checks a new connection's server: the schema's version, and that it is a primary of the database this host
-    /// has used on a timeline no older than one it has used (a failover promotes a standby to a new timeline; the
-    /// old primary, started again, still answers on the old one, without what the new one has counted since). Reads
-    /// the database's clock too. The timeline is the one in the name of the WAL file being written.
-    private func check(_ connection: PostgresConnection, deadline: Int64) throws(PostgresError) {
-        let sent = PostgresConnection.monotonicMilliseconds()
-        let rows: [[String?]]
-        do {
-            rows = try connection.query(
-                "SELECT version, (extract(epoch FROM clock_timestamp()) * 1000)::bigint, "
-                    + "(SELECT system_identifier FROM pg_control_system())::text, CASE WHEN pg_is_in_recovery() "
-                    + "THEN NULL ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint "
-                    + "END, has_table_privilege('enrollments', 'UPDATE') FROM keyway_schema", deadline: deadline)
-        } catch  where error.state == "42P01" {
-            throw PostgresError(
-                state: error.state,
-                "the database has no Keyway schema; run keyway store migrate as the database's owner "
-                    + "(keyway(8), STORE)")
-        }
-        clock.measured(rows.first?[1].flatMap { Int64($0) }, sent: sent)
-        privileged.store(rows.first?[4] == "t", ordering: .relaxed)
-        let version = rows.first?[0].flatMap { Int($0) } ?? 0
-        guard version == PostgresSchema.currentVersion else {
-            throw PostgresError(
-                state: "KW001",
-                version > PostgresSchema.currentVersion
-                    ? "it was written by a newer Keyway (schema version \(version); this version knows up to "
-                        + "\(PostgresSchema.currentVersion)); upgrade Keyway. Nothing was changed."
-                    : "its schema is version \(version) and this Keyway needs \(PostgresSchema.currentVersion); run "
-                        + "keyway store migrate as the database's owner")
-        }
-        guard let timeline = rows.first?[3].flatMap({ Int64($0) }), let system = rows.first?[2] ?? nil else {
-            throw PostgresError(
-                state: "25006",
-                "the server \(connection.server) is a standby (read-only); list the servers in the URI with "
-                    + "target_session_attrs=read-write (keywayd(8), FLEETS)", connectionLost: true)
-        }
-        let (newest, changed) = history.withLock { known -> (Int64?, Bool) in
-            if let known, known.system == system, known.timeline > timeline { return (known.timeline, false) }
-            defer { known = (system, timeline) }
-            return (nil, known?.system != system || known?.timeline != timeline)
-        }
-        if changed { try keepTimeline(system: system, timeline) }
-        if let newest {
-            throw PostgresError(
-                state: PostgresError.formerPrimary,
-                "the server \(connection.server) is on timeline \(timeline), older than timeline \(newest) this host "
-                    + "has used: a former primary, not used (keywayd(8), FLEETS)", connectionLost: true)
-        }
-    }
-
-    /// Lends a connection to `body`, within the request timeout. A connection that died while idle (the database
-    /// restarted) fails in its first round trip, which only reads or begins a transaction, so that one is retried
-    /// once on a fresh connection: nothing was done. A connection lost later is closed and the call fails as
-    /// unavailable.
-    private func run<T>(_ what: String, _ body: (PostgresConnection, Int64) throws(PostgresError) -> T)
-        throws(AuthenticationError) -> T
-    {
-        do {
-            let value = try attempt(what, body)
-            noteAvailability(nil)
-            return value
-        } catch {
-            if error.code == .serviceUnavailable { noteAvailability(error) }
-            throw error
-        }
-    }
-
-    private func attempt<T>(_ what: String, _ body: (PostgresConnection, Int64) throws(PostgresError) -> T)
-        throws(AuthenticationError) -> T
-    {
-        let deadline = PostgresConnection.monotonicMilliseconds() + Self.milliseconds(options.timeout)
-        let slot: Slots
-        if ServedCaller.root && rootSlot.acquire(until: 0) {
-            slot = rootSlot
-        } else if slots.acquire(until: deadline) {
-            slot = slots
-        } else {
-            throw AuthenticationError(
-                .serviceUnavailable,
-                "Keyway store \(options.uri): \(what): all \(options.connections) connections stayed busy")
-        }
-        var handedOver = false  // a pipeline's answers left to another thread, with the slot (`giveBack`)
-        defer { if !handedOver { slot.release() } }
-        var reused = takeIdle()
-        while true {
-            let connection: PostgresConnection
-            do throws(PostgresError) {
-                if let reused { connection = reused } else { connection = try connect(deadline: deadline) }
-            } catch {
-                throw unavailable(what, error)
-            }
-            connection.roundTrips = 0
-            do throws(PostgresError) {
-                let value = try body(connection, deadline)
-                handedOver = connection.awaitsAnswers
-                if handedOver { connection.slot = slot } else { pool(connection, lost: false) }
-                return value
-            } catch {
-                if error.connectionLost, reused != nil, connection.roundTrips <= 1 {
-                    reused = nil
-                    continue
-                }
-                pool(connection, lost: error.connectionLost)
-                throw unavailable(what, error)
-            }
-        }
-    }
-
-    /// Keeps a connection for the next request when it can be used again (not lost, no transaction open); a
-    /// connection not kept is closed when its last reference goes.
-    private func pool(_ connection: PostgresConnection, lost: Bool) {
-        guard !lost && !connection.inTransaction else { return }
-        let now = PostgresConnection.monotonicMilliseconds()
-        idle.withLock { $0.append((connection, now)) }
-    }
-
-    /// The connection given back last, if any, after closing those unused for `Options.idle` but the latest.
-    private func takeIdle() -> PostgresConnection? {
-        let oldest = PostgresConnection.monotonicMilliseconds() - Self.milliseconds(options.idle)
-        let (taken, stale) = idle.withLock { pool -> (PostgresConnection?, [PostgresConnection]) in
-            let stale = pool.dropLast().prefix { $0.since < oldest }.map { $0.connection }
-            pool.removeFirst(stale.count)
-            return (pool.popLast()?.connection, stale)
-        }
-        _ = stale  // closed here, outside the lock, as the last references go
-        return taken
-    }
-
-    /// Gives back a connection whose pipeline's answers were left to another thread
-    /// (`PostgresConnection.awaitsAnswers`), once that thread has read them (within the deadline of the request
-    /// that sent it): pooled as `attempt` pools, and its slot freed.
-    private func giveBack(_ connection: PostgresConnection, lost: Bool) {
-        let slot = connection.slot
-        connection.slot = nil
-        pool(connection, lost: lost)
-        slot?.release()
-    }
-
-    /// Runs `body` in a transaction: committed on return, rolled back on a throw.
-    private func transaction<T>(
-        _ db: PostgresConnection, _ deadline: Int64, _ body: () throws(PostgresError) -> T
-    ) throws(PostgresError) -> T {
-        try rollingBack(db, deadline) { () throws(PostgresError) in
-            try db.pipeline(Self.begin(until: deadline), deadline: deadline)
-            let value = try body()
-            try db.query("COMMIT", deadline: deadline)
-            return value
-        }
-    }
-
-    /// BEGIN, and the server's own limits for the transaction (SET LOCAL, so a pooler's next client never inherits
-    /// them): a statement or a lock wait ends when the request's deadline passes, and a transaction left idle (a
-    /// host stopped while it holds an account's lock) is ended by the server soon after.
-    private static func begin(until deadline: Int64) -> [PostgresConnection.Statement] {
-        let left = max(100, deadline - PostgresConnection.monotonicMilliseconds())
-        return [
-            PostgresConnection.Statement(sql: "BEGIN"),
-            PostgresConnection.Statement(
-                sql: "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true), "
-                    + "set_config('idle_in_transaction_session_timeout', $2, true)",
-                parameters: [String(left), String(left * 2 + 1000)]),
-        ]
-    }
-
-    /// `statement` in a transaction of its own with the server's limits (`begin`), sent as one pipeline: one round
-    /// trip. Its rows.
-    private func inOneTrip(_ db: PostgresConnection, _ deadline: Int64, _ statement: PostgresConnection.Statement)
-        throws(PostgresError) -> [[String?]]
-    {
-        try rollingBack(db, deadline) { () throws(PostgresError) in
-            let answers = try db.pipeline(
-                Self.begin(until: deadline) + [statement, PostgresConnection.Statement(sql: "COMMIT")],
-                deadline: deadline)
-            return answers[answers.count - 2]
-        }
-    }
-
-    /// Takes the account's lock until the transaction ends and reads the database's clock.
-    private func lockAccount(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError) {
-        let sent = PostgresConnection.monotonicMilliseconds()
-        let rows = try db.query(Self.lockAccount(user), deadline: deadline)
-        clock.measured(rows.first?[0].flatMap { Int64($0) }, sent: sent)
-    }
-
-    /// The statement that takes the account's lock and then reads the database's clock (one row, one column).
-    private static func lockAccount(_ user: String) -> PostgresConnection.Statement {
-        PostgresConnection.Statement(
-            sql: "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint "
-                + "FROM (SELECT pg_advisory_xact_lock(hashtextextended($1, 0))) AS locked", parameters: [user])
-    }
-
     // MARK: Enrollments
 
     /// Enrollments are read through the schema's functions, which give a host's role a sealed factor's header only
     /// (a TOTP's digits and period, never its secret: `checkOneTimeCode`).
-    private static let enrollmentColumns = "SELECT account, factor, payload, changed_at, changed_by FROM "
+    static let enrollmentColumns = "SELECT account, factor, payload, changed_at, changed_by FROM "
 
-    private static func enrollment(from row: [String?]) -> Enrollment? {
+    static func enrollment(from row: [String?]) -> Enrollment? {
         guard row.count == 5, let user = row[0], let factor = row[1],
             let payload = row[2].flatMap(PostgresConnection.bytes(fromBytea:)),
             let changedAt = row[3].flatMap({ Int64($0) }), let changedBy = row[4]
@@ -505,7 +183,7 @@ public final class PostgresStore: LoadableStore {
         }
     }
 
-    private static func readEnrollments(_ user: String) -> PostgresConnection.Statement {
+    static func readEnrollments(_ user: String) -> PostgresConnection.Statement {
         PostgresConnection.Statement(
             sql: Self.enrollmentColumns + "keyway_enrollment_rows($1, NULL)", parameters: [user])
     }
@@ -518,7 +196,7 @@ public final class PostgresStore: LoadableStore {
         }
     }
 
-    private func audit(_ db: PostgresConnection, _ entry: AuditEntry, _ deadline: Int64) throws(PostgresError) {
+    func audit(_ db: PostgresConnection, _ entry: AuditEntry, _ deadline: Int64) throws(PostgresError) {
         try db.query(
             "INSERT INTO audit (at, host, actor, account, action, factor, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
             [
@@ -605,21 +283,21 @@ public final class PostgresStore: LoadableStore {
 
     // MARK: Attempts
 
-    private func book(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError)
+    func book(_ db: PostgresConnection, _ user: String, _ deadline: Int64) throws(PostgresError)
         -> AttemptBook
     {
         Self.book(from: try db.query(Self.readBook(user), deadline: deadline))
     }
 
     /// The statement that reads an account's attempt counters, one row per factor.
-    private static func readBook(_ user: String) -> PostgresConnection.Statement {
+    static func readBook(_ user: String) -> PostgresConnection.Statement {
         PostgresConnection.Statement(
             sql: "SELECT factor, failures, last_failure, recent_mismatches, last_success FROM keyway_attempt_rows($1)",
             parameters: [user])
     }
 
     /// The attempt counters in `readBook`'s rows.
-    private static func book(from rows: [[String?]]) -> AttemptBook {
+    static func book(from rows: [[String?]]) -> AttemptBook {
         var book = AttemptBook()
         for row in rows {
             guard let factor = row[0], let failures = row[1].flatMap({ Int($0) }) else { continue }
@@ -689,7 +367,7 @@ public final class PostgresStore: LoadableStore {
     }
 
     /// Runs `body`, rolling back the transaction it left open if it throws (unless the connection is gone).
-    private func rollingBack<T>(_ db: PostgresConnection, _ deadline: Int64, _ body: () throws(PostgresError) -> T)
+    func rollingBack<T>(_ db: PostgresConnection, _ deadline: Int64, _ body: () throws(PostgresError) -> T)
         throws(PostgresError) -> T
     {
         do { return try body() } catch {
@@ -700,14 +378,14 @@ public final class PostgresStore: LoadableStore {
 
     /// The first round trip of an update of the counters: BEGIN, the account's lock and the read, in one pipeline;
     /// then `body`. Returns the rest to send in one more: the writes (what changed) and COMMIT.
-    private func changeAttempts(
+    func changeAttempts(
         _ user: String, durable: Bool, _ body: (inout AttemptBook) -> Void, _ db: PostgresConnection,
         _ deadline: Int64
     ) throws(PostgresError) -> [PostgresConnection.Statement] {
         let begin =
             Self.begin(until: deadline)
             + (durable ? [] : [PostgresConnection.Statement(sql: "SET LOCAL synchronous_commit = off")])
-        let sent = PostgresConnection.monotonicMilliseconds()
+        let sent = MonotonicClock.milliseconds()
         let read = try db.pipeline(begin + [Self.lockAccount(user), Self.readBook(user)], deadline: deadline)
         clock.measured(read[read.count - 2].first?[0].flatMap { Int64($0) }, sent: sent)
         let before = Self.book(from: read[read.count - 1])
@@ -726,7 +404,7 @@ public final class PostgresStore: LoadableStore {
 
     /// The statement that stores one factor's counters for `user`, replacing what was there (none left: the row
     /// goes), by the schema's rules for a host (keyway_put_attempts).
-    private static func write(_ state: AttemptState, of factor: FactorKind, for user: String)
+    static func write(_ state: AttemptState, of factor: FactorKind, for user: String)
         -> PostgresConnection.Statement
     {
         PostgresConnection.Statement(
@@ -848,11 +526,11 @@ public final class PostgresStore: LoadableStore {
         }
     }
 
-    private static func readPreferences(_ user: String) -> PostgresConnection.Statement {
+    static func readPreferences(_ user: String) -> PostgresConnection.Statement {
         PostgresConnection.Statement(sql: "SELECT key, value FROM keyway_preference_rows($1)", parameters: [user])
     }
 
-    private static func preferences(from rows: [[String?]]) -> [String: String] {
+    static func preferences(from rows: [[String?]]) -> [String: String] {
         var result: [String: String] = [:]
         for row in rows {
             if let key = row[0], let value = row[1] { result[key] = value }
@@ -914,7 +592,7 @@ public final class PostgresStore: LoadableStore {
                 throw Self.refuse(options.uri, "the role name '\(role)' must be lower-case letters, digits and _")
             }
         }
-        let deadline = PostgresConnection.monotonicMilliseconds() + max(Self.milliseconds(options.timeout), 30_000)
+        let deadline = MonotonicClock.milliseconds() + max(Self.milliseconds(options.timeout), 30_000)
         let db: PostgresConnection
         do throws(PostgresError) {
             db = try PostgresConnection.connect(parameters, deadline: deadline)
@@ -977,7 +655,7 @@ public final class PostgresStore: LoadableStore {
         }
     }
 
-    private func insert(_ contents: StoreContents, into db: PostgresConnection, deadline: Int64) throws(PostgresError) {
+    func insert(_ contents: StoreContents, into db: PostgresConnection, deadline: Int64) throws(PostgresError) {
         for enrollment in contents.enrollments {
             try db.query(
                 "INSERT INTO enrollments (account, factor, payload, changed_at, changed_by) VALUES ($1, $2, $3, $4, $5)",
@@ -1026,60 +704,4 @@ public final class PostgresStore: LoadableStore {
             }
         }
     }
-}
-
-/// The database's clock as one host sees it: the host's monotonic clock plus the offset measured at the database's
-/// last answer (the middle of the round trip), so every host dates lockouts by one clock whatever its own says.
-/// Before the first answer it is the host's wall clock; a call that needs the database fails then anyway.
-public final class DatabaseClock: Clock {
-    private let offset = Atomic<Int64>(Int64.min)
-
-    init() {}
-
-    func measured(_ databaseMilliseconds: Int64?, sent: Int64) {
-        guard let databaseMilliseconds else { return }
-        let received = PostgresConnection.monotonicMilliseconds()
-        offset.store(databaseMilliseconds - (sent + received) / 2, ordering: .relaxed)
-    }
-
-    public func now() -> Timestamp {
-        let known = offset.load(ordering: .relaxed)
-        guard known != Int64.min else {
-            var spec = timespec()
-            clock_gettime(CLOCK_REALTIME, &spec)
-            return Timestamp(milliseconds: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
-        }
-        return Timestamp(milliseconds: PostgresConnection.monotonicMilliseconds() + known)
-    }
-}
-
-/// A counting semaphore with a deadline (sem_timedwait): the store's connections in use.
-final class Slots: @unchecked Sendable {
-    private let semaphore = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
-
-    init(_ count: Int) { sem_init(semaphore, 0, UInt32(count)) }
-
-    deinit {
-        sem_destroy(semaphore)
-        semaphore.deallocate()
-    }
-
-    /// Takes a slot, waiting at most until `deadline` (monotonic milliseconds; one passed: no wait).
-    func acquire(until deadline: Int64) -> Bool {
-        var wall = timespec()
-        clock_gettime(CLOCK_REALTIME, &wall)
-        let left = max(0, deadline - PostgresConnection.monotonicMilliseconds())
-        var until = timespec(
-            tv_sec: wall.tv_sec + Int(left / 1000), tv_nsec: wall.tv_nsec + Int(left % 1000) * 1_000_000)
-        if until.tv_nsec >= 1_000_000_000 {
-            until.tv_sec += 1
-            until.tv_nsec -= 1_000_000_000
-        }
-        while sem_timedwait(semaphore, &until) != 0 {
-            guard errno == EINTR else { return false }
-        }
-        return true
-    }
-
-    func release() { sem_post(semaphore) }
 }

@@ -1,5 +1,7 @@
+import CKeywayLibc
 import Glibc
 import KeywayCore
+import KeywayPlatform
 
 /// Checks (and, when asked, creates) the store's directory and file before SQLite opens them: no symlinks, the
 /// expected owner, no access for group or others. Every refusal says what is wrong and how to fix it.
@@ -38,15 +40,15 @@ enum StoreFile {
             guard lstat(current, &info) == 0 else {
                 throw refuse(storePath, "cannot examine \(current): \(errnoText())")
             }
-            if info.st_mode & S_IFMT == S_IFLNK {
-                throw refuse(storePath, "\(current) is a symbolic link; use the real path")
-            }
-            let sticky = info.st_mode & mode_t(S_ISVTX) != 0
-            guard info.st_uid == 0 || info.st_uid == owner, info.st_mode & 0o022 == 0 || sticky else {
+            let rule = TrustedFile(nil, ownedBy: [0, owner], forbidden: 0o022, stickyExempt: true)
+            switch rule.problem(info) {
+            case nil: continue
+            case .symbolicLink: throw refuse(storePath, "\(current) is a symbolic link; use the real path")
+            case .owner, .mode, .wrongKind, .links, .unexaminable:
                 throw refuse(
                     storePath,
                     "\(current) can be changed by other users (owner uid \(info.st_uid), mode "
-                        + "\(octal(info.st_mode & 0o7777))); keep the store under root-owned directories")
+                        + "\(TrustedFile.octal(info.st_mode))); keep the store under root-owned directories")
             }
         }
     }
@@ -72,30 +74,32 @@ enum StoreFile {
             }
             guard lstat(directory, &info) == 0 else { throw refuse(storePath, "cannot examine \(directory)") }
         }
-        if info.st_mode & S_IFMT == S_IFLNK {
-            throw refuse(storePath, "its directory \(directory) is a symbolic link; use the real directory")
-        }
-        guard info.st_mode & S_IFMT == S_IFDIR else { throw refuse(storePath, "\(directory) is not a directory") }
-        try checkOwnerAndMode(
-            info, of: directory, named: "its directory \(directory)", owner: owner, forbidden: 0o022,
-            problem: "writable by group or others", fix: "chmod 700", storePath: storePath)
+        try check(
+            info, TrustedFile(.directory, ownedBy: [owner], forbidden: 0o022), path: directory,
+            named: "its directory \(directory)", fix: "chmod 700", storePath: storePath)
     }
 
-    /// The owner must be `owner`, and none of the `forbidden` mode bits may be set; the refusal says how to fix it.
-    private static func checkOwnerAndMode(
-        _ info: stat, of path: String, named subject: String, owner: uid_t, forbidden: mode_t, problem: String,
-        fix: String, storePath: String
+    /// Refuses the store when `info` breaks `rule`, saying how to fix it.
+    private static func check(
+        _ info: stat, _ rule: TrustedFile, path: String, named subject: String, fix: String, storePath: String
     ) throws(AuthenticationError) {
-        guard info.st_uid == owner else {
-            throw refuse(
-                storePath,
-                "\(subject) is owned by uid \(info.st_uid), not \(ownerName(owner)); "
-                    + "fix with `chown \(ownerName(owner)) \(path)`")
+        guard let problem = rule.problem(info) else { return }
+        let owner = rule.owners.first ?? 0
+        let why: String
+        switch problem {
+        case .symbolicLink:
+            why = "\(subject) is a symbolic link; use the real \(rule.kind == .directory ? "directory" : "file")"
+        case .wrongKind(let kind): why = "\(rule.kind == .directory ? path : subject) is not \(kind.words)"
+        case .owner(let uid):
+            why =
+                "\(subject) is owned by uid \(uid), not \(ownerName(owner)); fix with `chown \(ownerName(owner)) \(path)`"
+        case .mode(let mode):
+            let what = rule.forbidden & 0o044 != 0 ? "accessible to" : "writable by"
+            why = "\(subject) is \(what) group or others (mode \(TrustedFile.octal(mode))); fix with `\(fix) \(path)`"
+        case .links(let count): why = "\(subject) has \(count) hard links; a store must have exactly one"
+        case .unexaminable(let error): why = "\(subject) cannot be examined: \(String(cString: strerror(error)))"
         }
-        guard info.st_mode & forbidden == 0 else {
-            throw refuse(
-                storePath, "\(subject) is \(problem) (mode \(octal(info.st_mode & 0o7777))); fix with `\(fix) \(path)`")
-        }
+        throw refuse(storePath, why)
     }
 
     private static func openFile(_ path: String, create: Bool) throws(AuthenticationError) -> (Int32, Bool) {
@@ -122,14 +126,9 @@ enum StoreFile {
     }
 
     private static func checkFile(_ path: String, _ info: stat, owner: uid_t) throws(AuthenticationError) {
-        if info.st_mode & S_IFMT == S_IFLNK { throw refuse(path, "it is a symbolic link; use the real file") }
-        guard info.st_mode & S_IFMT == S_IFREG else { throw refuse(path, "it is not a regular file") }
-        try checkOwnerAndMode(
-            info, of: path, named: "it", owner: owner, forbidden: 0o077, problem: "accessible to group or others",
-            fix: "chmod 600", storePath: path)
-        guard info.st_nlink == 1 else {
-            throw refuse(path, "it has \(info.st_nlink) hard links; a store must have exactly one")
-        }
+        try check(
+            info, TrustedFile(.regularFile, ownedBy: [owner], forbidden: 0o077, singleLink: true), path: path,
+            named: "it", fix: "chmod 600", storePath: path)
     }
 
     static func refuse(_ path: String, _ why: String) -> AuthenticationError {
@@ -137,8 +136,6 @@ enum StoreFile {
     }
 
     private static func ownerName(_ uid: uid_t) -> String { uid == 0 ? "root" : "uid \(uid)" }
-
-    private static func octal(_ mode: mode_t) -> String { "0" + String(mode, radix: 8) }
 
     static func errnoText() -> String { String(cString: strerror(errno)) }
 }

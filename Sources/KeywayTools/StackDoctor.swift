@@ -1,4 +1,5 @@
 public import KeywayConfig
+import KeywayConfigFiles
 public import KeywayCore
 import KeywayRuntime
 

@@ -1,8 +1,10 @@
 import Glibc
 import KeywayConfig
+import KeywayConfigFiles
 import KeywayCore
 import KeywayCrypto
 import KeywayFactors
+import KeywayPlatform
 import KeywayRuntime
 import KeywayTools
 

@@ -1,6 +1,8 @@
 import Glibc
 import KeywayConfig
+import KeywayConfigFiles
 import KeywayCore
+import KeywayPlatform
 import KeywayRuntime
 import KeywayTools
 

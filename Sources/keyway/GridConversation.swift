@@ -1,6 +1,7 @@
 import Glibc
 import KeywayCore
 import KeywayGesture
+import KeywayPlatform
 import KeywayTools
 
 /// The pattern drawn on a 3×3 grid that fills the terminal, as on a phone: arrows or hjkl move, space or a digit
@@ -77,8 +78,8 @@ final class GridConversation: Conversation {
 final class GridTerminal {
     /// /dev/tty, open while the grid is shown.
     private let descriptor: Int32
-    /// The settings found, restored on every way out.
-    private let saved: termios
+    /// The settings found, restored on every way out; the raw mode it reads keys in.
+    private let mode: RawTerminal
 
     /// Switches to the alternate screen, clears it and hides the cursor.
     static let enterSequence = "\u{1B}[?1049h\u{1B}[H\u{1B}[2J\u{1B}[?25l"
@@ -107,9 +108,9 @@ final class GridTerminal {
         return size.ws_row == 0 || (Int(size.ws_row) >= screen.count && Int(size.ws_col) >= width)
     }
 
-    private init(descriptor: Int32, saved: termios) {
+    private init(descriptor: Int32, mode: RawTerminal) {
         self.descriptor = descriptor
-        self.saved = saved
+        self.mode = mode
     }
 
     /// Opens /dev/tty, saves its settings, installs the restoring handlers, then enters raw mode and the alternate
@@ -119,16 +120,13 @@ final class GridTerminal {
         guard descriptor >= 0 else {
             throw AuthenticationError(.notInteractive, "no terminal to draw on; use --stdin to read from input")
         }
-        var settings = termios()
-        guard tcgetattr(descriptor, &settings) == 0 else {
+        guard let mode = RawTerminal(descriptor) else {
             close(descriptor)
             throw AuthenticationError(.notInteractive, "/dev/tty is not a terminal; use --stdin to read from input")
         }
-        let terminal = GridTerminal(descriptor: descriptor, saved: settings)
-        TerminalRescue.arm(descriptor: descriptor, settings: settings, signals: restoringSignals)
-        var raw = settings
-        makeRaw(&raw)
-        _ = tcsetattr(descriptor, TCSAFLUSH, &raw)
+        let terminal = GridTerminal(descriptor: descriptor, mode: mode)
+        TerminalRescue.arm(descriptor: descriptor, settings: mode.saved, signals: restoringSignals)
+        mode.enter(.raw, flush: true)
         terminal.write(enterSequence)
         return terminal
     }
@@ -137,8 +135,7 @@ final class GridTerminal {
     /// dispositions back and closes /dev/tty.
     func giveBack() {
         write(Self.leaveSequence)
-        var settings = saved
-        _ = tcsetattr(descriptor, TCSAFLUSH, &settings)
+        mode.restore(flush: true)
         TerminalRescue.disarm()
         close(descriptor)
     }
@@ -206,17 +203,6 @@ final class GridTerminal {
             } else {
                 return
             }
-        }
-    }
-
-    /// No echo, no line editing, no signals from keys (Ctrl-C arrives as byte 3), no flow control, CR not turned into
-    /// LF; output processing stays, and each read returns as soon as one byte is there.
-    private static func makeRaw(_ settings: inout termios) {
-        settings.c_lflag &= ~tcflag_t(ECHO | ECHONL | ICANON | ISIG | IEXTEN)
-        settings.c_iflag &= ~tcflag_t(IXON | ICRNL | INLCR | IGNCR | BRKINT | ISTRIP | INPCK)
-        withUnsafeMutableBytes(of: &settings.c_cc) { controls in
-            controls[Int(VMIN)] = 1
-            controls[Int(VTIME)] = 0
         }
     }
 }

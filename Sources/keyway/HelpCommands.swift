@@ -1,5 +1,6 @@
 import KeywayCore
 import KeywayFactors
+import KeywayPlatform
 import KeywayRuntime
 
 /// `keyway help` and `keyway completion bash`: both read the subcommand types, never a second list.

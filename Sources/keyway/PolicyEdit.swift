@@ -1,7 +1,9 @@
 import Glibc
 import KeywayConfig
+import KeywayConfigFiles
 import KeywayCore
 import KeywayFactors
+import KeywayPlatform
 import KeywayRuntime
 
 /// `keyway policy edit`: visudo's habit for keyway.conf. The file is copied beside itself (root's, 0600), the

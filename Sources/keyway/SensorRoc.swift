@@ -3,6 +3,7 @@ import KeywayBiometric
 import KeywayBiometricSimulator
 import KeywayConfig
 import KeywayCore
+import KeywayPlatform
 import KeywayRuntime
 import KeywayTools
 

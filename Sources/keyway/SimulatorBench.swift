@@ -6,6 +6,7 @@
 // Prints one line per figure, `simulator_NAME key=value …`, for scripts (Benchmarks/run) and people alike.
 import Glibc
 import KeywayBiometricSimulator
+import KeywayPlatform
 
 /// The simulator's speed and error rates at the default threshold.
 enum SimulatorBench {
@@ -90,11 +91,7 @@ enum SimulatorBench {
                 + " round_max=\(scientific(Double(counts.max() ?? 0) / Double(perRound))) target=\(scientific(target))")
     }
 
-    private static func seconds() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
-    }
+    private static func seconds() -> Double { Double(MonotonicClock.nanoseconds()) / 1e9 }
 
     /// `value` with `digits` decimals (no Foundation, so no String(format:)).
     private static func fixed(_ value: Double, _ digits: Int) -> String {

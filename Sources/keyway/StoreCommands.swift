@@ -1,5 +1,6 @@
 import Glibc
 import KeywayCore
+import KeywayPlatform
 import KeywayStore
 
 /// `keyway store migrate` and `keyway store copy`: a fleet's database made ready, and a host's store moved into it

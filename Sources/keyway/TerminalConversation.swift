@@ -1,5 +1,6 @@
 import Glibc
 import KeywayCore
+import KeywayPlatform
 import KeywayTools
 
 /// The person at the terminal (prompts on /dev/tty with echo off), or lines from standard input with `--stdin`.
@@ -27,16 +28,11 @@ final class TerminalConversation: Conversation {
             }
             defer { close(tty) }
             _ = text.withCString { write(tty, $0, strlen($0)) }
-            var saved = termios()
-            let isTerminal = tcgetattr(tty, &saved) == 0
-            if isTerminal && !prompt.echo {
-                var silent = saved
-                silent.c_lflag &= ~tcflag_t(ECHO)
-                tcsetattr(tty, TCSAFLUSH, &silent)
-            }
+            let silent = prompt.echo ? nil : RawTerminal(tty)
+            silent?.enter(.silent, flush: true)
             line = Self.readLine(from: tty)
-            if isTerminal && !prompt.echo {
-                tcsetattr(tty, TCSAFLUSH, &saved)
+            if let silent {
+                silent.restore(flush: true)
                 _ = write(tty, "\n", 1)
             }
         }

@@ -2,12 +2,12 @@ import CKeywayLibc
 import Dispatch
 import Glibc
 import KeywayConfig
+import KeywayConfigFiles
 import KeywayCore
 import KeywayDaemon
 import KeywayFactors
 import KeywayFprintd
 import KeywayPlatform
-import KeywayRuntime
 import KeywayStore
 import KeywayVault
 import KeywayWire
@@ -131,7 +131,7 @@ struct Keywayd {
                 if word == "--journal" { telemetryOptions.journal = path == "none" ? nil : path }
             case "--help":
                 print(usage)
-                exit(0)
+                exit(ExitStatus.success)
             default: fail("unknown argument '\(word)'")
             }
         }
@@ -148,7 +148,7 @@ struct Keywayd {
         case .failure(let problems):
             let text = "keywayd: refusing to start: the configuration has errors\n\(problems)\n"
             _ = text.withCString { write(2, $0, strlen($0)) }
-            exit(78)
+            exit(ExitStatus.configuration)
         }
         // The device backends the factors' settings choose (fprintd's reader with `[biometric] backend = fprintd`,
         // keywayd then its one client): built once, offered to the keepers and to each armed wait
@@ -181,7 +181,7 @@ struct Keywayd {
             }
         } catch {
             Server.log("cannot open the store: \(error.reason)")
-            exit(74)
+            exit(ExitStatus.ioError)
         }
         telemetry.attach(vault)
         let store = (vault.store as? ObservedStore)?.base ?? vault.store
@@ -231,7 +231,7 @@ struct Keywayd {
             case .success(let fd): listener = fd
             case .failure(let failure):
                 Server.log("\(failure)")
-                exit(71)
+                exit(ExitStatus.systemError)
             }
             ownSocket = socketPath
         }
@@ -261,7 +261,7 @@ struct Keywayd {
         let server = Server(
             service: VaultService(
                 vault: vault, factors: Factors.all,
-                now: UnixSocket.monotonicMilliseconds,
+                now: MonotonicClock.milliseconds,
                 accountUID: { name in if case .success(let uid?) = Accounts.uid(of: name) { uid } else { nil } }),
             options: options, arming: arming, notes: notes, telemetry: telemetry,
             checks: { [vaultOptions, configPath, backends = arming.backends] in
@@ -300,11 +300,11 @@ struct Keywayd {
         }
         if !stopping { Server.log("cannot wait for SIGTERM: keywayd will stop without removing its socket and notes") }
         telemetry.startWriting()
-        guard server.run(listener) else { exit(71) }
+        guard server.run(listener) else { exit(ExitStatus.systemError) }
         removeOwnSocket()
         telemetry.finish()
         Server.log("idle for \(options.idleExit / 1000) s; exiting")
-        exit(0)
+        exit(ExitStatus.success)
     }
 
     /// The listening socket systemd passed (socket activation: `LISTEN_PID` is us and `LISTEN_FDS` is 1), or nil.
@@ -321,6 +321,6 @@ struct Keywayd {
 
     static func fail(_ message: String) -> Never {
         Server.log("\(message)\n\(usage)")
-        exit(64)
+        exit(ExitStatus.usage)
     }
 }

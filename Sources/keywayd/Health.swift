@@ -1,9 +1,9 @@
 import Glibc
 import KeywayConfig
+import KeywayConfigFiles
 import KeywayCore
 import KeywayDaemon
 import KeywayPlatform
-import KeywayRuntime
 import KeywayStore
 import KeywayWire
 
@@ -41,7 +41,7 @@ enum Health {
                 "store", .critical, "cannot be read (every authentication fails closed): \(error.reason)")
         }
         if let failure = telemetry.lastWriteFailed {
-            let ago = (UnixSocket.monotonicMilliseconds() - failure.at) / 1000
+            let ago = (MonotonicClock.milliseconds() - failure.at) / 1000
             return HealthCheck(
                 "store", .critical, "the last write failed \(ago) s ago (attempts cannot be counted): \(failure.reason)"
             )
@@ -75,7 +75,7 @@ enum Health {
                 return HealthCheck("database", .critical, "\(line): the server is a standby; nothing can be counted")
             }
             if let failure = telemetry.lastWriteFailed {
-                let ago = (UnixSocket.monotonicMilliseconds() - failure.at) / 1000
+                let ago = (MonotonicClock.milliseconds() - failure.at) / 1000
                 return HealthCheck("database", .critical, "the last write failed \(ago) s ago: \(failure.reason)")
             }
             let failover =

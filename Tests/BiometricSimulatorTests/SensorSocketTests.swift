@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import KeywayCore
+import KeywayPlatform
 import Synchronization
 import Testing
 
@@ -24,11 +25,11 @@ struct SensorSocketTests {
     /// every descriptor of this process, the sensor's flock included, until the exec closes it; a `make test` run
     /// failed here once so. Any other failure, or a lock still held after 2 s, fails the test.
     func holdAgain(_ events: SocketSensorEvents) throws {
-        let deadline = SensorControl.monotonicMilliseconds() + 2000
+        let deadline = MonotonicClock.milliseconds() + 2000
         while true {
             switch events.hold() {
             case .success: return
-            case .failure(let error) where error.isBusy && SensorControl.monotonicMilliseconds() < deadline:
+            case .failure(let error) where error.isBusy && MonotonicClock.milliseconds() < deadline:
                 usleep(1000)
             case .failure(let error): throw error
             }
@@ -58,7 +59,7 @@ struct SensorSocketTests {
         let client = try connectAndWrite("present alice right-index")
         defer { close(client) }
         events.release()
-        #expect(SensorControl.readLine(client, until: SensorControl.monotonicMilliseconds() + 5000) == "not taken")
+        #expect(SensorControl.readLine(client, until: MonotonicClock.milliseconds() + 5000) == "not taken")
         #expect(access(SensorControl.socketPath(in: directory), F_OK) != 0, "the socket path is gone")
         // The sensor is free: the next holder takes it and finds nothing left over.
         try holdAgain(events)
@@ -84,7 +85,7 @@ struct SensorSocketTests {
             }
         }
         #expect(events.next(timeout: .seconds(5), cancellation: cancellation) == nil)
-        #expect(SensorControl.readLine(client, until: SensorControl.monotonicMilliseconds() + 5000) == "not taken")
+        #expect(SensorControl.readLine(client, until: MonotonicClock.milliseconds() + 5000) == "not taken")
     }
 
     @Test("`keyway sensor` reads `not taken` as nobody waiting, so --wait tries again and a plain send says why")
@@ -102,8 +103,8 @@ struct SensorSocketTests {
         // The sender's command is queued or about to be: giving the sensor back turns it away either way, and a
         // command that finds no socket is told the same.
         events.release()
-        let deadline = SensorControl.monotonicMilliseconds() + 10_000
-        while sent.withLock({ $0 == nil }) && SensorControl.monotonicMilliseconds() < deadline { usleep(10_000) }
+        let deadline = MonotonicClock.milliseconds() + 10_000
+        while sent.withLock({ $0 == nil }) && MonotonicClock.milliseconds() < deadline { usleep(10_000) }
         let result = try #require(sent.withLock { $0 })
         guard case .failure(let error) = result else {
             Issue.record("a touch nobody waited for was reported delivered")

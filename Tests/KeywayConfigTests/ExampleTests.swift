@@ -6,7 +6,6 @@ import KeywayCore
 import KeywayCrypto
 import KeywayFactors
 import KeywayGesture
-import KeywayPasscode
 import KeywayRuntime
 import KeywayTestSupport
 import Testing

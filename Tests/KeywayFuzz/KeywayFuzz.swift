@@ -12,7 +12,6 @@ import KeywayConfig
 import KeywayCore
 import KeywayFactors
 import KeywayGesture
-import KeywayPlatform
 import KeywayRuntime
 import KeywayWire
 

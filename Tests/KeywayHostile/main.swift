@@ -164,21 +164,21 @@ func pass(_ fds: [Int32], over connection: Int32, byte: UInt8 = 0x41) -> Bool {
 }
 
 func request(_ request: Request, over fd: Int32) {
-    _ = UnixSocket.send(WireWriter.frame(request.encoded), to: fd, until: UnixSocket.monotonicMilliseconds() + 2000)
+    _ = UnixSocket.send(WireWriter.frame(request.encoded), to: fd, until: MonotonicClock.milliseconds() + 2000)
 }
 
 func answer(_ fd: Int32) -> Response? {
     guard
         case .success(let bytes) = UnixSocket.receiveFrame(
-            from: fd, limit: Wire.maximumResponse, until: UnixSocket.monotonicMilliseconds() + 5000)
+            from: fd, limit: Wire.maximumResponse, until: MonotonicClock.milliseconds() + 5000)
     else { return nil }
     return try? Response(decoding: bytes)
 }
 
 /// Waits up to 3 s for keywayd to close `fd`; true when it did.
 func endedByKeywayd(_ fd: Int32) -> Bool {
-    let end = UnixSocket.monotonicMilliseconds() + 3000
-    while UnixSocket.monotonicMilliseconds() < end {
+    let end = MonotonicClock.milliseconds() + 3000
+    while MonotonicClock.milliseconds() < end {
         var byte: UInt8 = 0
         let got = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
         if got == 0 || (got < 0 && errno != EAGAIN) { return true }
@@ -201,10 +201,10 @@ let socketPath = arguments[1]
 let lingering = lingeringSocket()
 switch arguments[0] {
 case "refused", "admitted":
-    let end = UnixSocket.monotonicMilliseconds() + Int64(arguments[2])! * 1000
+    let end = MonotonicClock.milliseconds() + Int64(arguments[2])! * 1000
     let kind = arguments.count > 3 ? arguments[3] : "tcp"
     var passed = 0, refusedByKernel = 0, rounds = 0
-    while UnixSocket.monotonicMilliseconds() < end {
+    while MonotonicClock.milliseconds() < end {
         rounds += 1
         // The user's connections held open (each times out after keywayd's request deadline, so re-opened).
         let held = arguments[0] == "refused" ? (0..<4).map { _ in connectOrFail(socketPath) } : []
@@ -259,9 +259,9 @@ case "names":
     say("answered \(answered)")
 case "rearm":
     guard arguments.count == 4, let seconds = Int64(arguments[3]) else { fail("rearm args") }
-    let end = UnixSocket.monotonicMilliseconds() + seconds * 1000
+    let end = MonotonicClock.milliseconds() + seconds * 1000
     var leases = 0, busy = 0
-    while UnixSocket.monotonicMilliseconds() < end {
+    while MonotonicClock.milliseconds() < end {
         let fd = connectOrFail(socketPath)
         request(.arm(.biometric, UserContext(name: arguments[2]), attempts: 3), over: fd)
         guard case .armed? = answer(fd) else {
@@ -273,7 +273,7 @@ case "rearm":
         leases += 1
         // Held until keywayd writes on the lease (it ended it) or closes it, or the time is up.
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        while UnixSocket.monotonicMilliseconds() < end && poll(&entry, 1, 100) == 0 {}
+        while MonotonicClock.milliseconds() < end && poll(&entry, 1, 100) == 0 {}
         close(fd)
     }
     say("leases \(leases) busy \(busy)")
@@ -327,11 +327,11 @@ case "deposit":
 case "busy":
     let held = (0..<4).map { _ in connectOrFail(socketPath) }
     usleep(100_000)  // keywayd has admitted the four before the fifth comes
-    let start = UnixSocket.monotonicMilliseconds()
+    let start = MonotonicClock.milliseconds()
     let fifth = connectOrFail(socketPath)
     request(.status(user: "nobody-here"), over: fifth)
     let answered = answer(fifth)
-    let milliseconds = UnixSocket.monotonicMilliseconds() - start
+    let milliseconds = MonotonicClock.milliseconds() - start
     let what: String
     switch answered {
     case .failure(let error)? where error.code == .serviceUnavailable: what = "busy"

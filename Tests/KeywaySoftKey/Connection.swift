@@ -90,14 +90,14 @@ final class Connection {
         let header = [
             command, UInt8(count >> 24), UInt8(count >> 16 & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count & 0xFF),
         ]
-        let deadline = UnixSocket.monotonicMilliseconds() + 5000
+        let deadline = MonotonicClock.milliseconds() + 5000
         if case .success = UnixSocket.send(header + payload, to: fd, until: deadline) { return true }
         return false
     }
 
     /// The next frame, waiting up to `milliseconds` for it (forever when negative).
     func next(waiting milliseconds: Int32) -> Event {
-        let deadline = milliseconds < 0 ? Int64.max : UnixSocket.monotonicMilliseconds() + Int64(milliseconds)
+        let deadline = milliseconds < 0 ? Int64.max : MonotonicClock.milliseconds() + Int64(milliseconds)
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if pending.count >= 5 {
@@ -109,7 +109,7 @@ final class Connection {
                     return frame
                 }
             }
-            let left = deadline == Int64.max ? -1 : max(0, deadline - UnixSocket.monotonicMilliseconds())
+            let left = deadline == Int64.max ? -1 : max(0, deadline - MonotonicClock.milliseconds())
             var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&entry, 1, Int32(clamping: left))
             if ready < 0 && keyway_errno() == EINTR { continue }

@@ -31,10 +31,10 @@ struct PresenceWait {
     /// Waits as `knobs` say.
     func wait(_ knobs: Knobs) -> PresenceOutcome {
         if knobs.presence == .auto { return .given }
-        let deadline = UnixSocket.monotonicMilliseconds() + Int64(knobs.presenceTimeoutSeconds) * 1000
+        let deadline = MonotonicClock.milliseconds() + Int64(knobs.presenceTimeoutSeconds) * 1000
         while true {
             if knobs.presence == .wait && directory.remove(Self.touchFile) { return .given }
-            let left = deadline - UnixSocket.monotonicMilliseconds()
+            let left = deadline - MonotonicClock.milliseconds()
             if left <= 0 { return .timedOut }
             switch watch(Int32(min(left, 50))) {
             case .cancel: return .cancelled

@@ -51,7 +51,7 @@ private final class Strangers {
         for _ in 0..<count {
             // A full backlog or a server already full refuses some: those are simply not held.
             guard case .success(let fd) = UnixSocket.connect(to: socket) else { continue }
-            let deadline = UnixSocket.monotonicMilliseconds() + 2000
+            let deadline = MonotonicClock.milliseconds() + 2000
             guard case .success = UnixSocket.send(message, to: fd, until: deadline) else {
                 close(fd)
                 continue

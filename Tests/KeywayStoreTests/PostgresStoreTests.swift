@@ -1,5 +1,6 @@
 import Foundation
 import KeywayCore
+import KeywayPlatform
 import KeywayTestSupport
 import Synchronization
 import Testing
@@ -345,7 +346,7 @@ struct PostgresStoreTests {
     func pipeline() throws {
         let cluster = try PostgresCluster()
         defer { cluster.stop() }
-        let deadline = PostgresConnection.monotonicMilliseconds() + 20_000
+        let deadline = MonotonicClock.milliseconds() + 20_000
         let db = try PostgresConnection.connect(
             [("dbname", cluster.ownerURI), ("passfile", cluster.passfile)], deadline: deadline)
         try db.query("CREATE TEMPORARY TABLE seen (n int)", deadline: deadline)

@@ -1,5 +1,6 @@
 import Foundation
 import KeywayConfig
+import KeywayConfigFiles
 import KeywayCore
 import KeywayCrypto
 import KeywayFactors

@@ -1,5 +1,6 @@
 import Foundation
 import KeywayConfig
+import KeywayConfigFiles
 import KeywayFactors
 import KeywayRuntime
 import Testing

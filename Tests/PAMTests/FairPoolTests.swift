@@ -40,11 +40,11 @@ struct FairPoolTests {
         #expect(enroll.status == 0, "\(enroll.text)")
 
         let seconds = Int64(ProcessInfo.processInfo.environment["KEYWAY_FAIR_SECONDS"] ?? "") ?? 60
-        let end = UnixSocket.monotonicMilliseconds() + seconds * 1000
+        let end = MonotonicClock.milliseconds() + seconds * 1000
         let guesses = Mutex<[String]>([])  // each guess's result
         let loops = (0..<3).map { _ in
             Thread {
-                while UnixSocket.monotonicMilliseconds() < end {
+                while MonotonicClock.milliseconds() < end {
                     let attempt = try? self.asStartedBy(rival.uid, "kwvictim", "1-6-7-2-9", "1-6-7-2-9", "1-6-7-2-9")
                         .finish()
                     guesses.withLock { $0.append(attempt?.result ?? "not run") }
@@ -55,10 +55,10 @@ struct FairPoolTests {
         var slowest: Int64 = 0
         var owner = 0
         usleep(500_000)
-        while UnixSocket.monotonicMilliseconds() < end - 1000 {
-            let start = UnixSocket.monotonicMilliseconds()
+        while MonotonicClock.milliseconds() < end - 1000 {
+            let start = MonotonicClock.milliseconds()
             let result = try asStartedBy(victim.uid, "kwvictim", "2-4-9-3").finish()
-            slowest = max(slowest, UnixSocket.monotonicMilliseconds() - start)
+            slowest = max(slowest, MonotonicClock.milliseconds() - start)
             owner += 1
             #expect(result.result == "PAM_SUCCESS", "the owner's own right pattern: \(result.text)")
             usleep(200_000)

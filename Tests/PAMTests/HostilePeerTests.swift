@@ -60,10 +60,10 @@ struct HostilePeerTests {
 
     /// Milliseconds of alice's right pattern through the real module (pam_start_confdir), which must succeed.
     func victim() throws -> Int64 {
-        let start = UnixSocket.monotonicMilliseconds()
+        let start = MonotonicClock.milliseconds()
         let result = try harness(fixture, "pattern", "alice", answers("2-4-9-3"))
         #expect(result.result == "PAM_SUCCESS", "\(result.text)")
-        return UnixSocket.monotonicMilliseconds() - start
+        return MonotonicClock.milliseconds() - start
     }
 
     /// The victim's normal time, the median of three, before any attack.
@@ -259,7 +259,7 @@ struct BoundedWriteTests {
         fixture.startDaemon()
         let rowsBefore = try auditRows()
         let sizeBefore = try size(fixture.store)
-        let start = UnixSocket.monotonicMilliseconds()
+        let start = MonotonicClock.milliseconds()
         let floods = try (0..<4).map { _ in
             try Started(
                 "/usr/bin/setpriv",
@@ -269,7 +269,7 @@ struct BoundedWriteTests {
                 ])
         }
         let reports = floods.map { $0.finish() }
-        let minutes = Int((UnixSocket.monotonicMilliseconds() - start) / 60_000) + 1
+        let minutes = Int((MonotonicClock.milliseconds() - start) / 60_000) + 1
         var done = 0
         for report in reports {
             #expect(report.status == 0, "\(report.text)")

@@ -23,15 +23,15 @@ struct KeywaydTests {
 
     /// Writes bytes on a raw connection.
     func write(_ fd: Int32, _ bytes: [UInt8]) {
-        _ = UnixSocket.send(bytes, to: fd, until: UnixSocket.monotonicMilliseconds() + 2000)
+        _ = UnixSocket.send(bytes, to: fd, until: MonotonicClock.milliseconds() + 2000)
     }
 
     /// What the daemon does with a raw connection: its answer, or nil when it closed without one, and how long
     /// that took.
     func outcome(_ fd: Int32, waiting: Int64 = 5000) -> (response: Response?, milliseconds: Int64) {
-        let start = UnixSocket.monotonicMilliseconds()
+        let start = MonotonicClock.milliseconds()
         let frame = UnixSocket.receiveFrame(from: fd, limit: Wire.maximumResponse, until: start + waiting)
-        let elapsed = UnixSocket.monotonicMilliseconds() - start
+        let elapsed = MonotonicClock.milliseconds() - start
         close(fd)
         guard case .success(let bytes) = frame else { return (nil, elapsed) }
         return (try? Response(decoding: bytes), elapsed)
@@ -77,9 +77,9 @@ struct KeywaydTests {
 
     /// The milliseconds `body` took.
     func timed(_ body: () throws -> Void) rethrows -> Int64 {
-        let start = UnixSocket.monotonicMilliseconds()
+        let start = MonotonicClock.milliseconds()
         try body()
-        return UnixSocket.monotonicMilliseconds() - start
+        return MonotonicClock.milliseconds() - start
     }
 
     func median(_ values: [Int64]) -> Int64 { values.sorted()[values.count / 2] }
@@ -146,12 +146,12 @@ struct KeywaydTests {
         #expect(outcome(truncated).response == nil)
         serving()
         // Slow: half a request, then nothing. Others are served meanwhile; the stall is closed at the deadline.
-        let slowStart = UnixSocket.monotonicMilliseconds()
+        let slowStart = MonotonicClock.milliseconds()
         let slow = try connect()
         write(slow, [0, 0, 0, 40, Wire.version])
         let during = timed { serving() }
         let stalled = outcome(slow)
-        let closedAfter = UnixSocket.monotonicMilliseconds() - slowStart
+        let closedAfter = MonotonicClock.milliseconds() - slowStart
         #expect(stalled.response == nil)
         #expect(closedAfter >= 250 && closedAfter < 3000, "closed after \(closedAfter) ms")
         #expect(during < 1000, "a request beside a stalled one took \(during) ms")
@@ -538,7 +538,7 @@ struct KeywaydTests {
             for step in 0..<50 {
                 let index = lane * 50 + step
                 let user = "user-\(index / 4)"
-                let start = UnixSocket.monotonicMilliseconds()
+                let start = MonotonicClock.milliseconds()
                 var failure: AuthenticationError?
                 do throws(AuthenticationError) {
                     switch index % 4 {
@@ -555,7 +555,7 @@ struct KeywaydTests {
                 } catch {
                     failure = error
                 }
-                let elapsed = UnixSocket.monotonicMilliseconds() - start
+                let elapsed = MonotonicClock.milliseconds() - start
                 tally.lock.withLock {
                     tally.done += 1
                     if let failure { tally.failures.append((failure.code.rawValue, elapsed)) }

@@ -23,8 +23,8 @@ struct NotesTests {
 
     /// The note keywayd writes after its answer, waited for (up to 2 s) until `ready` holds of it.
     func awaitNote(_ user: String, _ ready: (AvailabilityNote?) -> Bool) -> AvailabilityNote? {
-        let deadline = UnixSocket.monotonicMilliseconds() + 2000
-        while !ready(note(user)) && UnixSocket.monotonicMilliseconds() < deadline { usleep(5000) }
+        let deadline = MonotonicClock.milliseconds() + 2000
+        while !ready(note(user)) && MonotonicClock.milliseconds() < deadline { usleep(5000) }
         return note(user)
     }
 

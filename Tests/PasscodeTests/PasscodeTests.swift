@@ -1,6 +1,5 @@
 import KeywayCore
 import KeywayCrypto
-import KeywayPlatform
 import KeywayTestSupport
 import Testing
 

@@ -65,20 +65,19 @@ final class DirectTerminal {
     /// `deposit`, the terminal and its settings are first left with the other end of `wake` (keywayd), which puts
     /// them back if this process is killed before it does so itself.
     func read(_ text: String, wake: Int32, deposit: Bool) -> Result<Outcome, AuthenticationError> {
-        var saved = termios()
-        guard tcgetattr(descriptor, &saved) == 0 else {
+        guard let terminal = RawTerminal(descriptor) else {
             return .failure(
                 AuthenticationError(
                     .conversationFailure, "cannot read \(path): \(String(cString: strerror(keyway_errno())))"))
         }
-        if deposit { TerminalCustody.deposit(descriptor, settings: saved, over: wake) }
+        if deposit { TerminalCustody.deposit(descriptor, settings: terminal.saved, over: wake) }
         defer { if deposit { TerminalCustody.withdraw(over: wake) } }
-        guard keyway_terminal_raw(descriptor, &saved) == 0 else {
+        guard terminal.enter(.raw) else {
             return .failure(
                 AuthenticationError(
                     .conversationFailure, "cannot set \(path): \(String(cString: strerror(keyway_errno())))"))
         }
-        defer { _ = keyway_terminal_restore(descriptor, &saved) }
+        defer { terminal.restore() }
         show(text)
         var line: [UInt8] = []
         defer { line.withUnsafeMutableBytes { secureZero($0) } }

@@ -1,6 +1,7 @@
 import CKeywayLibc
 import CPAM
 import KeywayConfig
+import KeywayConfigFiles
 import KeywayCore
 import KeywayFactors
 import KeywayPlatform
@@ -31,7 +32,7 @@ struct ModuleCall {
                 }
             }
             defer { conversation.terminal = nil }
-            let began = UnixSocket.monotonicMilliseconds()
+            let began = MonotonicClock.milliseconds()
             let evaluation = call.runtime.context(call.options).evaluate(
                 policy, for: call.user, reason: "\(call.user.service) authentication",
                 conversation: conversation)
@@ -52,7 +53,7 @@ struct ModuleCall {
                 .report(
                     Decision(
                         user: call.user.name, service: call.user.service, policy: policy.name, result: result,
-                        milliseconds: UnixSocket.monotonicMilliseconds() - began)))
+                        milliseconds: MonotonicClock.milliseconds() - began)))
             if audit { return .ignored }
             guard let error = evaluation.error else { return .success }
             return .failure(error)

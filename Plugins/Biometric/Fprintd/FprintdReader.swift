@@ -405,9 +405,9 @@ final class FprintdSession {
     /// signal passes no match rule), and each one skipped must not start the wait again, or a flood of them would
     /// keep the caller from ever looking at its cancellation (docs/ARCHITECTURE.md §18).
     func next(within milliseconds: Int32) -> Next {
-        let deadline = UnixSocket.monotonicMilliseconds() + Int64(milliseconds)
+        let deadline = MonotonicClock.milliseconds() + Int64(milliseconds)
         while true {
-            let left = Int32(clamping: max(0, deadline - UnixSocket.monotonicMilliseconds()))
+            let left = Int32(clamping: max(0, deadline - MonotonicClock.milliseconds()))
             let signal: DBusSignal
             switch bus.nextSignal(within: left) {
             case .timedOut: return .quiet

@@ -1,5 +1,6 @@
 import CKeywayLibc
 import KeywayCore
+import KeywayPlatform
 
 /// The simulated sensor reachable from other processes: while an authentication waits, it listens on a root-only
 /// Unix socket for one-line commands, in the spirit of libfprint's virtual_device. `keyway sensor …` speaks it.
@@ -66,7 +67,7 @@ public enum SensorControl {
         if event == .unplug || event == .plug {
             if case .failure(let error) = setPluggedIn(event == .plug, directory: directory) { return .failure(error) }
         }
-        let deadline = monotonicMilliseconds() + wait.milliseconds
+        let deadline = MonotonicClock.milliseconds() + wait.milliseconds
         while true {
             switch exchange(SensorControl.line(for: event), path: socketPath(in: directory)) {
             case .success(let reply) where reply == "ok":
@@ -77,7 +78,9 @@ public enum SensorControl {
                 if event == .unplug || event == .plug { return .success(()) }  // the flag is enough
                 // Only a command nobody took is sent again: one that was written may have been acted on, and a
                 // touch delivered twice would reach the next authentication.
-                guard !failure.delivered, monotonicMilliseconds() < deadline else { return .failure(failure.error) }
+                guard !failure.delivered, MonotonicClock.milliseconds() < deadline else {
+                    return .failure(failure.error)
+                }
                 usleep(50_000)
             }
         }
@@ -146,7 +149,7 @@ public enum SensorControl {
             return .failure(ExchangeFailure("no authentication is waiting at the sensor (\(path): \(errnoText()))"))
         }
         reply(descriptor, line)
-        guard let reply = readLine(descriptor, until: monotonicMilliseconds() + 5000) else {
+        guard let reply = readLine(descriptor, until: MonotonicClock.milliseconds() + 5000) else {
             return .failure(ExchangeFailure("no reply from the sensor", delivered: true))
         }
         if reply == notTaken {
@@ -176,7 +179,7 @@ public enum SensorControl {
         var bytes: [UInt8] = []
         var byte: UInt8 = 0
         while bytes.count < 512 {
-            let left = until - monotonicMilliseconds()
+            let left = until - MonotonicClock.milliseconds()
             guard left > 0 else { break }
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, Int32(min(left, 1000))) > 0 else { continue }
@@ -186,12 +189,6 @@ public enum SensorControl {
             bytes.append(byte)
         }
         return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
-    }
-
-    static func monotonicMilliseconds() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
     }
 
     static func errnoText() -> String { String(cString: strerror(keyway_errno())) }

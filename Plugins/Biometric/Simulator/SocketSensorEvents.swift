@@ -1,5 +1,6 @@
 public import CKeywayLibc
 public import KeywayCore
+import KeywayPlatform
 import Synchronization
 
 /// Sensor events from the control socket: the socket exists only while an authentication waits at the sensor.
@@ -80,9 +81,9 @@ public final class SocketSensorEvents: SensorEventSource {
             }
         }
         defer { if kept == nil { listening.close() } }
-        let deadline = SensorControl.monotonicMilliseconds() + timeout.milliseconds
+        let deadline = MonotonicClock.milliseconds() + timeout.milliseconds
         while !cancellation.isCancelled {
-            let left = deadline - SensorControl.monotonicMilliseconds()
+            let left = deadline - MonotonicClock.milliseconds()
             if left <= 0 { return nil }
             var poller = pollfd(fd: listening.socket, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, Int32(min(left, 100))) > 0 else { continue }
@@ -95,7 +96,7 @@ public final class SocketSensorEvents: SensorEventSource {
                 Self.turnAway(client)
                 return nil
             }
-            if let event = serve(client, until: min(deadline, SensorControl.monotonicMilliseconds() + 2000)) {
+            if let event = serve(client, until: min(deadline, MonotonicClock.milliseconds() + 2000)) {
                 if acknowledgesAfterHandling {
                     unanswered.withLock { $0 = client }  // the previous sender was answered when this wait began
                 } else {
@@ -135,7 +136,7 @@ public final class SocketSensorEvents: SensorEventSource {
     /// Answers a sender whose command no wait will take (`SensorControl.notTaken`), after reading its line so the
     /// answer is not lost to a reset, and closes the connection.
     static func turnAway(_ client: Int32) {
-        _ = SensorControl.readLine(client, until: SensorControl.monotonicMilliseconds() + 200)
+        _ = SensorControl.readLine(client, until: MonotonicClock.milliseconds() + 200)
         SensorControl.reply(client, SensorControl.notTaken)
         CKeywayLibc.close(client)
     }
@@ -148,9 +149,9 @@ public final class SocketSensorEvents: SensorEventSource {
 
         static func open(directory: String, owner: uid_t) -> Result<Listener, SensorControlError> {
             if case .failure(let error) = SensorControl.makeDirectory(directory) { return .failure(error) }
-            var info = stat()
-            guard lstat(directory, &info) == 0, info.st_mode & mode_t(S_IFMT) == mode_t(S_IFDIR), info.st_uid == owner,
-                info.st_mode & 0o077 == 0
+            guard
+                case .success(.some) = TrustedFile(.directory, ownedBy: [owner], forbidden: 0o077).check(
+                    path: directory)
             else {
                 return .failure(SensorControlError("\(directory) must be a directory owned by uid \(owner), mode 0700"))
             }

@@ -1,0 +1,118 @@
+import Glibc
+import KeywayBiometricSimulator
+import KeywayConfig
+import KeywayConfigFiles
+import KeywayCore
+import KeywayCrypto
+import KeywayFactors
+import KeywayGesture
+import KeywayPlatform
+import KeywayRuntime
+import KeywayTools
+import KeywayVault
+
+/// Enrolling, changing and removing a factor, and proving who you are first.
+extension Command {
+    /// The named part `--name` (or its older spelling `--finger`) gives, if any.
+    var partName: String? { parsed.value("--name") ?? parsed.value("--finger") }
+
+    func enroll() -> Int32 {
+        let factor = factor()
+        let user = user()
+        guard Accounts.exists(user) else {
+            // An enrollment for a name that is no account would never be asked for; a typo ("KWALICE") would
+            // leave the real account's owner with "Not recognized".
+            Keyway.printError(
+                "keyway: '\(user.escapingControlCharacters)' is not an account of this system (getpwnam found none); "
+                    + "enroll an existing user (names are case-sensitive)")
+            return ExitStatus.noUser
+        }
+        let plugin = Factors.all.plugin(factor)
+        if plugin?.part == nil, let option = ["--name", "--finger", "--simulate-touches"].first(where: parsed.isGiven) {
+            Keyway.fail(usage: "'\(option)' applies to a factor enrolled in named parts only.", command: subcommand)
+        }
+        let runtime = runtime(creating: true)
+        return attempt { () throws(AuthenticationError) in
+            guard let authenticator = runtime.authenticator(factor) else {
+                throw AuthenticationError(.invalidPolicy, "Keyway has no \(factor)")
+            }
+            // A person's own TOTP or recovery codes: keywayd offers a new one only just after they prove who they
+            // are, with the current code or another factor of theirs (VaultService.selfService).
+            if getuid() != 0 && plugin?.enrollment == .sharedSecret && parsed.value("--store") == nil {
+                try prove(user, before: "set your \(factor)", preferring: factor, in: runtime)
+            }
+            let request = EnrollmentRequest(
+                user: user, actor: actor, label: partName, scripted: parsed.has("--simulate-touches"))
+            let lines = try authenticator.enroll(
+                request, conversation: repeatingConversation(factor, of: user, in: runtime))
+            for line in lines { print(line) }
+        }
+    }
+
+    /// Verifies `user` with a typed factor of theirs that is available now (`first` if it is, then the others in
+    /// order, each offered after the last): keywayd records the success as the proof a self-service change needs.
+    func prove(_ user: String, before reason: String, preferring first: FactorKind, in runtime: Runtime)
+        throws(AuthenticationError)
+    {
+        let context = UserContext(name: user, service: "keyway", startedBy: getuid())
+        let typed = Factors.all.filter { $0.input == .typed }.map(\.kind)
+        let candidates = ([first] + typed.filter { $0 != first }).filter {
+            runtime.vault.availability(of: $0, for: context) == .available
+        }
+        guard !candidates.isEmpty else {
+            throw AuthenticationError(
+                .notPermitted,
+                "\(user) has no factor to prove who they are with (a code, a passcode, a pattern, a recovery code); "
+                    + "root can enroll it: keyway enroll \(first) --user \(user)")
+        }
+        let rules: [Policy.Rule] = candidates.map { .factor($0, attempts: 3) }
+        let proof = Policy(name: "prove it is you", rule: rules.count == 1 ? rules[0] : .atLeast(1, of: rules))
+        let evaluation = runtime.context().evaluate(
+            proof, for: context, reason: reason, conversation: repeatingConversation(first, of: user, in: runtime))
+        if let error = evaluation.error { throw error }
+    }
+
+    /// With --stdin, enrollment reads one line and uses it for both entries.
+    func repeatingConversation(_ factor: FactorKind, of user: String, in runtime: Runtime) -> any Conversation {
+        guard parsed.has("--stdin") else { return conversation(for: factor, of: user, in: runtime) }
+        return RepeatingConversation(qrFile: parsed.value("--qr-file"))
+    }
+
+    /// The person at the terminal: a pattern is drawn on the grid where the terminal allows it (with its trail
+    /// unless the account's show-trail switch is off), the rest is typed.
+    func conversation(for factor: FactorKind, of user: String, in runtime: Runtime) -> any Conversation {
+        guard factor == .gesture else { return conversation }
+        return GridConversation.forPattern(
+            fromStandardInput: parsed.has("--stdin"),
+            showTrail: switchValue(GestureAuthenticator.showTrailSetting, of: user, in: runtime))
+    }
+
+    func change() -> Int32 {
+        let factor = factor()
+        let user = user()
+        let runtime = runtime()
+        return attempt { () throws(AuthenticationError) in
+            let talk: any Conversation =
+                parsed.has("--stdin") ? ChangeConversation() : conversation(for: factor, of: user, in: runtime)
+            guard Factors.all.plugin(factor)?.changeable == true,
+                let knowledge = runtime.authenticator(factor) as? any KnowledgeAuthenticator
+            else {
+                Keyway.fail(
+                    usage: "A \(factor) is changed by enrolling it again: keyway enroll \(factor) --user \(user).")
+            }
+            try knowledge.change(user: user, by: actor, conversation: talk)
+            print("Changed the \(factor) of \(user).")
+        }
+    }
+
+    func remove() -> Int32 {
+        let factor = factor()
+        let user = user()
+        let runtime = runtime()
+        return attempt { () throws(AuthenticationError) in
+            let removed = try runtime.vault.remove(factor, of: user, label: partName, by: actor)
+            guard removed else { throw AuthenticationError(.factorNotEnrolled, "\(user) has no \(factor) to remove") }
+            print("Removed the \(factor) of \(user).")
+        }
+    }
+}
