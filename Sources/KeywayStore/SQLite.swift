@@ -32,7 +32,7 @@ struct SQLiteError: Error, Sendable, CustomStringConvertible {
 /// thread-safe by itself: `SQLiteStore` serializes every use behind its lock, which is why it may be shared.
 ///
 /// Statements are prepared once per connection and kept (`query`): parsing the SQL was half of keywayd's
-/// instructions per authentication outside the hash (docs/ARCHITECTURE.md §4, "Counted, not guessed").
+/// instructions per authentication outside the hash (docs/BENCHMARKS.md, "Instructions counted").
 final class SQLiteConnection: @unchecked Sendable {
     private let handle: OpaquePointer
     /// The prepared statements by their SQL, each reset after use so none holds a read transaction open.

@@ -5,7 +5,7 @@ import KeywayRuntime
 /// One `keyway` subcommand as data: its words, summary, operands, options and what it runs. Dispatch, `--help`,
 /// usage errors with did-you-mean, `keyway help --synopsis` (checked against keyway(8) by a test) and the bash
 /// completion all come from the list in `Subcommand.all`, so none of them can drift from the others
-/// (docs/ARCHITECTURE.md §2, "commands as types").
+/// (docs/ARCHITECTURE.md §13, "commands as types").
 struct Subcommand: Sendable {
     /// A word the command takes after its name.
     struct Operand: Sendable {

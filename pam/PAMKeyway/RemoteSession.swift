@@ -275,7 +275,7 @@ enum RemoteSession {
     }
 
     /// The process's name and its parent's pid, from one read of /proc/PID/stat ("pid (comm) state ppid …"), which
-    /// holds the same name as /proc/PID/comm: one file per ancestor, on every call (docs/ARCHITECTURE.md §4). The
+    /// holds the same name as /proc/PID/comm: one file per ancestor, on every call (docs/ARCHITECTURE.md §5). The
     /// name may hold spaces and parentheses, so it ends at the last ')'.
     private static func process(_ pid: Int32) -> (name: String?, parent: Int32?) {
         guard let stat = bytes("/proc/\(pid)/stat"), let open = stat.firstIndex(of: UInt8(ascii: "(")),
