@@ -280,7 +280,9 @@ struct PolicyEditTests {
         fi
         """.write(toFile: editor, atomically: true, encoding: .utf8)
         chmod(editor, 0o755)
-        let command = "EDITOR=\(editor) \(cliPath) --config \(fixture.configPath) policy edit"
+        // Read by sh rather than executed: a child another test forks while the script is being written inherits the
+        // descriptor until its exec, and executing a file open for writing fails (ETXTBSY, "Text file busy").
+        let command = "EDITOR='/bin/sh \(editor)' \(cliPath) --config \(fixture.configPath) policy edit"
         do {
             let terminal = try Terminal(command)
             defer { terminal.close() }
