@@ -9,10 +9,7 @@ import Testing
 final class JournalCapture: @unchecked Sendable {
     private static let exclusive = DispatchSemaphore(value: 1)  // not a lock: no owning thread
     static let path = "/run/systemd/journal/socket"
-    private let descriptor: Int32
-    private let lock = NSLock()
-    private var received: [[UInt8]] = []
-    private var reader: Thread?
+    private let sink: DatagramSink
 
     init() throws {
         try requireIsolation()  // binds in /run
@@ -20,43 +17,15 @@ final class JournalCapture: @unchecked Sendable {
         mkdir("/run/systemd", 0o755)
         mkdir("/run/systemd/journal", 0o755)
         unlink(Self.path)
-        descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            let bytes = Array(Self.path.utf8)
-            buffer.copyBytes(from: bytes)
-            buffer[bytes.count] = 0
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard bound == 0 else {
-            close(descriptor)
+        guard let sink = DatagramSink(at: Self.path) else {
             Self.exclusive.signal()
             throw CocoaError(.fileWriteUnknown)
         }
-        chmod(Self.path, 0o666)
-        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let thread = Thread { [self] in
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            while !Thread.current.isCancelled {
-                let count = recv(descriptor, &buffer, buffer.count, 0)
-                if count > 0 { lock.withLock { received.append(Array(buffer[0..<count])) } }
-            }
-        }
-        reader = thread
-        thread.start()
+        self.sink = sink
     }
 
     /// Every entry so far, each parsed into its fields; an entry that is not exactly the native protocol is nil.
-    var entries: [[String: String]?] {
-        usleep(300_000)
-        return lock.withLock { received }.map(Self.parse)
-    }
+    var entries: [[String: String]?] { sink.datagrams.map(Self.parse) }
 
     /// The native protocol: `NAME=value\n`, or `NAME\n`, a 64-bit little-endian length, the value and `\n`.
     static func parse(_ bytes: [UInt8]) -> [String: String]? {
@@ -84,10 +53,7 @@ final class JournalCapture: @unchecked Sendable {
     }
 
     func stop() {
-        reader?.cancel()
-        usleep(300_000)
-        close(descriptor)
-        unlink(Self.path)
+        sink.stop()
         Self.exclusive.signal()
     }
 }

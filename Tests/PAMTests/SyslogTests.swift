@@ -8,51 +8,19 @@ import Testing
 final class SyslogCapture: @unchecked Sendable {
     /// Held from a capture's start to its `stop()`.
     private static let exclusive = DispatchSemaphore(value: 1)  // not a lock: no owning thread
-    let socketPath: String
-    private let descriptor: Int32
-    private let lock = NSLock()
-    private var received: [String] = []
-    private var reader: Thread?
+    var socketPath: String { sink.path }
+    private let sink: DatagramSink
     private let ownsDevLog: Bool
 
     init(directory: String) throws {
         try requireIsolation()  // may create /dev/log
         Self.exclusive.wait()
         ownsDevLog = !FileManager.default.fileExists(atPath: "/dev/log")
-        socketPath = ownsDevLog ? "/dev/log" : directory + "/log.sock"
-        descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
-            let bytes = Array(socketPath.utf8)
-            buffer.copyBytes(from: bytes)
-            buffer[bytes.count] = 0
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard bound == 0 else {
-            close(descriptor)
+        guard let sink = DatagramSink(at: ownsDevLog ? "/dev/log" : directory + "/log.sock") else {
             Self.exclusive.signal()
             throw CocoaError(.fileWriteUnknown)
         }
-        chmod(socketPath, 0o666)
-        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let thread = Thread { [self] in
-            var buffer = [UInt8](repeating: 0, count: 8192)
-            while !Thread.current.isCancelled {
-                let count = recv(descriptor, &buffer, buffer.count, 0)
-                if count > 0 {
-                    let line = String(decoding: buffer[0..<count], as: UTF8.self)
-                    lock.withLock { received.append(line) }
-                }
-            }
-        }
-        reader = thread
-        thread.start()
+        self.sink = sink
     }
 
     /// Runs a command so that its syslog reaches this capture.
@@ -74,16 +42,10 @@ final class SyslogCapture: @unchecked Sendable {
         return try run(executable, arguments)
     }
 
-    var lines: [String] {
-        usleep(300_000)
-        return lock.withLock { received }
-    }
+    var lines: [String] { sink.datagrams.map { String(decoding: $0, as: UTF8.self) } }
 
     func stop() {
-        reader?.cancel()
-        usleep(300_000)
-        close(descriptor)
-        unlink(socketPath)
+        sink.stop()
         Self.exclusive.signal()
     }
 }
