@@ -199,9 +199,14 @@ let package = Package(
             ]),
         tests("KeywayPlatformTests", ["KeywayPlatform", "KeywayCore"]),
         tests("KeywayCryptoTests", ["KeywayCrypto", "KeywayCore"]),
+        // keywayd's own tests: the server in-process, and keywayd as a process under hostile peers, floods, shares of
+        // the hash pool, notes and arming (with the built programs, through the fixture below).
         tests(
             "KeywayDaemonTests",
-            ["KeywayDaemon", "KeywayCore", "KeywayWire", "KeywayRuntime", "KeywayTestSupport", "KeywayPlatform"]),
+            [
+                "KeywayDaemon", "KeywayCore", "KeywayWire", "KeywayRuntime", "KeywayTestSupport", "KeywayPlatform",
+                "KeywayProcessFixture", "keyway-hostile",
+            ]),
         tests(
             "KeywayWireTests",
             [
@@ -225,12 +230,20 @@ let package = Package(
         tests(
             "PAMTests",
             [
-                "KeywayRuntime", "KeywayConfig", "KeywayConfigFiles", "KeywayFactors", "KeywayVault", "KeywayWire",
-                "KeywayCrypto",
-                "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode",
-                "KeywayBiometric", "KeywayBiometricSimulator", "KeywayTestSupport", "keyway-hostile", "keyway-softkey",
-                "KeywayFIDO2",
+                "KeywayRuntime", "KeywayConfig", "KeywayConfigFiles", "KeywayFactors", "KeywayVault", "KeywayCrypto",
+                "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode", "KeywayTestSupport",
+                "keyway-softkey", "KeywayFIDO2", "KeywayProcessFixture",
             ]),
+        // What the process tests share: a throwaway PAM setup with keywayd (`PAMFixture`), programs run as a person
+        // would (`run`, `Terminal` in tmux), the syslog capture and its datagram sink. PAMTests and KeywayDaemonTests
+        // use it.
+        .target(
+            name: "KeywayProcessFixture",
+            dependencies: [
+                "KeywayBiometric", "KeywayBiometricSimulator", "KeywayCore", "KeywayCrypto", "KeywayGesture",
+                "KeywayPasscode", "KeywayPlatform", "KeywayRuntime", "KeywayStore", "KeywayVault",
+            ],
+            path: "Tests/KeywayProcessFixture", swiftSettings: strictSettings),
         // The parsers that read hostile input, under libFuzzer (`make fuzz`); a replayer otherwise.
         .executableTarget(
             name: "keyway-fuzz",

@@ -18,7 +18,7 @@
 # and the cgroup session-keywaytest.scope under keyway-test-RUN in the systemd hierarchy): the tests are a person at this
 # machine, so the terminals their tmux servers and harnesses hold are local by what pam_keyway believes, not by
 # a root process merely holding them (pam_keyway(8), LOCAL AND REMOTE). A test that needs a terminal outside any
-# session moves its holder out (Tests/PAMTests/PAMFixture.swift, `Cgroup`).
+# session moves its holder out (Tests/KeywayProcessFixture/PAMFixture.swift, `Cgroup`).
 # Nothing the command writes there reaches the real files, and when its last process ends the mounts vanish with
 # the namespace. The copies live in /var/tmp/keyway-test-runs/run.* (root only, on local disk, never in the checkout;
 # SSH host keys and /etc/ssl/private are left out of the copy); a run killed with SIGKILL leaves only that directory,
@@ -208,6 +208,6 @@ echo $$ >"$CGROUP/session-keywaytest.scope/cgroup.procs"
 exec "$@"
 '
 status=0
-# KEYWAY_TEST_ROOT tells the tests that write system files that they are isolated (Tests/PAMTests/PAMFixture.swift).
+# KEYWAY_TEST_ROOT tells the tests that write system files that they are isolated (Tests/KeywayProcessFixture/PAMFixture.swift).
 ROOT=$root CGROUP=$cgroup KEYWAY_TEST_ROOT=$root KEYWAY_TEST_CGROUP=$cgroup unshare --mount --propagation private -- bash -c "$inside" test-isolated "$@" || status=$?
 exit "$status"

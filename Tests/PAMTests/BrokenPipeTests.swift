@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// Pipes whose other end went away, and output that reaches a person's terminal: Keyway's programs and this test
 /// process must end with a status, never be killed by SIGPIPE, and never print a user name raw.
 @Suite("broken pipes and hostile names in output")

@@ -10,6 +10,8 @@ import KeywayRuntime
 import KeywayVault
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// What `keyway calibrate` prints: the table's rows and the proposal.
 struct CalibrationOutput {
     struct Row: Equatable {

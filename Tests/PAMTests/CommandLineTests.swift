@@ -3,6 +3,8 @@ import KeywayCore
 import KeywayFactors
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// Every factor's name, as the command line lists them ("gesture, biometric or passcode").
 let factorWords = Setting.list(Factors.all.map { $0.kind.rawValue })
 

@@ -5,6 +5,8 @@ import KeywayFactors
 import KeywayRuntime
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// keyway.conf through the real module: the harness drives libpam (pam_start_confdir) on a service in the fixture,
 /// the module reads the configuration named by config=, and keywayd enforces what it must.
 @Suite("keyway.conf through pam_keyway.so", .serialized)

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// `keyway doctor --pam-dir DIR` as built (`build/keyway`), on directories written for the test, with the fixture's
 /// keywayd answering on its socket.
 @Suite("keyway doctor", .serialized)

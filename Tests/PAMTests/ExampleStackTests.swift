@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// pam/examples installed as they say (whole files in place of /etc/pam.d/login and /etc/pam.d/sudo) and used
 /// through real `login` and real `sudo` in a terminal: Keyway lets the person in, and the rest of the stack still
 /// ran (pam_loginuid set the audit login id, pam_limits applied a limit set for this test). The only change made

@@ -3,6 +3,8 @@ import KeywayCore
 import KeywayFIDO2
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// The tests' software security key (`keyway-softkey`, CTAP2 over a Unix socket) and the shim that lets any
 /// libfido2 program reach it (`libkeyway-softkey-shim.so`, preloaded), both built beside the test bundle.
 final class SoftKey: @unchecked Sendable {

@@ -2,6 +2,8 @@ import Foundation
 import KeywayCore
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// `first of (biometric, pattern)` in front of real `sudo`, typed in a real terminal (docs/ARCHITECTURE.md §14):
 /// keywayd arms the sensor while sudo's one prompt waits; `keyway sensor …` from another process is the finger.
 /// Inside `scripts/test-isolated.sh` only; the users, drop-ins and services are removed afterwards.

@@ -4,6 +4,8 @@ import KeywayTestSupport
 import Synchronization
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// Hosts of a fleet on one machine: each a keywayd with its own socket, PAM services and configuration, sharing one
 /// PostgreSQL database of the test's own (or, to compare, each with its own SQLite store). Every keywayd runs with
 /// count-hash.so preloaded, so each slow hash it runs is a line in its own log: an independent count.

@@ -4,6 +4,8 @@ import KeywayPlatform
 import KeywayTestSupport
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// The biometric factor on fprintd's reader (`[biometric] backend = fprintd`, docs/ARCHITECTURE.md §18): a real
 /// fprintd with libfprint's virtual reader on a private bus (scripts/fprintd-bus.sh), keywayd its only client,
 /// authentications through the real module and libpam. Nothing of the system's bus or prints is touched.

@@ -2,6 +2,8 @@ import Foundation
 import KeywayCore
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// GDM and KDE run the fingerprint as a PAM service of its own beside the password's (`gdm-fingerprint`,
 /// `kde-fingerprint`; docs/ARCHITECTURE.md §14). Both legs reach one keywayd, which counts the biometric failures
 /// per user and factor, so the lockout is one count across the legs and `first of` anywhere. Real libpam

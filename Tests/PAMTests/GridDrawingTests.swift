@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// `keyway enroll gesture` and `keyway change gesture` in a real terminal (tmux), driven as a person would: the
 /// pattern drawn on the full-screen grid with arrows, hjkl, space and digits, the screen read while drawing, and the
 /// pattern so drawn then checked through the PAM module. Every way out gives the terminal back as it was.

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// Hostile input through the real module in a C host over the real libpam: every answer and every user name an
 /// attacker can choose gets a clean refusal with the right code, never a crash, never PAM_SUCCESS, and the
 /// enrollment keeps working afterwards.

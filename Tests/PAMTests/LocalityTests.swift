@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// pam_keyway(8)'s LOCAL AND REMOTE table, case by case, through pamtester and a service in /etc/pam.d: a session
 /// is local only when something the user cannot forge says so. `when = local` refuses a remote session with
 /// PAM_PERM_DENIED before anything is asked; the biometric (`remote = deny`) is skipped for the passcode.

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// Real `login` in a terminal, with Keyway in front of its stack. Like the sudo tests it runs only inside
 /// `scripts/test-isolated.sh`, where `/etc` is a private copy, and it still puts `/etc/pam.d/login` back byte for byte.
 @Suite("real login", .serialized)

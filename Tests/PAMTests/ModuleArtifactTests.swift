@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 @Suite("pam_keyway.so as built: exports, runtime, linking")
 struct ModuleArtifactTests {
     /// The names through which a shared object can reach the process environment in libc.

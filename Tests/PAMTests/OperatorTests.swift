@@ -3,6 +3,8 @@ import KeywayCore
 import KeywayTestSupport
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// Receives what processes send to the journal: a datagram socket bound at journald's own path in the test's private
 /// /run (scripts/test-isolated.sh), as journald would be; each datagram parsed as journald parses the native
 /// protocol. One capture at a time: the path is one.

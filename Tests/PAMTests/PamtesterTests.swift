@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// The real `pamtester` client under pam_wrapper: no /etc/pam.d change.
 @Suite("pamtester under pam_wrapper", .serialized)
 struct PamtesterTests {

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// `keyway policy check | list | show` and `keyway unlock --policy`, run as an administrator would.
 @Suite("keyway policy: check, list, show", .serialized)
 struct PolicyCommandTests {

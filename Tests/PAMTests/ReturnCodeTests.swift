@@ -5,6 +5,8 @@ import KeywayRuntime
 import KeywayStore
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// Every row of the outcome → PAM code table in pam_keyway(8), through the real libpam (pam_start_confdir)
 /// in a C host process.
 @Suite("PAM return codes through libpam", .serialized)

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// "Local" over a real sshd (pam_keyway(8), LOCAL AND REMOTE): a user logged in over SSH who makes themselves a new
 /// terminal with root's help (`su --pty` to their own account, with their own password, set loose from sshd) and then
 /// runs `su victim` inside it is still remote, so a `when = local` policy refuses them at once and only the victim's password is left.

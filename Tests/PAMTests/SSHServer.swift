@@ -1,6 +1,8 @@
 import Foundation
 import KeywayPlatform
 
+@testable import KeywayProcessFixture
+
 /// A real sshd (Debian's openssh-server) on a loopback port of its own, with a configuration, host key and authorized
 /// keys of the test's making, and a client key that logs in as any user the test names. It runs as sshd.service would:
 /// outside the run's local login session (scripts/test-isolated.sh), in a cgroup of its own, so nothing of the test's

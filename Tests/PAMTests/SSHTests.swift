@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// A second factor for SSH as an administrator rolls it out (docs/GUIDE.md, "SSH"): Debian's sshd on loopback with
 /// pam/examples/sshd as its PAM stack and pam/examples/sshd_config's lines, a real ssh client in tmux logging in with
 /// a key, then a TOTP code from Debian's oathtool. Everything the person learns is read off the screen.

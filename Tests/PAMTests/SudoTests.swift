@@ -2,6 +2,8 @@ import Foundation
 import KeywayCore
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// Real `sudo`, as a throwaway user whose sudoers drop-in selects a throwaway PAM service. It runs only inside
 /// `scripts/test-isolated.sh`, where `/etc` is a private copy: the user, the drop-in and the service never reach the
 /// real system, even if the test is killed. They are still removed afterwards, so tests do not see each other's.

@@ -2,6 +2,8 @@ import Foundation
 import KeywayCore
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// TOTP as an administrator and a user meet it: `keyway enroll totp` in a terminal (the QR code on the screen, a code
 /// from the "phone" confirming it), then codes from Debian's oathtool, not from Keyway's own implementation, through
 /// pamtester on a real /etc/pam.d service and through real sudo in a terminal. Runs only inside

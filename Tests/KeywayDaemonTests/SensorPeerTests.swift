@@ -2,6 +2,8 @@ import Foundation
 import KeywayPlatform
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// The sensor against hostile local users (docs/ARCHITECTURE.md §10 and §14): a touch proves only that someone is at
 /// the sensor, so keywayd arms it only for an authentication the account's owner started, or root on a local seat;
 /// and keywayd owns the wait, first come first served, so a stopped or looping holder cannot keep it from another

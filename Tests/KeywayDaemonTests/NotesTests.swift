@@ -5,6 +5,8 @@ import KeywayRuntime
 import KeywayWire
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// keywayd's availability notes with the real keywayd and the real module (docs/ARCHITECTURE.md §10, "Notes"): the
 /// prompt without a round trip, and each way a note could mislead: written by someone else, out of date, about
 /// names nobody enrolled, a flood of names.

@@ -5,6 +5,8 @@ import KeywayRuntime
 import KeywayWire
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// keywayd with real processes: the stopped-client attack, hostile requests, who may ask what, a non-root PAM
 /// host, a non-root `keyway change`, 64 parallel guesses, SIGKILL mid-traffic, and the enumeration table.
 @Suite("keywayd", .serialized)
@@ -70,7 +72,7 @@ struct KeywaydTests {
     func runAs(_ user: (uid: String, gid: String), _ program: String, _ arguments: [String], input: String? = nil)
         throws -> Run
     {
-        try PAMTests.run(
+        try KeywayProcessFixture.run(
             "/usr/bin/setpriv",
             ["--reuid=\(user.uid)", "--regid=\(user.gid)", "--clear-groups", "--", program] + arguments, input: input)
     }

@@ -2,6 +2,8 @@ import Foundation
 import KeywayPlatform
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// A FUSE file system whose server never answers root's flush (and answers everyone else's at once): a file on it
 /// is a descriptor whose close, in keywayd, waits until the server goes. Built from C with libfuse3 (the test
 /// packages install `fuse3` and `libfuse3-dev`) and mounted by the test, as root with `allow_other`, as a user

@@ -2,6 +2,8 @@ import Foundation
 import KeywayPlatform
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// The hostile-peer executable, built next to the test bundle.
 let hostilePath: String = {
     var directory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()

@@ -2,6 +2,8 @@ import Foundation
 import KeywayPlatform
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// What a stranger at a login prompt sees for an enrolled name, an account with nothing enrolled, a name no account
 /// has, and a name whose owner switched the pattern off: the same prompts, codes and throttle state, also after a
 /// flood of made-up names and after a change of the hashing cost (docs/ARCHITECTURE.md §5 and §10).

@@ -3,6 +3,8 @@ import KeywayPlatform
 import Synchronization
 import Testing
 
+@testable import KeywayProcessFixture
+
 /// The hash workers against guesses others make at an account (docs/ARCHITECTURE.md §10, "Fair to the owner"): a
 /// guess that repeats a remembered failure is answered without the slow hash, and an account's owner has a share of
 /// the workers apart from everyone else's, so loops of `su victim` repeating a wrong pattern can neither lock the
