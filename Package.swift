@@ -60,7 +60,10 @@ let package = Package(
 
         // One target per factor, each a folder under Plugins/ that depends on the core alone (and libc where it
         // talks to a device).
-        library("KeywayGesture", ["KeywayCore"], path: "Plugins/Gesture"),
+        library("KeywayGesture", ["KeywayCore"], path: "Plugins/Gesture/Factor"),
+        // The drawn pattern's model (the grid laid out for a surface, hit testing, the trail, the states), for a
+        // graphical front end such as a screen locker; no window system here (issue 45).
+        library("KeywayGestureDrawing", ["KeywayGesture"], path: "Plugins/Gesture/Drawing"),
         library("KeywayPasscode", ["KeywayCore"], path: "Plugins/Passcode"),
         library("KeywayTOTP", ["KeywayCore", "CKeywayLibc"], path: "Plugins/TOTP"),
         library("KeywayRecovery", ["KeywayCore"], path: "Plugins/Recovery"),
@@ -213,6 +216,7 @@ let package = Package(
                 "KeywayWire", "KeywayCore", "KeywayCrypto", "KeywayFactors", "KeywayGesture", "KeywayPasscode",
                 "KeywayTestSupport",
             ]),
+        tests("GestureDrawingTests", ["KeywayGestureDrawing", "KeywayGesture"]),
         tests("GestureTests", ["KeywayGesture", "KeywayCore", "KeywayPlatform", "KeywayCrypto", "KeywayTestSupport"]),
         tests(
             "BiometricSimulatorTests",
