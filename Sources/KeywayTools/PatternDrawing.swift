@@ -91,14 +91,8 @@ public struct PatternDrawing: Sendable, Equatable {
         cursor = UInt8(row * 3 + column + 1)
     }
 
-    /// Chooses `dot` unless it already is, picking up the dot a straight move from the last one passes over.
-    private mutating func choose(_ dot: UInt8) {
-        guard !chosen.contains(dot) else { return }
-        if let last = chosen.last, let middle = Pattern.midpoint(last, dot), !chosen.contains(middle) {
-            chosen.append(middle)
-        }
-        chosen.append(dot)
-    }
+    /// Chooses `dot` by the finger rule (`Pattern.choose`).
+    private mutating func choose(_ dot: UInt8) { Pattern.choose(dot, after: &chosen) }
 
     /// Takes back the last chosen dot (a picked-up midpoint is a dot like any other), zeroing its slot.
     private mutating func undo() {

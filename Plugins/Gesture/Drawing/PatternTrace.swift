@@ -47,7 +47,7 @@ public struct PatternTrace: Sendable, Equatable {
     /// chosen, in the order the move reached them (a fast move that skips motion events still picks them up).
     public mutating func moved(to point: GridGeometry.Point) {
         guard state == .drawing, let last = pointer else { return }
-        for dot in geometry.dots(along: last, point) where !chosen.contains(dot) { choose(dot) }
+        for dot in geometry.dots(along: last, point) { choose(dot) }
         pointer = point
     }
 
@@ -71,7 +71,7 @@ public struct PatternTrace: Sendable, Equatable {
             state = .drawing
             pointer = nil
         }
-        if !chosen.contains(dot) { choose(dot) }
+        choose(dot)
     }
 
     /// The verdict on the submitted dots.
@@ -112,11 +112,6 @@ public struct PatternTrace: Sendable, Equatable {
     /// How long the shake of a wrong pattern lasts.
     public static let shakeMilliseconds = 400
 
-    /// Chooses `dot`, first picking up the unused dot a straight line from the last one passes over.
-    private mutating func choose(_ dot: UInt8) {
-        if let last = chosen.last, let middle = Pattern.midpoint(last, dot), !chosen.contains(middle) {
-            chosen.append(middle)
-        }
-        chosen.append(dot)
-    }
+    /// Chooses `dot` by the finger rule (`Pattern.choose`: a dot passed over is picked up, none twice).
+    private mutating func choose(_ dot: UInt8) { Pattern.choose(dot, after: &chosen) }
 }

@@ -180,6 +180,15 @@ public struct Pattern: Sendable, Hashable, CustomStringConvertible {
         return result
     }
 
+    /// The finger rule for one more dot as a pattern is entered dot by dot (the terminal grid, a drawn grid): `dot`
+    /// is added to `chosen` unless it is there already, after the unused dot a straight move from the last one
+    /// passes over.
+    public static func choose(_ dot: UInt8, after chosen: inout [UInt8]) {
+        guard !chosen.contains(dot) else { return }
+        if let last = chosen.last, let middle = midpoint(last, dot), !chosen.contains(middle) { chosen.append(middle) }
+        chosen.append(dot)
+    }
+
     /// The dot a straight move from a to b passes over, or nil for neighbours and knight moves.
     public static func midpoint(_ a: UInt8, _ b: UInt8) -> UInt8? {
         guard a != b, isDot(a), isDot(b) else {
