@@ -63,6 +63,25 @@ struct Terminal {
         throw TerminalError(text: "\"\(text)\" ×\(count) never appeared; the screen:\n\(shown)")
     }
 
+    /// Types `text` and waits for `expected`, typing it again every `every` seconds while it has not appeared, for at
+    /// most `seconds`: what is typed while a program is still setting its terminal up (`su --pty` making a new one, a
+    /// shell starting inside it) can be lost, and a person seeing nothing would type again. For commands that are
+    /// harmless to repeat.
+    @discardableResult
+    func type(_ text: String, until expected: String, every: Double = 5, seconds: Double = 45) throws -> String {
+        let deadline = Date().addingTimeInterval(seconds)
+        while true {
+            try type(text)
+            do {
+                return try waitFor(expected, seconds: min(every, max(0.1, deadline.timeIntervalSinceNow)))
+            } catch let error as TerminalError where Date() >= deadline {
+                throw error
+            } catch is TerminalError {
+                continue
+            }
+        }
+    }
+
     /// Ends the tmux server and the program in it.
     /// tmux's own `kill-server` has been seen to answer 0 and leave its server running (a test's pane outlived it),
     /// so the server and the pane's processes are also killed by pid.
