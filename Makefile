@@ -5,7 +5,8 @@ APT_PACKAGES := pkgconf libsodium-dev libsqlite3-dev libpq-dev postgresql-15 pgb
 	binutils fuse3 libfuse3-dev openssh-server openssh-client \
 	valgrind bsdextrautils procps util-linux systemd tmux \
 	libdbus-1-dev dbus-daemon dbus-bin fprintd libfprint-2-2 libpam-fprintd python3-dbus python3-dbusmock \
-	libfido2-dev fido2-tools libssl-dev libpam-u2f pamu2fcfg
+	libfido2-dev fido2-tools libssl-dev libpam-u2f pamu2fcfg \
+	libx11-dev libcairo2-dev xvfb xdotool x11-utils x11-xserver-utils xss-lock imagemagick
 
 PREFIX ?= /usr/local
 # Where Debian keeps PAM modules (/lib/x86_64-linux-gnu/security on amd64); gcc knows the multiarch name.
@@ -24,6 +25,7 @@ help:
 	@echo "make module     build/pam_keyway.so, the deployable PAM module (Embedded Swift: libc and libpam only)"
 	@echo "make cli        build/keyway, the command line"
 	@echo "make daemon     build/keywayd, the daemon that owns the store"
+	@echo "make lock       build/keyway-lock, the X11 lock screen"
 	@echo "make install    install the module, the CLI, keywayd and its systemd units, man pages, /etc/keyway, /var/lib/keyway"
 	@echo "make uninstall  remove what make install installed (the store is kept)"
 	@echo "make deb        build/keyway_VERSION_ARCH.deb with debhelper (debian/); install with apt install ./build/keyway_*.deb"
@@ -61,9 +63,16 @@ daemon: deps
 	@# renamed into place: a running keywayd keeps its old file (a plain cp would fail, "text file busy")
 	cp .build/release/keywayd build/keywayd.new && mv -f build/keywayd.new build/keywayd
 
-# A C host over the real libpam, for the PAM tests and the benchmark.
-harness: pam/tests/harness.c pam/tests/count-getenv.c Benchmarks/count-hash.c Tests/SoftKeyShim/softkey_shim.c
+lock: deps
+	$(SWIFT) build -c release --product keyway-lock --disable-local-rpath --static-swift-stdlib $(RELEASE_LINK)
 	@mkdir -p build
+	cp .build/release/keyway-lock build/keyway-lock.new && mv -f build/keyway-lock.new build/keyway-lock
+
+# A C host over the real libpam, for the PAM tests and the benchmark.
+harness: pam/tests/harness.c pam/tests/count-getenv.c Benchmarks/count-hash.c Tests/SoftKeyShim/softkey_shim.c \
+		Tests/XProbe/x-probe.c
+	@mkdir -p build
+	$(CC) -O2 -Wall -Wextra -o build/x-probe Tests/XProbe/x-probe.c -lX11
 	$(CC) -O2 -Wall -Wextra -o build/pam-harness pam/tests/harness.c -lpam -ldl
 	$(CC) -O2 -Wall -Wextra -shared -fPIC -o build/count-getenv.so pam/tests/count-getenv.c -ldl
 	$(CC) -O2 -Wall -Wextra -shared -fPIC -o build/count-hash.so Benchmarks/count-hash.c -ldl
@@ -80,7 +89,7 @@ lint:
 # The suite runs in a private mount namespace where /etc, /tmp, /run, /dev and the login records are copies
 # (scripts/test-isolated.sh): a run killed midway cannot leave a user or a sudoers entry behind. It ends by checking
 # that the real files are as it found them.
-test: deps lint module cli daemon harness
+test: deps lint module cli daemon lock harness
 	$(SWIFT) build --build-tests
 	scripts/test-isolated.sh bash -c 'scripts/test-install.sh && \
 		$(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-output.txt | \
@@ -107,8 +116,10 @@ demo: deps module cli daemon
 
 UNIT_DIR ?= $(PREFIX)/lib/systemd/system
 
-install: module cli daemon
+install: module cli daemon lock
 	install -D -m 644 -o root -g root build/pam_keyway.so $(DESTDIR)$(PAM_DIR)/pam_keyway.so
+	install -D -m 755 -o root -g root build/keyway-lock $(DESTDIR)$(PREFIX)/bin/keyway-lock
+	install -D -m 644 man/keyway-lock.1 $(DESTDIR)$(PREFIX)/share/man/man1/keyway-lock.1
 	install -D -m 755 -o root -g root build/keyway $(DESTDIR)$(PREFIX)/sbin/keyway
 	install -D -m 755 -o root -g root build/keywayd $(DESTDIR)$(PREFIX)/sbin/keywayd
 	install -D -m 644 man/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8
@@ -142,6 +153,7 @@ uninstall:
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemctl disable --now keywayd.socket keywayd.service 2>/dev/null || true; fi
 	rm -f $(DESTDIR)$(PAM_DIR)/pam_keyway.so $(DESTDIR)$(PREFIX)/sbin/keyway $(DESTDIR)$(PREFIX)/sbin/keywayd
+	rm -f $(DESTDIR)$(PREFIX)/bin/keyway-lock $(DESTDIR)$(PREFIX)/share/man/man1/keyway-lock.1
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/keywayd.8 $(DESTDIR)$(PREFIX)/share/man/man5/keyway.conf.5
 	rm -f $(DESTDIR)$(UNIT_DIR)/keywayd.socket $(DESTDIR)$(UNIT_DIR)/keywayd.service $(DESTDIR)$(PREFIX)/share/bash-completion/completions/keyway

@@ -34,6 +34,7 @@ let package = Package(
         .library(name: "KeywayStore", targets: ["KeywayStore"]),
         .library(name: "KeywayFactors", targets: ["KeywayFactors"]),
         .executable(name: "keywayd", targets: ["keywayd"]),
+        .executable(name: "keyway-lock", targets: ["keyway-lock"]),
         // The PAM module. SwiftPM names the file libpam_keyway.so; `make module` installs it as pam_keyway.so.
         .library(name: "pam_keyway", type: .dynamic, targets: ["PAMKeyway"]),
     ],
@@ -184,6 +185,19 @@ let package = Package(
             ],
             swiftSettings: strictSettings),
 
+        // Xlib and cairo, for the X11 lock screen only.
+        .systemLibrary(
+            name: "CX11Cairo", pkgConfig: "cairo-xlib", providers: [.apt(["libx11-dev", "libcairo2-dev"])]),
+
+        // keyway-lock, the X11 lock screen: the locking, drawing and authentication processes (docs/LOCK.md).
+        .executableTarget(
+            name: "keyway-lock",
+            dependencies: [
+                "CX11Cairo", "CPAM", "KeywayCore", "KeywayGesture", "KeywayGestureDrawing", "KeywayPlatform",
+                "KeywayRuntime",
+            ],
+            swiftSettings: strictSettings),
+
         // Test doubles shipped as a real library: scripted conversation, manual clock, conformance checks.
         library("KeywayTestSupport", ["KeywayCore"]),
 
@@ -236,7 +250,7 @@ let package = Package(
             [
                 "KeywayRuntime", "KeywayConfig", "KeywayConfigFiles", "KeywayFactors", "KeywayVault", "KeywayCrypto",
                 "KeywayCore", "KeywayStore", "KeywayPlatform", "KeywayGesture", "KeywayPasscode", "KeywayTestSupport",
-                "keyway-softkey", "KeywayFIDO2", "KeywayProcessFixture",
+                "keyway-softkey", "KeywayFIDO2", "KeywayProcessFixture", "KeywayGestureDrawing",
             ]),
         // What the process tests share: a throwaway PAM setup with keywayd (`PAMFixture`), programs run as a person
         // would (`run`, `Terminal` in tmux), the syslog capture and its datagram sink. PAMTests and KeywayDaemonTests

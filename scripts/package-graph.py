@@ -60,6 +60,8 @@ CLIENT_COMPOSITION = {"KeywayRuntime", "PAMKeyway", "KeywayTools"}
 PERSON_TOOLS = {
     "keyway": {"KeywayGesture", "KeywayBiometric", "KeywayBiometricSimulator"},
     "KeywayTools": {"KeywayGesture", "KeywayBiometricSimulator"},
+    # The lock screen draws the pattern's grid (the gesture factor's drawing model) and reads its show-trail switch.
+    "keyway-lock": {"KeywayGesture", "KeywayGestureDrawing"},
 }
 
 # What a target's sources say when they use a C library: its names start with one of these. CKeywayLibc re-exports
@@ -72,6 +74,7 @@ C_PREFIXES = {
     "CSodium": ("sodium", "crypto_", "randombytes"),
     "CQREncode": ("QRcode", "QR_"),
     "CPAM": ("pam_", "PAM_"),
+    "CX11Cairo": ("XOpenDisplay", "XGrab", "cairo_"),
 }
 C_UNCHECKED = {"CKeywayLibc"}
 

@@ -15,6 +15,9 @@ make -s install DESTDIR="$stage" >/dev/null
 pamdir=$(make -s print-pam-dir)
 expect_mode "$pamdir/pam_keyway.so" 644 root
 expect_mode /usr/local/sbin/keyway 755 root
+expect_mode /usr/local/bin/keyway-lock 755 root
+expect_mode /usr/local/share/man/man1/keyway-lock.1 644 root
+expect_mode /usr/local/share/doc/keyway/examples/keyway-lock 644 root
 expect_mode /usr/local/share/man/man8/pam_keyway.8 644 root
 expect_mode /usr/local/share/man/man8/keyway.8 644 root
 expect_mode /usr/local/share/doc/keyway/examples/sudo 644 root
@@ -44,6 +47,7 @@ make -s uninstall DESTDIR="$stage" > "$stage/report" 2>&1 \
     || fail "uninstall refused with only another copy in use: $(cat "$stage/report")"
 [ ! -e "$stage$pamdir/pam_keyway.so" ] || fail "uninstall left the module"
 [ ! -e "$stage/usr/local/sbin/keyway" ] || fail "uninstall left the CLI"
+[ ! -e "$stage/usr/local/bin/keyway-lock" ] || fail "uninstall left the lock screen"
 [ ! -e "$stage/usr/local/share/bash-completion/completions/keyway" ] || fail "uninstall left the completion"
 [ -e "$stage/var/lib/keyway/keyway.db" ] || fail "uninstall removed the store"
 [ -e "$stage/etc/keyway/keyway.conf" ] || fail "uninstall removed the configuration"

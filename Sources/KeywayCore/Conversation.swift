@@ -39,6 +39,12 @@ public struct Prompt: Sendable, Equatable {
     public var fallbackLabel: String?
     /// Something else that may end the prompt (a sensor armed while the prompt waits, `first of`), or nil.
     public var wake: Wake?
+    /// The factor whose entry the reply is (`.gesture` for a pattern), or nil for other questions. A conversation
+    /// that can show more than a line of text uses it (the lock screen draws the grid for `.gesture`;
+    /// pam_keyway(8), MARKED PROMPTS).
+    public var factor: FactorKind?
+    /// What else the person may do while this prompt waits ("Touch the sensor"), or nil.
+    public var invitation: String?
 
     /// What else may end a prompt: a conversation able to wait on the person and on `descriptor` together (the
     /// module reading the terminal itself, `read-tty`) shows `text` instead and, when the descriptor becomes readable,
@@ -72,11 +78,16 @@ public struct Prompt: Sendable, Equatable {
     }
 
     /// Creates a prompt; secrets are asked with `echo: false`.
-    public init(_ text: String, echo: Bool = false, fallbackLabel: String? = nil, wake: Wake? = nil) {
+    public init(
+        _ text: String, echo: Bool = false, fallbackLabel: String? = nil, wake: Wake? = nil, factor: FactorKind? = nil,
+        invitation: String? = nil
+    ) {
         self.text = text
         self.echo = echo
         self.fallbackLabel = fallbackLabel
         self.wake = wake
+        self.factor = factor
+        self.invitation = invitation
     }
 }
 
@@ -106,6 +117,12 @@ public struct Message: Sendable, Equatable, CustomStringConvertible {
     public var isScannable = false
     /// True when the text is a secret (a new TOTP key): shown only where `Conversation.showsSecrets` holds.
     public var isSecret = false
+    /// The factor whose typed entry this message explains (the numbered grid before the pattern's prompt), or nil:
+    /// a conversation that lets the person draw that factor's entry need not show it.
+    public var explains: FactorKind?
+    /// When the lock this message announces ends, or nil: a conversation that knows the time says how long is left
+    /// ("try again after 14:02 (in 30 seconds)") instead of the text's "later".
+    public var until: Timestamp?
 
     /// A message of `kind`; `isInstruction` makes it one the person cannot go on without.
     public init(kind: Kind, text: String, isInstruction: Bool = false) {
@@ -118,6 +135,12 @@ public struct Message: Sendable, Equatable, CustomStringConvertible {
     public static func info(_ text: String) -> Message { Message(kind: .info, text: text) }
     /// An error message.
     public static func error(_ text: String) -> Message { Message(kind: .error, text: text) }
+    /// How to type `factor`'s entry (a preamble), shown before its first prompt.
+    public static func explaining(_ factor: FactorKind, _ text: String) -> Message {
+        var message = Message(kind: .info, text: text)
+        message.explains = factor
+        return message
+    }
     /// An instruction the person must see to proceed.
     public static func instruction(_ text: String) -> Message { Message(kind: .info, text: text, isInstruction: true) }
     /// A text to be shown as a scannable (QR) code as well, where the conversation can draw one (`keyway` on a

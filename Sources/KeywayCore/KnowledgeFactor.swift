@@ -46,9 +46,11 @@ public struct KnowledgeFactor: Sendable {
     public func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
         throws(AuthenticationError) -> Verdict
     {
-        if let preamble, request.attempt == 1 { conversation.tell(.info(preamble)) }
+        if let preamble, request.attempt == 1 { conversation.tell(.explaining(factor, preamble)) }
         let entered: Secret
-        switch try conversation.ask(Prompt(promptText, echo: false, fallbackLabel: request.fallbackLabel)) {
+        switch try conversation.ask(
+            Prompt(promptText, echo: false, fallbackLabel: request.fallbackLabel, factor: factor))
+        {
         case .secret(let secret): entered = secret
         case .fallback: throw AuthenticationError(.userFallback)
         case .cancel: throw AuthenticationError(.userCancel)
@@ -115,7 +117,7 @@ public struct KnowledgeFactor: Sendable {
     private func askNew(
         wording: EnrollmentWording, rounds: Int, conversation: any Conversation, check: (Secret) -> NormalizationError?
     ) throws(AuthenticationError) -> Secret {
-        if let preamble { conversation.tell(.info(preamble)) }
+        if let preamble { conversation.tell(.explaining(factor, preamble)) }
         for _ in 0..<max(rounds, 1) {
             guard let first = try askCanonical(wording.first, conversation: conversation) else { continue }
             if let problem = check(first) {
@@ -135,7 +137,7 @@ public struct KnowledgeFactor: Sendable {
 
     /// Asks once and normalizes; nil (after telling why) when malformed.
     private func askCanonical(_ text: String, conversation: any Conversation) throws(AuthenticationError) -> Secret? {
-        switch try conversation.ask(Prompt(text, echo: false)) {
+        switch try conversation.ask(Prompt(text, echo: false, factor: factor)) {
         case .secret(let entered):
             switch normalize(entered) {
             case .success(let canonical): return canonical

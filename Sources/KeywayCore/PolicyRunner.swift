@@ -66,7 +66,9 @@ final class PolicyRunner {
                 // Why the prompt does not offer it (locked, unplugged); not for a factor never enrolled, which
                 // would be said at every authentication of someone who does not use it.
                 if !Self.revealsEnrollment.contains(unavailable.code) {
-                    conversation.tell(.info(unavailable.code.summary))
+                    var message = Message.info(unavailable.code.summary)
+                    message.until = unavailable.retryAt
+                    conversation.tell(message)
                 }
                 errors.append(unavailable)
                 continue
@@ -172,7 +174,9 @@ final class PolicyRunner {
             var text = invitation + " and press Enter: "
             var waking = invitation + ": "
             if let typed, let entry = live[typed].plugin.typedEntry {
-                if attempt == 1, let preamble = entry.preamble { conversation.tell(.info(preamble)) }
+                if attempt == 1, let preamble = entry.preamble {
+                    conversation.tell(.explaining(live[typed].kind, preamble))
+                }
                 let asked = entry.promptText.prefix(1).lowercased() + entry.promptText.dropFirst()
                 text = invitation + " and press Enter, or type your " + asked
                 waking = invitation + ", or type your " + asked
@@ -185,7 +189,10 @@ final class PolicyRunner {
             }
             let reply: Reply
             do {
-                reply = try conversation.ask(Prompt(text, echo: false, fallbackLabel: offered, wake: wake))
+                let prompt = Prompt(
+                    text, echo: false, fallbackLabel: offered, wake: wake, factor: typed.map { live[$0].kind },
+                    invitation: invitation.isEmpty ? nil : invitation)
+                reply = try conversation.ask(prompt)
             } catch {
                 return record(firstKind, attempt, .ended(error), error)
             }
@@ -270,7 +277,9 @@ final class PolicyRunner {
         }
         if let unavailable = plugin.availability(for: user).error(for: kind, codes: plugin.codes) {
             if fallback != nil && !(user.concealsEnrollment && Self.revealsEnrollment.contains(unavailable.code)) {
-                conversation.tell(.info(unavailable.code.summary))
+                var message = Message.info(unavailable.code.summary)
+                message.until = unavailable.retryAt
+                conversation.tell(message)
             }
             return record(kind, 0, .skipped(unavailable), unavailable)
         }
@@ -331,7 +340,11 @@ final class PolicyRunner {
     {
         if let locked = plugin.availability(for: user).error(for: kind, codes: plugin.codes), locked.code.isLockout {
             conversation.tell(.error("Not recognized."))
-            if sayingLock { conversation.tell(.error(locked.code.summary)) }
+            if sayingLock {
+                var message = Message.error(locked.code.summary)
+                message.until = locked.retryAt
+                conversation.tell(message)
+            }
             return locked
         }
         conversation.tell(

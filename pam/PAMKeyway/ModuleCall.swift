@@ -241,15 +241,20 @@ struct ModuleCall {
 
     private func log(_ priority: Int32, _ message: String) { handle.log(priority, message) }
 
+    /// A lock that ends at `until`, in words: "Too many failed attempts; try again after 14:02 (in 30 seconds)."
+    static func waitWords(_ until: Timestamp) -> String {
+        let now = SystemClock().now()
+        let wait = now.duration(to: until)
+        return "Too many failed attempts; try again after \(SystemClock.local(until, now: now)) "
+            + "(in \(wait.spokenDescription))."
+    }
+
     /// What the person is told when the module fails.
     static func explanation(_ error: AuthenticationError) -> String {
         switch error.code {
         case .throttled:
             guard let until = error.retryAt else { return error.code.summary }
-            let now = SystemClock().now()
-            let wait = now.duration(to: until)
-            return "Too many failed attempts; try again after \(SystemClock.local(until, now: now)) "
-                + "(in \(wait.spokenDescription))."
+            return waitWords(until)
         case .timeout, .biometryNotAvailable:
             return error.spoken
         case .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled:

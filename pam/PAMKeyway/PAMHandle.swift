@@ -30,6 +30,13 @@ struct PAMHandle {
         return text.isEmpty ? nil : text
     }
 
+    /// `pam_getenv`: a variable of the PAM environment, which the application sets with `pam_putenv` (a lock screen
+    /// asking for marked prompts, `KEYWAY_PROMPTS=marked`), or nil.
+    func environment(_ name: String) -> String? {
+        guard let value = pam_getenv(raw, name) else { return nil }
+        return String(cString: value)
+    }
+
     /// `pam_syslog` at authpriv. Control characters are escaped (`String.escapingControlCharacters`): a user name
     /// typed at a login prompt must not be able to start a forged log line.
     func log(_ priority: Int32, _ message: String) {

@@ -88,8 +88,8 @@ public struct PatternTrace: Sendable, Equatable {
     }
 
     /// The lines to draw: between the chosen dots, and from the last one to the pointer while drawing. None while
-    /// drawing with the trail hidden (`show-trail = false`), nor for a submitted pattern then: the dots themselves are
-    /// still lit, as the phone lights them.
+    /// drawing with the trail hidden (`show-trail = false`), nor for a submitted pattern then; a front end then lights
+    /// no chosen dot either (keyway-lock does not), so the screen shows nothing of the pattern until the verdict.
     public func trail(showTrail: Bool) -> [Segment] {
         guard showTrail || state == .wrong || state == .right else { return [] }
         let points = chosen.map { geometry.centre(of: $0) }

@@ -1,0 +1,558 @@
+import Foundation
+import KeywayCore
+import KeywayGestureDrawing
+import Testing
+
+@testable import KeywayProcessFixture
+
+/// keyway-lock on a real X server (Xvfb), driven as a person would with xdotool (a mouse drag through the dots, keys),
+/// run as a throwaway user through the real libpam and keywayd; what the screen shows is read from screenshots
+/// (ImageMagick's `import`, kept in build/artifacts/lock-screen) and from the lock window's `_KEYWAY_LOCK_SCREEN`
+/// property (what it says, in words). Another X client (build/x-probe) tries to take the keyboard and to raise a
+/// window above the lock. docs/LOCK.md.
+@Suite("keyway-lock on a real X server", .serialized)
+struct LockScreenTests {
+    let fixture = PAMFixture()
+    let user = "kwlock\(getpid() % 100_000)"
+    static let lockPath = packageRoot + "/build/keyway-lock"
+    static let probePath = packageRoot + "/build/x-probe"
+    static let artifacts = packageRoot + "/build/artifacts/lock-screen"
+
+    /// The colours keyway-lock draws with (Sources/keyway-lock/Painter.swift, `Colour`).
+    enum Colour: UInt32 {
+        case background = 0x10_1418
+        case trail = 0x3D_8BFD
+        case wrong = 0xE5_484D
+        case right = 0x30_A46C
+    }
+
+    /// A user with the pattern 2-4-9-6 and the passcode 739155, a `keyway-lock` PAM service with `policy`, keywayd.
+    func install(_ policy: String) throws -> XServer {
+        try requireIsolation()
+        #expect(try TestAccounts.add(user))
+        try fixture.enrollPattern(user, "2-4-9-6")
+        try fixture.enrollPasscode(user, "739155")
+        chmod(fixture.directory, 0o755)
+        let config = fixture.writeConfig("[policy lock]\nrequire = \(policy)\n")
+        fixture.service("keyway-lock", "policy=lock \(config)")
+        try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
+        return try XServer()
+    }
+
+    func uninstall(_ server: XServer?) {
+        server?.stop()
+        TestAccounts.remove(user)
+        fixture.remove()
+    }
+
+    /// keyway-lock started as the user on `server`'s display; its standard error goes to a file of the fixture.
+    func lock(_ server: XServer) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        process.arguments = [
+            "--reuid", user, "--regid", user, "--init-groups", "--", Self.lockPath, "--pam-directory",
+            fixture.services, "--socket", fixture.socket,
+        ]
+        process.environment = ["DISPLAY": server.display, "PATH": "/usr/bin:/bin"]
+        let log = fixture.directory + "/keyway-lock.log"
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        process.standardError = FileHandle(forWritingAtPath: log)
+        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        return process
+    }
+
+    var lockLog: String { (try? String(contentsOfFile: fixture.directory + "/keyway-lock.log", encoding: .utf8)) ?? "" }
+
+    /// Waits until the lock says `text` (its `_KEYWAY_LOCK_SCREEN` property), and returns what it says.
+    @discardableResult
+    func waitForScreen(_ server: XServer, saying text: String, seconds: Double = 15) throws -> String {
+        let deadline = Date().addingTimeInterval(seconds)
+        var said = ""
+        repeat {
+            said = server.lockScreenText()
+            if said.contains(text) { return said }
+            usleep(100_000)
+        } while Date() < deadline
+        throw TerminalError(text: "the lock never said \"\(text)\"; it says:\n\(said)\nits log:\n\(lockLog)")
+    }
+
+    func exited(_ process: Process, seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < deadline { usleep(50_000) }
+        return !process.isRunning
+    }
+
+    /// The locker has exited 0 within 15 s, and its window is gone.
+    func expectUnlocked(_ locker: Process, _ server: XServer, _ when: String) throws {
+        guard exited(locker, seconds: 15) else {
+            Issue.record("still locked \(when); the lock says:\n\(server.lockScreenText())\nits log:\n\(lockLog)")
+            return
+        }
+        #expect(locker.terminationStatus == 0, "\(when): \(lockLog)")
+        let top = try run(Self.probePath, ["top"], environment: server.environment)
+        #expect(!top.text.contains("keyway-lock"), "\(when): the lock window is still shown")
+    }
+
+    static let geometry = GridGeometry(width: 1024, height: 768, scale: 1)
+
+    @Test("the right pattern drawn with the mouse unlocks (exit 0); a wrong one leaves it locked, red, and counted")
+    func drawRightAndWrong() throws {
+        var server: XServer?
+        defer { uninstall(server) }
+        server = try install("gesture")
+        guard let server else { return }
+        let locker = try lock(server)
+        defer { if locker.isRunning { locker.terminate() } }
+        try waitForScreen(server, saying: "Draw your pattern")
+        // A wrong pattern: still locked, the red state on the screen, one failure in `keyway status`.
+        server.drag(through: [1, 2, 3, 6], geometry: Self.geometry, release: false)
+        let midway = try server.screenshot(Self.artifacts + "/drawing.png")
+        #expect(midway.count(.trail, near: Self.geometry.centre(of: 2)) > 50, "the trail is not drawn while drawing")
+        server.release()
+        let red = try server.waitForScreenshot(Self.artifacts + "/wrong.png") { $0.total(.wrong) > 500 }
+        #expect(red.total(.wrong) > 500, "no red on the screen after a wrong pattern")
+        #expect(locker.isRunning, "the lock ended after a wrong pattern: \(lockLog)")
+        let status = try run(cliPath, ["status", "--user", user, "--socket", fixture.socket])
+        #expect(
+            status.text.contains("gesture: enrolled") && status.text.contains("1 consecutive failure"), "\(status.text)"
+        )
+        #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 1)
+        // The right one: green, and the locker exits 0.
+        try waitForScreen(server, saying: "Draw your pattern")
+        server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
+        try expectUnlocked(locker, server, "after the right pattern")
+        #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 0)
+    }
+
+    /// The point halfway between two dots: on the trail between them, inside no dot.
+    static func between(_ a: UInt8, _ b: UInt8) -> GridGeometry.Point {
+        let from = geometry.centre(of: a)
+        let to = geometry.centre(of: b)
+        return GridGeometry.Point(x: (from.x + to.x) / 2, y: (from.y + to.y) / 2)
+    }
+
+    @Test("the trail shows while drawing with show-trail on, and not with it off")
+    func trailFollowsTheSwitch() throws {
+        var server: XServer?
+        defer { uninstall(server) }
+        server = try install("gesture")
+        guard let server else { return }
+        for showing in [true, false] {
+            try fixture.vault().set("gesture.show-trail", to: showing, of: user, by: "test")
+            let locker = try lock(server)
+            defer {
+                locker.terminate()
+                locker.waitUntilExit()
+            }
+            try waitForScreen(server, saying: "Draw your pattern")
+            server.drag(through: [1, 5, 9], geometry: Self.geometry, release: false)
+            let name = showing ? "trail-shown.png" : "trail-hidden.png"
+            let shot = try server.screenshot(Self.artifacts + "/" + name)
+            server.release()
+            let onTrail = shot.count(.trail, near: Self.between(1, 5))
+            if showing {
+                #expect(onTrail > 50, "no trail between dots 1 and 5 with show-trail on (\(name))")
+            } else {
+                #expect(shot.total(.trail) == 0, "something of the pattern shows with show-trail off (\(name))")
+            }
+        }
+    }
+
+    @Test("five wrong patterns: the lockout said on screen, then the passcode field, which unlocks")
+    func lockoutThenPasscode() throws {
+        var server: XServer?
+        defer { uninstall(server) }
+        server = try install("gesture*5 or passcode")
+        guard let server else { return }
+        let locker = try lock(server)
+        defer { if locker.isRunning { locker.terminate() } }
+        var said = ""
+        // Five different wrong patterns (the same wrong one again is not counted again).
+        let wrong: [[UInt8]] = [[1, 2, 3, 6], [1, 4, 7, 8], [3, 2, 1, 4], [7, 8, 9, 6], [4, 5, 6, 9]]
+        for (attempt, pattern) in wrong.enumerated() {
+            said = try waitForScreen(server, saying: "Draw your pattern")
+            #expect(!said.contains("Passcode"), "the passcode was asked after \(attempt) wrong patterns:\n\(said)")
+            server.drag(through: pattern, geometry: Self.geometry)
+            try waitForScreen(server, saying: "grid: wrong")
+        }
+        said = try waitForScreen(server, saying: "Passcode")
+        #expect(said.contains("Too many failed attempts; try again after "), "no lockout in words:\n\(said)")
+        #expect(said.contains("(in 30 seconds)."), "the lockout does not say how long:\n\(said)")
+        _ = try server.screenshot(Self.artifacts + "/passcode.png")
+        server.xdotool(["type", "--delay", "20", "739155"])
+        server.xdotool(["key", "Return"])
+        try expectUnlocked(locker, server, "after the passcode")
+    }
+
+    @Test("first of (biometric, gesture): a touch unlocks while the grid waits")
+    func touchWhileTheGridWaits() throws {
+        var server: XServer?
+        defer { uninstall(server) }
+        server = try install("first of (biometric, gesture)")
+        guard let server else { return }
+        try fixture.enrollFinger(user, "right-index")
+        let locker = try lock(server)
+        defer { if locker.isRunning { locker.terminate() } }
+        let said = try waitForScreen(server, saying: "draw your pattern")
+        #expect(said.contains("Touch the sensor or draw your pattern"), "\(said)")
+        _ = try server.screenshot(Self.artifacts + "/first-of.png")
+        let touched = try run(
+            cliPath, ["sensor", "present", user, "right-index", "--wait", "5", "--sensor", fixture.sensor])
+        #expect(touched.status == 0, "\(touched.text)")
+        try expectUnlocked(locker, server, "after the touch")
+    }
+
+    /// The pid of the locker's child in `role` (`--draw`, `--authenticate`), by its command line.
+    func child(of locker: Process, _ role: String) -> pid_t? {
+        let children = (try? run("/usr/bin/pgrep", ["-P", "\(locker.processIdentifier)"]))?.output ?? []
+        // setpriv execs keyway-lock in place, so the locker is the process itself.
+        for line in children {
+            guard let pid = pid_t(line),
+                let arguments = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline")
+            else { continue }
+            if String(decoding: arguments, as: UTF8.self).contains(role) { return pid }
+        }
+        return nil
+    }
+
+    @Test("SIGKILL of the drawing and the authentication processes: still locked, still held, and the pattern unlocks")
+    func killedHelpersKeepTheLock() throws {
+        var server: XServer?
+        defer { uninstall(server) }
+        server = try install("gesture")
+        guard let server else { return }
+        let locker = try lock(server)
+        defer { if locker.isRunning { locker.terminate() } }
+        try waitForScreen(server, saying: "Draw your pattern")
+        for role in ["--draw", "--authenticate"] {
+            let pid = try #require(child(of: locker, role), "no \(role) process under the locker")
+            #expect(kill(pid, SIGKILL) == 0)
+            usleep(200_000)
+            #expect(locker.isRunning, "the lock ended when \(role) was killed: \(lockLog)")
+            let grab = try run(Self.probePath, ["grab"], environment: server.environment)
+            #expect(grab.status == 1 && grab.text.contains("AlreadyGrabbed"), "\(role) killed: \(grab.text)")
+            let raise = try run(Self.probePath, ["raise"], environment: server.environment)
+            #expect(raise.status == 1 && raise.text.contains("on top: keyway-lock"), "\(role) killed: \(raise.text)")
+            let again = try #require(child(of: locker, role), "\(role) was not started again: \(lockLog)")
+            #expect(again != pid)
+        }
+        try waitForScreen(server, saying: "Draw your pattern")
+        server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
+        try expectUnlocked(locker, server, "after the right pattern")
+    }
+
+    @Test("keys another X client sends (XSendEvent) are not the person's: the right pattern typed so does not unlock")
+    func sentKeysDoNotUnlock() throws {
+        var server: XServer?
+        defer { uninstall(server) }
+        server = try install("gesture")
+        guard let server else { return }
+        let locker = try lock(server)
+        defer { if locker.isRunning { locker.terminate() } }
+        try waitForScreen(server, saying: "Draw your pattern")
+        let window = try #require(server.xdotool(["search", "--name", "^keyway-lock$"])?.output.first)
+        // xdotool's --window sends the keys with XSendEvent.
+        server.xdotool(["type", "--window", window, "2496"])
+        server.xdotool(["key", "--window", window, "Return"])
+        usleep(1_500_000)
+        #expect(locker.isRunning, "keys another client sent unlocked the screen: \(lockLog)")
+        #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 0)
+        // The person's own keys (XTEST: the server's events) type the dots: 2, 4, 9, 6, Enter unlocks.
+        server.xdotool(["type", "--delay", "30", "2496"])
+        server.xdotool(["key", "Return"])
+        try expectUnlocked(locker, server, "after the pattern typed as dots")
+    }
+
+    @Test("a keyboard another program holds: the lock is refused with a message and exit 69, nothing shown")
+    func refusedWithoutTheGrab() throws {
+        var server: XServer?
+        defer { uninstall(server) }
+        server = try install("gesture")
+        guard let server else { return }
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: Self.probePath)
+        holder.arguments = ["hold", "30"]
+        holder.environment = server.environment
+        let output = Pipe()
+        holder.standardOutput = output
+        try holder.run()
+        defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL) } }
+        let held = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(held.hasPrefix("held"), "\(held)")
+        let locker = try lock(server)
+        #expect(exited(locker, seconds: 15))
+        #expect(locker.terminationStatus == 69, "\(lockLog)")
+        #expect(
+            lockLog.contains("could not grab the keyboard: another program holds it; the screen was not locked"),
+            "\(lockLog)")
+        let top = try run(Self.probePath, ["top"], environment: server.environment)
+        #expect(!top.text.contains("keyway-lock"), "\(top.text)")
+    }
+
+    /// A process started with `arguments`, `environment` and its output to `log`, with no signal blocked (the test
+    /// runner's threads block them, and Foundation's Process passes the mask on: GLib programs then never learn that a
+    /// child ended, nor answer in time); SIGKILLed by the caller.
+    func start(_ executable: String, _ arguments: [String], _ environment: [String: String], log: String) throws
+        -> Process
+    {
+        let unblocked =
+            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); os.execv(sys.argv[1], sys.argv[1:])"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", unblocked, executable] + arguments
+        process.environment = environment
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
+        let handle = FileHandle(forWritingAtPath: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+        return process
+    }
+
+    func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !condition() {
+            guard Date() < deadline else { return false }
+            usleep(50_000)
+        }
+        return true
+    }
+
+    /// keyway-lock's pid, when one runs under `parent`.
+    func lockUnder(_ parent: pid_t) -> pid_t? {
+        let children = (try? run("/usr/bin/pgrep", ["-P", "\(parent)", "-x", "keyway-lock"]))?.output ?? []
+        return children.compactMap { pid_t($0) }.first
+    }
+
+    @Test("under xss-lock: the screen saver and the suspend lock start keyway-lock, which gives up the sleep lock")
+    func underXssLock() throws {
+        var server: XServer?
+        var started: [Process] = []
+        defer {
+            for process in started.reversed() where process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+            }
+            uninstall(server)
+        }
+        server = try install("gesture")
+        guard let server else { return }
+        // A private system bus and python3-dbusmock's logind, which xss-lock asks for the session and a sleep delay.
+        let bus = fixture.directory + "/system-bus"
+        let config = """
+            <busconfig><type>custom</type><listen>unix:path=\(bus)</listen><auth>EXTERNAL</auth>
+            <policy context="default"><allow user="*"/><allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/><allow own="*"/></policy></busconfig>
+            """
+        _ = FileManager.default.createFile(atPath: fixture.directory + "/bus.conf", contents: Data(config.utf8))
+        var environment = server.environment
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(bus)"
+        started.append(
+            try start(
+                "/usr/bin/dbus-daemon", ["--config-file=\(fixture.directory)/bus.conf", "--nofork"], environment,
+                log: fixture.directory + "/bus.log"))
+        #expect(waitUntil(seconds: 10) { FileManager.default.fileExists(atPath: bus) }, "no private bus")
+        let mockLog = fixture.directory + "/logind.log"
+        started.append(
+            try start(
+                "/usr/bin/python3", ["-m", "dbusmock", "--template", "logind", "-l", mockLog], environment,
+                log: fixture.directory + "/logind.err"))
+        let gdbus = ["call", "--system", "-d", "org.freedesktop.login1", "-o", "/org/freedesktop/login1"]
+        _ = try run(
+            "/usr/bin/gdbus", ["wait", "--system", "--timeout", "10", "org.freedesktop.login1"],
+            environment: environment)
+        _ = try run(
+            "/usr/bin/gdbus", gdbus + ["-m", "org.freedesktop.DBus.Mock.AddSession", "c1", "seat0", "0", user, "true"],
+            environment: environment)
+        let added = try run(
+            "/usr/bin/gdbus",
+            gdbus + [
+                "-m", "org.freedesktop.DBus.Mock.AddMethod", "org.freedesktop.login1.Manager", "GetSessionByPID", "u",
+                "o", "ret = '/org/freedesktop/login1/session/c1'",
+            ], environment: environment)
+        #expect(added.status == 0, "logind's mock took no GetSessionByPID: \(added.text)")
+        let xssLock = try start(
+            "/usr/bin/setpriv",
+            [
+                "--reuid", user, "--regid", user, "--init-groups", "--", "/usr/bin/xss-lock", "--verbose",
+                "--transfer-sleep-lock",
+                "--", Self.lockPath, "--pam-directory", fixture.services, "--socket", fixture.socket,
+            ], environment, log: fixture.directory + "/keyway-lock.log")
+        started.append(xssLock)
+        // xss-lock must have its session before the first activation (it asserts it has one).
+        #expect(
+            waitUntil(seconds: 10) {
+                ((try? String(contentsOfFile: mockLog, encoding: .utf8)) ?? "").contains("GetSessionByPID")
+            }, "xss-lock never asked logind for its session")
+        usleep(300_000)
+
+        // The screen saver activates: keyway-lock locks; the right pattern ends it, and xss-lock goes on.
+        _ = try run("/usr/bin/xset", ["s", "activate"], environment: environment)
+        do { try waitForScreen(server, saying: "Draw your pattern") } catch {
+            let logs = ["bus.log", "logind.err"].map {
+                (try? String(contentsOfFile: fixture.directory + "/" + $0, encoding: .utf8)) ?? ""
+            }
+            Issue.record("xss-lock running: \(xssLock.isRunning); the bus and logind said: \(logs)")
+            throw error
+        }
+        let first = try #require(lockUnder(xssLock.processIdentifier), "xss-lock started no keyway-lock")
+        server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
+        #expect(waitUntil(seconds: 15) { kill(first, 0) != 0 }, "still locked after the right pattern: \(lockLog)")
+        #expect(xssLock.isRunning, "xss-lock ended with the lock: \(lockLog)")
+        _ = try run("/usr/bin/xset", ["s", "reset"], environment: environment)
+
+        // Before suspend (logind's PrepareForSleep): locked, and the sleep delay lock xss-lock handed over is
+        // closed once the lock is shown, so the machine may go to sleep.
+        _ = try run(
+            "/usr/bin/gdbus",
+            gdbus + [
+                "-m", "org.freedesktop.DBus.Mock.EmitSignal", "org.freedesktop.login1.Manager", "PrepareForSleep", "b",
+                "[<true>]",
+            ], environment: environment)
+        try waitForScreen(server, saying: "Draw your pattern")
+        let second = try #require(lockUnder(xssLock.processIdentifier), "no keyway-lock before suspend")
+        let inherited = String(
+            decoding: FileManager.default.contents(atPath: "/proc/\(second)/environ") ?? Data(), as: UTF8.self
+        ).split(separator: "\0").first { $0.hasPrefix("XSS_SLEEP_LOCK_FD=") }
+        let descriptor = try #require(inherited?.split(separator: "=").last, "xss-lock handed over no sleep lock")
+        #expect(
+            waitUntil(seconds: 5) { !FileManager.default.fileExists(atPath: "/proc/\(second)/fd/\(descriptor)") },
+            "keyway-lock still holds the sleep lock (descriptor \(descriptor)) while the screen is locked")
+        server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
+        #expect(waitUntil(seconds: 15) { kill(second, 0) != 0 }, "still locked after the right pattern: \(lockLog)")
+    }
+}
+
+/// An Xvfb server of this test's own, on a display number no other server uses.
+final class XServer {
+    let display: String
+    private let process: Process
+
+    init() throws {
+        var number = 100 + Int(getpid() % 400)
+        while FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)")
+            || FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock")
+        {
+            number += 1
+        }
+        display = ":\(number)"
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/Xvfb")
+        // -ac: the test's throwaway user may connect; -dpi 96: scale 1; no TCP.
+        process.arguments = [display, "-screen", "0", "1024x768x24", "-dpi", "96", "-nolisten", "tcp", "-ac"]
+        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        try process.run()
+        let deadline = Date().addingTimeInterval(10)
+        while !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") && Date() < deadline {
+            usleep(50_000)
+        }
+        usleep(200_000)
+    }
+
+    /// Ends the server with SIGKILL (the test runner's threads block SIGTERM, and a child started by Foundation
+    /// inherits that mask) and removes the lock and socket files it leaves then.
+    func stop() {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+        let number = display.dropFirst()
+        unlink("/tmp/.X\(number)-lock")
+        unlink("/tmp/.X11-unix/X\(number)")
+    }
+
+    var environment: [String: String] { ["DISPLAY": display, "PATH": "/usr/bin:/bin"] }
+
+    /// `xdotool` with `arguments` on this display.
+    @discardableResult
+    func xdotool(_ arguments: [String]) -> Run? {
+        try? run("/usr/bin/xdotool", arguments, environment: environment)
+    }
+
+    /// Presses the button at the first dot's centre and moves through the others' centres in small steps, as a hand
+    /// drags; releases at the end unless told not to.
+    func drag(through dots: [UInt8], geometry: GridGeometry, release: Bool = true) {
+        let points = dots.map { geometry.centre(of: $0) }
+        guard let first = points.first else { return }
+        var arguments = ["mousemove", "\(Int(first.x))", "\(Int(first.y))", "mousedown", "1"]
+        for (from, to) in zip(points, points.dropFirst()) {
+            for step in 1...6 {
+                let x = from.x + (to.x - from.x) * Double(step) / 6
+                let y = from.y + (to.y - from.y) * Double(step) / 6
+                arguments += ["mousemove", "\(Int(x))", "\(Int(y))", "sleep", "0.02"]
+            }
+        }
+        xdotool(arguments)
+        usleep(300_000)
+        if release { self.release() }
+    }
+
+    func release() { xdotool(["mouseup", "1"]) }
+
+    /// The lock window's `_KEYWAY_LOCK_SCREEN` property: what the lock says now, in words.
+    func lockScreenText() -> String {
+        guard let found = xdotool(["search", "--name", "^keyway-lock$"]), let id = found.output.first else {
+            return ""
+        }
+        guard let property = try? run("/usr/bin/xprop", ["-id", id, "_KEYWAY_LOCK_SCREEN"], environment: environment)
+        else { return "" }
+        return property.text.replacingOccurrences(of: "\\n", with: "\n")
+    }
+
+    /// A screenshot of the whole screen, kept at `path` (PNG), and its pixels.
+    func screenshot(_ path: String) throws -> Screenshot {
+        _ = try run("/usr/bin/import", ["-display", display, "-window", "root", path], environment: environment)
+        let raw = path + ".rgb"
+        defer { unlink(raw) }
+        _ = try run("/usr/bin/convert", [path, "-depth", "8", "rgb:" + raw])
+        guard let data = FileManager.default.contents(atPath: raw), data.count == 1024 * 768 * 3 else {
+            throw TerminalError(text: "the screenshot \(path) could not be read")
+        }
+        return Screenshot(pixels: [UInt8](data), width: 1024)
+    }
+
+    /// Screenshots until `condition` holds (at most `seconds`); returns the last.
+    func waitForScreenshot(_ path: String, seconds: Double = 10, _ condition: (Screenshot) -> Bool) throws -> Screenshot
+    {
+        let deadline = Date().addingTimeInterval(seconds)
+        var shot = try screenshot(path)
+        while !condition(shot) && Date() < deadline {
+            usleep(100_000)
+            shot = try screenshot(path)
+        }
+        return shot
+    }
+}
+
+/// The pixels of a screenshot, as RGB bytes.
+struct Screenshot {
+    let pixels: [UInt8]
+    let width: Int
+
+    func colour(x: Int, y: Int) -> UInt32 {
+        let index = (y * width + x) * 3
+        return UInt32(pixels[index]) << 16 | UInt32(pixels[index + 1]) << 8 | UInt32(pixels[index + 2])
+    }
+
+    /// Pixels of exactly `colour` on the whole screen.
+    func total(_ colour: LockScreenTests.Colour) -> Int {
+        stride(from: 0, to: pixels.count, by: 3).reduce(0) { count, index in
+            let value = UInt32(pixels[index]) << 16 | UInt32(pixels[index + 1]) << 8 | UInt32(pixels[index + 2])
+            return value == colour.rawValue ? count + 1 : count
+        }
+    }
+
+    /// Pixels of exactly `colour` within 20 pixels of `point`.
+    func count(_ wanted: LockScreenTests.Colour, near point: GridGeometry.Point) -> Int {
+        var found = 0
+        for y in max(0, Int(point.y) - 20)..<min(768, Int(point.y) + 20) {
+            for x in max(0, Int(point.x) - 20)..<min(width, Int(point.x) + 20)
+            where colour(x: x, y: y) == wanted.rawValue {
+                found += 1
+            }
+        }
+        return found
+    }
+}
