@@ -68,8 +68,10 @@ struct GestureAuthenticatorTests {
         try rig.enroll("2-4-9-3")
         let conversation = ScriptedConversation(typing: "2-4-9-3")
         _ = try rig.plugin.authenticate(AuthenticationRequest(user: rig.user), conversation: conversation)
-        #expect(conversation.events.first == .told(.info(GestureAuthenticator.grid)))
-        #expect(conversation.prompts == [Prompt("Pattern (dots 1-9): ", echo: false)])
+        // The grid says which factor it explains, and the prompt which factor it asks for (a lock screen draws the
+        // grid instead; pam_keyway(8), MARKED PROMPTS).
+        #expect(conversation.events.first == .told(.explaining(.gesture, GestureAuthenticator.grid)))
+        #expect(conversation.prompts == [Prompt("Pattern (dots 1-9): ", echo: false, factor: .gesture)])
         #expect(GestureAuthenticator.grid.contains("1 2 3\n  4 5 6\n  7 8 9"))
     }
 
@@ -175,6 +177,8 @@ struct GestureAuthenticatorTests {
             for: rig.user, reason: "sudo", conversation: conversation)
         #expect(evaluation.succeeded)
         #expect(
-            conversation.messages == [.info(GestureAuthenticator.grid), .error("Not recognized. 2 attempts left.")])
+            conversation.messages == [
+                .explaining(.gesture, GestureAuthenticator.grid), .error("Not recognized. 2 attempts left."),
+            ])
     }
 }
