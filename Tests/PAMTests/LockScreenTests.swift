@@ -39,6 +39,27 @@ struct LockScreenTests {
         return try XServer()
     }
 
+    /// Installs `policy` (`install`), runs `body` with the X server, and removes everything afterwards, even when
+    /// it throws.
+    func withServer(_ policy: String, _ body: (XServer) throws -> Void) throws {
+        var server: XServer?
+        defer { uninstall(server) }
+        server = try install(policy)
+        if let server { try body(server) }
+    }
+
+    /// `withServer`, with keyway-lock started after `prepare`, and ended after `body` if it still runs.
+    func withLock(
+        _ policy: String, prepare: (XServer) throws -> Void = { _ in }, _ body: (XServer, Process) throws -> Void
+    ) throws {
+        try withServer(policy) { server in
+            try prepare(server)
+            let locker = try lock(server)
+            defer { if locker.isRunning { locker.terminate() } }
+            try body(server, locker)
+        }
+    }
+
     func uninstall(_ server: XServer?) {
         server?.stop()
         TestAccounts.remove(user)
@@ -98,31 +119,29 @@ struct LockScreenTests {
 
     @Test("the right pattern drawn with the mouse unlocks (exit 0); a wrong one leaves it locked, red, and counted")
     func drawRightAndWrong() throws {
-        var server: XServer?
-        defer { uninstall(server) }
-        server = try install("gesture")
-        guard let server else { return }
-        let locker = try lock(server)
-        defer { if locker.isRunning { locker.terminate() } }
-        try waitForScreen(server, saying: "Draw your pattern")
-        // A wrong pattern: still locked, the red state on the screen, one failure in `keyway status`.
-        server.drag(through: [1, 2, 3, 6], geometry: Self.geometry, release: false)
-        let midway = try server.screenshot(Self.artifacts + "/drawing.png")
-        #expect(midway.count(.trail, near: Self.geometry.centre(of: 2)) > 50, "the trail is not drawn while drawing")
-        server.release()
-        let red = try server.waitForScreenshot(Self.artifacts + "/wrong.png") { $0.total(.wrong) > 500 }
-        #expect(red.total(.wrong) > 500, "no red on the screen after a wrong pattern")
-        #expect(locker.isRunning, "the lock ended after a wrong pattern: \(lockLog)")
-        let status = try run(cliPath, ["status", "--user", user, "--socket", fixture.socket])
-        #expect(
-            status.text.contains("gesture: enrolled") && status.text.contains("1 consecutive failure"), "\(status.text)"
-        )
-        #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 1)
-        // The right one: green, and the locker exits 0.
-        try waitForScreen(server, saying: "Draw your pattern")
-        server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
-        try expectUnlocked(locker, server, "after the right pattern")
-        #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 0)
+        try withLock("gesture") { server, locker in
+            try waitForScreen(server, saying: "Draw your pattern")
+            // A wrong pattern: still locked, the red state on the screen, one failure in `keyway status`.
+            server.drag(through: [1, 2, 3, 6], geometry: Self.geometry, release: false)
+            let midway = try server.screenshot(Self.artifacts + "/drawing.png")
+            #expect(
+                midway.count(.trail, near: Self.geometry.centre(of: 2)) > 50, "the trail is not drawn while drawing")
+            server.release()
+            let red = try server.waitForScreenshot(Self.artifacts + "/wrong.png") { $0.total(.wrong) > 500 }
+            #expect(red.total(.wrong) > 500, "no red on the screen after a wrong pattern")
+            #expect(locker.isRunning, "the lock ended after a wrong pattern: \(lockLog)")
+            let status = try run(cliPath, ["status", "--user", user, "--socket", fixture.socket])
+            #expect(
+                status.text.contains("gesture: enrolled") && status.text.contains("1 consecutive failure"),
+                "\(status.text)"
+            )
+            #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 1)
+            // The right one: green, and the locker exits 0.
+            try waitForScreen(server, saying: "Draw your pattern")
+            server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
+            try expectUnlocked(locker, server, "after the right pattern")
+            #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 0)
+        }
     }
 
     /// The point halfway between two dots: on the trail between them, inside no dot.
@@ -134,73 +153,63 @@ struct LockScreenTests {
 
     @Test("the trail shows while drawing with show-trail on, and not with it off")
     func trailFollowsTheSwitch() throws {
-        var server: XServer?
-        defer { uninstall(server) }
-        server = try install("gesture")
-        guard let server else { return }
-        for showing in [true, false] {
-            try fixture.vault().set("gesture.show-trail", to: showing, of: user, by: "test")
-            let locker = try lock(server)
-            defer {
-                locker.terminate()
-                locker.waitUntilExit()
-            }
-            try waitForScreen(server, saying: "Draw your pattern")
-            server.drag(through: [1, 5, 9], geometry: Self.geometry, release: false)
-            let name = showing ? "trail-shown.png" : "trail-hidden.png"
-            let shot = try server.screenshot(Self.artifacts + "/" + name)
-            server.release()
-            let onTrail = shot.count(.trail, near: Self.between(1, 5))
-            if showing {
-                #expect(onTrail > 50, "no trail between dots 1 and 5 with show-trail on (\(name))")
-            } else {
-                #expect(shot.total(.trail) == 0, "something of the pattern shows with show-trail off (\(name))")
+        try withServer("gesture") { server in
+            for showing in [true, false] {
+                try fixture.vault().set("gesture.show-trail", to: showing, of: user, by: "test")
+                let locker = try lock(server)
+                defer {
+                    locker.terminate()
+                    locker.waitUntilExit()
+                }
+                try waitForScreen(server, saying: "Draw your pattern")
+                server.drag(through: [1, 5, 9], geometry: Self.geometry, release: false)
+                let name = showing ? "trail-shown.png" : "trail-hidden.png"
+                let shot = try server.screenshot(Self.artifacts + "/" + name)
+                server.release()
+                let onTrail = shot.count(.trail, near: Self.between(1, 5))
+                if showing {
+                    #expect(onTrail > 50, "no trail between dots 1 and 5 with show-trail on (\(name))")
+                } else {
+                    #expect(shot.total(.trail) == 0, "something of the pattern shows with show-trail off (\(name))")
+                }
             }
         }
     }
 
     @Test("five wrong patterns: the lockout said on screen, then the passcode field, which unlocks")
     func lockoutThenPasscode() throws {
-        var server: XServer?
-        defer { uninstall(server) }
-        server = try install("gesture*5 or passcode")
-        guard let server else { return }
-        let locker = try lock(server)
-        defer { if locker.isRunning { locker.terminate() } }
-        var said = ""
-        // Five different wrong patterns (the same wrong one again is not counted again).
-        let wrong: [[UInt8]] = [[1, 2, 3, 6], [1, 4, 7, 8], [3, 2, 1, 4], [7, 8, 9, 6], [4, 5, 6, 9]]
-        for (attempt, pattern) in wrong.enumerated() {
-            said = try waitForScreen(server, saying: "Draw your pattern")
-            #expect(!said.contains("Passcode"), "the passcode was asked after \(attempt) wrong patterns:\n\(said)")
-            server.drag(through: pattern, geometry: Self.geometry)
-            try waitForScreen(server, saying: "grid: wrong")
+        try withLock("gesture*5 or passcode") { server, locker in
+            var said = ""
+            // Five different wrong patterns (the same wrong one again is not counted again).
+            let wrong: [[UInt8]] = [[1, 2, 3, 6], [1, 4, 7, 8], [3, 2, 1, 4], [7, 8, 9, 6], [4, 5, 6, 9]]
+            for (attempt, pattern) in wrong.enumerated() {
+                said = try waitForScreen(server, saying: "Draw your pattern")
+                #expect(!said.contains("Passcode"), "the passcode was asked after \(attempt) wrong patterns:\n\(said)")
+                server.drag(through: pattern, geometry: Self.geometry)
+                try waitForScreen(server, saying: "grid: wrong")
+            }
+            said = try waitForScreen(server, saying: "Passcode")
+            #expect(said.contains("Too many failed attempts; try again after "), "no lockout in words:\n\(said)")
+            #expect(said.contains("(in 30 seconds)."), "the lockout does not say how long:\n\(said)")
+            _ = try server.screenshot(Self.artifacts + "/passcode.png")
+            server.xdotool(["type", "--delay", "20", "739155"])
+            server.xdotool(["key", "Return"])
+            try expectUnlocked(locker, server, "after the passcode")
         }
-        said = try waitForScreen(server, saying: "Passcode")
-        #expect(said.contains("Too many failed attempts; try again after "), "no lockout in words:\n\(said)")
-        #expect(said.contains("(in 30 seconds)."), "the lockout does not say how long:\n\(said)")
-        _ = try server.screenshot(Self.artifacts + "/passcode.png")
-        server.xdotool(["type", "--delay", "20", "739155"])
-        server.xdotool(["key", "Return"])
-        try expectUnlocked(locker, server, "after the passcode")
     }
 
     @Test("first of (biometric, gesture): a touch unlocks while the grid waits")
     func touchWhileTheGridWaits() throws {
-        var server: XServer?
-        defer { uninstall(server) }
-        server = try install("first of (biometric, gesture)")
-        guard let server else { return }
-        try fixture.enrollFinger(user, "right-index")
-        let locker = try lock(server)
-        defer { if locker.isRunning { locker.terminate() } }
-        let said = try waitForScreen(server, saying: "draw your pattern")
-        #expect(said.contains("Touch the sensor or draw your pattern"), "\(said)")
-        _ = try server.screenshot(Self.artifacts + "/first-of.png")
-        let touched = try run(
-            cliPath, ["sensor", "present", user, "right-index", "--wait", "5", "--sensor", fixture.sensor])
-        #expect(touched.status == 0, "\(touched.text)")
-        try expectUnlocked(locker, server, "after the touch")
+        try withLock("first of (biometric, gesture)", prepare: { _ in try fixture.enrollFinger(user, "right-index") }) {
+            server, locker in
+            let said = try waitForScreen(server, saying: "draw your pattern")
+            #expect(said.contains("Touch the sensor or draw your pattern"), "\(said)")
+            _ = try server.screenshot(Self.artifacts + "/first-of.png")
+            let touched = try run(
+                cliPath, ["sensor", "present", user, "right-index", "--wait", "5", "--sensor", fixture.sensor])
+            #expect(touched.status == 0, "\(touched.text)")
+            try expectUnlocked(locker, server, "after the touch")
+        }
     }
 
     /// The pid of the locker's child in `role` (`--draw`, `--authenticate`), by its command line.
@@ -218,76 +227,67 @@ struct LockScreenTests {
 
     @Test("SIGKILL of the drawing and the authentication processes: still locked, still held, and the pattern unlocks")
     func killedHelpersKeepTheLock() throws {
-        var server: XServer?
-        defer { uninstall(server) }
-        server = try install("gesture")
-        guard let server else { return }
-        let locker = try lock(server)
-        defer { if locker.isRunning { locker.terminate() } }
-        try waitForScreen(server, saying: "Draw your pattern")
-        for role in ["--draw", "--authenticate"] {
-            let pid = try #require(child(of: locker, role), "no \(role) process under the locker")
-            #expect(kill(pid, SIGKILL) == 0)
-            usleep(200_000)
-            #expect(locker.isRunning, "the lock ended when \(role) was killed: \(lockLog)")
-            let grab = try run(Self.probePath, ["grab"], environment: server.environment)
-            #expect(grab.status == 1 && grab.text.contains("AlreadyGrabbed"), "\(role) killed: \(grab.text)")
-            let raise = try run(Self.probePath, ["raise"], environment: server.environment)
-            #expect(raise.status == 1 && raise.text.contains("on top: keyway-lock"), "\(role) killed: \(raise.text)")
-            let again = try #require(child(of: locker, role), "\(role) was not started again: \(lockLog)")
-            #expect(again != pid)
+        try withLock("gesture") { server, locker in
+            try waitForScreen(server, saying: "Draw your pattern")
+            for role in ["--draw", "--authenticate"] {
+                let pid = try #require(child(of: locker, role), "no \(role) process under the locker")
+                #expect(kill(pid, SIGKILL) == 0)
+                usleep(200_000)
+                #expect(locker.isRunning, "the lock ended when \(role) was killed: \(lockLog)")
+                let grab = try run(Self.probePath, ["grab"], environment: server.environment)
+                #expect(grab.status == 1 && grab.text.contains("AlreadyGrabbed"), "\(role) killed: \(grab.text)")
+                let raise = try run(Self.probePath, ["raise"], environment: server.environment)
+                #expect(
+                    raise.status == 1 && raise.text.contains("on top: keyway-lock"), "\(role) killed: \(raise.text)")
+                let again = try #require(child(of: locker, role), "\(role) was not started again: \(lockLog)")
+                #expect(again != pid)
+            }
+            try waitForScreen(server, saying: "Draw your pattern")
+            server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
+            try expectUnlocked(locker, server, "after the right pattern")
         }
-        try waitForScreen(server, saying: "Draw your pattern")
-        server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
-        try expectUnlocked(locker, server, "after the right pattern")
     }
 
     @Test("keys another X client sends (XSendEvent) are not the person's: the right pattern typed so does not unlock")
     func sentKeysDoNotUnlock() throws {
-        var server: XServer?
-        defer { uninstall(server) }
-        server = try install("gesture")
-        guard let server else { return }
-        let locker = try lock(server)
-        defer { if locker.isRunning { locker.terminate() } }
-        try waitForScreen(server, saying: "Draw your pattern")
-        let window = try #require(server.xdotool(["search", "--name", "^keyway-lock$"])?.output.first)
-        // xdotool's --window sends the keys with XSendEvent.
-        server.xdotool(["type", "--window", window, "2496"])
-        server.xdotool(["key", "--window", window, "Return"])
-        usleep(1_500_000)
-        #expect(locker.isRunning, "keys another client sent unlocked the screen: \(lockLog)")
-        #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 0)
-        // The person's own keys (XTEST: the server's events) type the dots: 2, 4, 9, 6, Enter unlocks.
-        server.xdotool(["type", "--delay", "30", "2496"])
-        server.xdotool(["key", "Return"])
-        try expectUnlocked(locker, server, "after the pattern typed as dots")
+        try withLock("gesture") { server, locker in
+            try waitForScreen(server, saying: "Draw your pattern")
+            let window = try #require(server.xdotool(["search", "--name", "^keyway-lock$"])?.output.first)
+            // xdotool's --window sends the keys with XSendEvent.
+            server.xdotool(["type", "--window", window, "2496"])
+            server.xdotool(["key", "--window", window, "Return"])
+            usleep(1_500_000)
+            #expect(locker.isRunning, "keys another client sent unlocked the screen: \(lockLog)")
+            #expect(try fixture.vault().store.attempts(user: user)[.gesture].consecutiveFailures == 0)
+            // The person's own keys (XTEST: the server's events) type the dots: 2, 4, 9, 6, Enter unlocks.
+            server.xdotool(["type", "--delay", "30", "2496"])
+            server.xdotool(["key", "Return"])
+            try expectUnlocked(locker, server, "after the pattern typed as dots")
+        }
     }
 
     @Test("a keyboard another program holds: the lock is refused with a message and exit 69, nothing shown")
     func refusedWithoutTheGrab() throws {
-        var server: XServer?
-        defer { uninstall(server) }
-        server = try install("gesture")
-        guard let server else { return }
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: Self.probePath)
-        holder.arguments = ["hold", "30"]
-        holder.environment = server.environment
-        let output = Pipe()
-        holder.standardOutput = output
-        try holder.run()
-        defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL) } }
-        let held = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
-        #expect(held.hasPrefix("held"), "\(held)")
-        let locker = try lock(server)
-        #expect(exited(locker, seconds: 15))
-        #expect(locker.terminationStatus == 69, "\(lockLog)")
-        #expect(
-            lockLog.contains("could not grab the keyboard: another program holds it; the screen was not locked"),
-            "\(lockLog)")
-        let top = try run(Self.probePath, ["top"], environment: server.environment)
-        #expect(!top.text.contains("keyway-lock"), "\(top.text)")
+        try withServer("gesture") { server in
+            let holder = Process()
+            holder.executableURL = URL(fileURLWithPath: Self.probePath)
+            holder.arguments = ["hold", "30"]
+            holder.environment = server.environment
+            let output = Pipe()
+            holder.standardOutput = output
+            try holder.run()
+            defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL) } }
+            let held = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+            #expect(held.hasPrefix("held"), "\(held)")
+            let locker = try lock(server)
+            #expect(exited(locker, seconds: 15))
+            #expect(locker.terminationStatus == 69, "\(lockLog)")
+            #expect(
+                lockLog.contains("could not grab the keyboard: another program holds it; the screen was not locked"),
+                "\(lockLog)")
+            let top = try run(Self.probePath, ["top"], environment: server.environment)
+            #expect(!top.text.contains("keyway-lock"), "\(top.text)")
+        }
     }
 
     /// A process started with `arguments`, `environment` and its output to `log`, with no signal blocked (the test
@@ -327,17 +327,17 @@ struct LockScreenTests {
 
     @Test("under xss-lock: the screen saver and the suspend lock start keyway-lock, which gives up the sleep lock")
     func underXssLock() throws {
-        var server: XServer?
+        try withServer("gesture") { server in try underXssLock(server) }
+    }
+
+    func underXssLock(_ server: XServer) throws {
         var started: [Process] = []
         defer {
             for process in started.reversed() where process.isRunning {
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
             }
-            uninstall(server)
         }
-        server = try install("gesture")
-        guard let server else { return }
         // A private system bus and python3-dbusmock's logind, which xss-lock asks for the session and a sleep delay.
         let bus = fixture.directory + "/system-bus"
         let config = """
