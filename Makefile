@@ -85,6 +85,8 @@ lint:
 	$(SWIFT) format lint --strict -r Sources Plugins pam Tests
 	SWIFTC="$(dir $(shell command -v $(SWIFT)))swiftc" scripts/package-graph.py check
 	SWIFTC="$(dir $(shell command -v $(SWIFT)))swiftc" scripts/package-graph.py self-test
+	scripts/doc-names.py check
+	scripts/doc-names.py self-test
 
 # The suite runs in a private mount namespace where /etc, /tmp, /run, /dev and the login records are copies
 # (scripts/test-isolated.sh): a run killed midway cannot leave a user or a sudoers entry behind. It ends by checking

@@ -60,7 +60,7 @@ for entry in "${modules[@]}"; do
 done
 
 # The one libm function the standard library's hash tables call, so the module needs no libm (pam/embedded/ceil.c).
-${CC:-gcc} -O2 -fPIC -fno-builtin -Wall -Wextra -c -o "$out/ceil.o" pam/embedded/ceil.c
+${CC:-gcc} -O2 -fPIC -fno-builtin -fstack-protector-strong -Wall -Wextra -c -o "$out/ceil.o" pam/embedded/ceil.c
 objects+=("$out/ceil.o")
 
 # Renamed into place, so a process that has the old module loaded keeps a whole file.

@@ -38,13 +38,8 @@ public final class TOTPKeeper: FactorKeeper {
         gate = AttemptGate(factor: .totp, store: store, clock: clock, schedule: schedule)
         self.digits = digits
         self.window = Int64(window)
-        self.random =
-            random ?? { count in
-                var generator = SystemRandomNumberGenerator()
-                return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
-            }
-        var generator = SystemRandomNumberGenerator()
-        absentKey = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        self.random = random ?? randomBytes
+        absentKey = randomBytes(32)
     }
 
     public var store: any Store { gate.store }

@@ -131,7 +131,9 @@ final class PolicyRunner {
         let offered = label(before: fallback)
         var attempt = 0
         var uncounted = 0
-        var firstKind: FactorKind { live.first?.kind ?? .biometric }
+        guard let opening = live.first?.kind else { return inTurn(live, errors: errors, fallback: fallback) }
+        /// The member a verdict of the whole is recorded under: the first still live, or the first there was.
+        var firstKind: FactorKind { live.first?.kind ?? opening }
         /// Settles one verdict of `live[index]`; `round` becomes `.succeeded` when it ends the evaluation.
         func settle(_ verdict: Verdict, of index: Int, round: inout Round) {
             let kind = live[index].kind

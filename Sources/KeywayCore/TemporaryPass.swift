@@ -33,11 +33,7 @@ public final class PassKeeper: FactorKeeper {
     ) {
         gate = AttemptGate(factor: .pass, store: store, clock: clock, schedule: .passcode)
         self.hasher = hasher
-        self.random =
-            random ?? { count in
-                var generator = SystemRandomNumberGenerator()
-                return (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
-            }
+        self.random = random ?? randomBytes
     }
 
     public var store: any Store { gate.store }

@@ -2,8 +2,8 @@ import CKeywayLibc
 import Dispatch
 import Glibc
 import KeywayCore
-public import KeywayPlatform
-public import KeywayWire
+import KeywayPlatform
+import KeywayWire
 import Synchronization
 
 /// Admission: which connections keywayd takes, counted by place (root, each user, each subordinate range), so no

@@ -2,8 +2,8 @@ import CKeywayLibc
 import Dispatch
 import Glibc
 import KeywayCore
-public import KeywayPlatform
-public import KeywayWire
+import KeywayPlatform
+import KeywayWire
 import Synchronization
 
 /// How long a worker takes to answer a request that runs the slow hash, as a moving average of the answers that took

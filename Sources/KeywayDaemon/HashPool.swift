@@ -2,8 +2,8 @@ import CKeywayLibc
 import Dispatch
 import Glibc
 import KeywayCore
-public import KeywayPlatform
-public import KeywayWire
+import KeywayPlatform
+import KeywayWire
 import Synchronization
 
 /// The bounded pool of slow-hash workers: a request waits its turn in a queue of bounded length, and one caller's

@@ -2,8 +2,8 @@ import CKeywayLibc
 import Dispatch
 import Glibc
 import KeywayCore
-public import KeywayPlatform
-public import KeywayWire
+import KeywayPlatform
+import KeywayWire
 import Synchronization
 
 /// What keywayd says on standard error (the journal under systemd): one line each, control characters escaped, and
@@ -11,8 +11,7 @@ import Synchronization
 extension Server {
     /// One line on standard error, control characters escaped.
     public static func log(_ message: String) {
-        let line = "keywayd: \(message.escapingControlCharacters)\n"
-        _ = line.withCString { write(2, $0, strlen($0)) }
+        Descriptor.printError("keywayd: \(message.escapingControlCharacters)")
     }
 
     /// At most 10 lines a second of what a client can provoke; then one line saying how many were left out.

@@ -1,7 +1,7 @@
 import CKeywayLibc
 import Dispatch
 public import KeywayCore
-public import KeywayPlatform
+import KeywayPlatform
 public import KeywayWire
 import Synchronization
 

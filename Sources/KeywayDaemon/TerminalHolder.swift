@@ -1,6 +1,6 @@
 import CKeywayLibc
 import Glibc
-public import KeywayCore
+import KeywayCore
 import KeywayPlatform
 import KeywayWire
 import Synchronization

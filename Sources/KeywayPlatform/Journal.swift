@@ -1,4 +1,4 @@
-public import CKeywayLibc
+import CKeywayLibc
 public import KeywayCore
 
 /// The systemd journal's native protocol, as `sd_journal_send` speaks it, without libsystemd: one datagram per entry

@@ -17,15 +17,8 @@ public enum KeptFiles {
         unlinkat(dir, temporary, 0)
         let fd = keyway_openat_mode(dir, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
         guard fd >= 0 else { return false }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { Int(write(fd, $0.baseAddress! + written, $0.count - written)) }
-            if count < 0 && keyway_errno() == EINTR { continue }
-            guard count > 0 else { break }
-            written += count
-        }
         // fchmod: the mode asked for, whatever the umask took away.
-        let complete = written == bytes.count && fchmod(fd, mode) == 0 && (!durable || fsync(fd) == 0)
+        let complete = Descriptor.write(bytes, to: fd) && fchmod(fd, mode) == 0 && (!durable || fsync(fd) == 0)
         close(fd)
         if complete && renameat(dir, temporary, dir, name) == 0 { return !durable || fsync(dir) == 0 }
         unlinkat(dir, temporary, 0)

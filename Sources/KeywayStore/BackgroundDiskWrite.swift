@@ -1,5 +1,5 @@
 import Dispatch
-public import KeywayCore
+import KeywayCore
 import KeywayPlatform
 import Synchronization
 

@@ -1,6 +1,6 @@
 import CKeywayLibc
-public import Glibc
-public import KeywayCore
+import Glibc
+import KeywayCore
 import KeywayPlatform
 import Synchronization
 

@@ -1,5 +1,5 @@
 import CKeywayLibc
-public import Glibc
+import Glibc
 public import KeywayCore
 import KeywayPlatform
 import Synchronization

@@ -2,6 +2,7 @@ import Glibc
 public import KeywayCore
 import KeywayCrypto
 import KeywayFactors
+import KeywayPlatform
 
 /// What `keyway calibrate` measured and proposes.
 public struct Calibration: Sendable {
@@ -229,12 +230,7 @@ public struct Calibration: Sendable {
         let temporary = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         var problem: String? = nil
         if fchown(fd, 0, 0) != 0 || fchmod(fd, 0o644) != 0 { problem = reason() }
-        var offset = 0
-        while problem == nil && offset < bytes.count {
-            let count = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { problem = reason() } else { offset += count }
-        }
+        if problem == nil && !Descriptor.write(bytes, to: fd) { problem = reason() }
         if problem == nil && fsync(fd) != 0 { problem = reason() }
         if close(fd) != 0 && problem == nil { problem = reason() }
         if problem == nil && rename(temporary, path) != 0 { problem = reason() }

@@ -47,10 +47,7 @@ public final class Leases: Sendable {
     /// Creates the table; `now` reads monotonic milliseconds, `random` makes nonces (tests pass their own).
     public init(
         now: @escaping @Sendable () -> Int64,
-        random: @escaping @Sendable () -> [UInt8] = {
-            var generator = SystemRandomNumberGenerator()
-            return (0..<Leases.nonceLength).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        }
+        random: @escaping @Sendable () -> [UInt8] = { randomBytes(Leases.nonceLength) }
     ) {
         self.now = now
         self.random = random

@@ -1,4 +1,4 @@
-public import KeywayCore
+import KeywayCore
 
 /// A PAM module's decision as it reports it to keywayd for the metrics (`Request.report`): no evidence, no reason,
 /// only what the counters and the duration histogram are labelled by, and the account, which keywayd checks against

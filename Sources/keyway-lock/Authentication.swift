@@ -1,5 +1,6 @@
 import CPAM
 import Glibc
+import KeywayPlatform
 
 /// The authentication process: one PAM transaction of the `keyway-lock` service as the user who locked the screen,
 /// its conversation carried over standard input and output to the locking process (`Line`). It asks for marked
@@ -14,7 +15,7 @@ enum Authentication {
     nonisolated(unsafe) static var promptNumber = 0
 
     static func run(service: String, directory: String?) -> Never {
-        signal(SIGPIPE, SIG_IGN)
+        BrokenPipe.ignoreSignal()
         guard let account = getpwuid(getuid()), let name = account.pointee.pw_name else {
             say(Line("result", "failure this process's account has no name"))
             exit(1)

@@ -36,7 +36,7 @@ final class Locker {
 
     /// Locks the screen until PAM says the person is who locked it. Returns only by exiting.
     static func run(_ options: Options) -> Never {
-        signal(SIGPIPE, SIG_IGN)
+        BrokenPipe.ignoreSignal()
         guard let display = XOpenDisplay(nil) else {
             fail(
                 "cannot open the X display \(String(cString: getenv("DISPLAY") ?? strdup("(DISPLAY is not set)")))",

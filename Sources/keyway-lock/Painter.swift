@@ -55,7 +55,7 @@ final class Painter {
     }
 
     static func run(window: Window, socket: String?) -> Never {
-        signal(SIGPIPE, SIG_IGN)
+        BrokenPipe.ignoreSignal()
         guard let display = XOpenDisplay(nil) else {
             complain("the drawing process cannot open the X display")
             exit(ExitStatus.unavailable)
@@ -265,21 +265,29 @@ final class Painter {
     private var words: String {
         var lines: [String]
         switch asking {
-        case .grid(_, let invitation, let fallback):
-            lines = [invitation.map { "\($0) or draw your pattern" } ?? "Draw your pattern"]
+        case .grid(_, _, let fallback):
+            lines = [heading]
             if let fallback { lines.append("Enter alone: \(fallback.lowercased())") }
-        case .field(_, let label, let echo):
-            lines = [
-                "\(label.hasSuffix(": ") ? String(label.dropLast(2)) : label) (\(echo ? "shown" : "hidden") field)"
-            ]
+        case .field(_, _, let echo):
+            lines = ["\(heading) (\(echo ? "shown" : "hidden") field)"]
         case .nothing:
-            lines = [trace.state == .idle ? "Checking…" : "Checking the pattern…"]
+            lines = [heading]
         }
         lines += messages.map { $0.text }
         lines.append("grid: \(trace.state)")
         return lines.joined(separator: "\n")
     }
     private var said = ""
+
+    /// What is asked, as the screen heads it and `words` says it: the grid's invitation, a field's label without its
+    /// ": ", or that a verdict is awaited.
+    private var heading: String {
+        switch asking {
+        case .grid(_, let invitation, _): invitation.map { "\($0) or draw your pattern" } ?? "Draw your pattern"
+        case .field(_, let label, _): label.hasSuffix(": ") ? String(label.dropLast(2)) : label
+        case .nothing: trace.state == .idle ? "Checking…" : "Checking the pattern…"
+        }
+    }
 
     private func publishWords() {
         let text = words
@@ -317,20 +325,19 @@ final class Painter {
             y -= size * 1.5
         }
         switch asking {
-        case .grid(_, let invitation, let fallback):
+        case .grid(_, _, let fallback):
             set(cr, .text)
             cairo_set_font_size(cr, size * 1.3)
-            centred(cr, invitation.map { "\($0) or draw your pattern" } ?? "Draw your pattern", y: y - size * 0.4)
+            centred(cr, heading, y: y - size * 0.4)
             cairo_set_font_size(cr, size * 0.8)
             let hint =
                 "or type the dots 1-9 and press Enter" + (fallback.map { " · Enter alone: \($0.lowercased())" } ?? "")
             centred(cr, hint, y: geometry.middle.y + geometry.spacing + geometry.hitRadius + size * 2)
             grid(cr)
-        case .field(_, let label, let echo):
+        case .field(_, _, let echo):
             set(cr, .text)
             cairo_set_font_size(cr, size * 1.3)
-            let shown = label.hasSuffix(": ") ? String(label.dropLast(2)) : label
-            centred(cr, shown, y: geometry.middle.y - size * 2)
+            centred(cr, heading, y: geometry.middle.y - size * 2)
             set(cr, .box)
             let boxWidth = min(width * 0.8, 420 * scale)
             cairo_rectangle(cr, (width - boxWidth) / 2, geometry.middle.y - size, boxWidth, size * 2.2)
@@ -342,7 +349,7 @@ final class Painter {
         case .nothing:
             if trace.state == .idle {
                 set(cr, .text)
-                centred(cr, "Checking…", y: geometry.middle.y)
+                centred(cr, heading, y: geometry.middle.y)
             } else {
                 grid(cr)
             }

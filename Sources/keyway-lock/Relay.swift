@@ -1,4 +1,5 @@
 import Glibc
+import KeywayPlatform
 
 /// The line protocol between keyway-lock's three processes (docs/LOCK.md, "Three processes"): one message per line,
 /// a verb, a space, and a payload in which `%`, line feed and carriage return are escaped as `%25`, `%0A`, `%0D`.
@@ -164,5 +165,5 @@ struct Child {
 
 /// Writes "keyway-lock: `text`" on standard error.
 func complain(_ text: String) {
-    _ = ("keyway-lock: " + text + "\n").withCString { write(2, $0, strlen($0)) }
+    Descriptor.printError("keyway-lock: " + text)
 }

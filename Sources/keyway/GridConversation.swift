@@ -189,22 +189,7 @@ final class GridTerminal {
 
     /// Writes all of `text`, retrying partial writes and interruptions; a terminal that is gone is not an error
     /// here (the next read ends the drawing).
-    private func write(_ text: String) {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes {
-                Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset)
-            }
-            if written > 0 {
-                offset += written
-            } else if written < 0 && errno == EINTR {
-                continue
-            } else {
-                return
-            }
-        }
-    }
+    private func write(_ text: String) { Descriptor.write(text, to: descriptor) }
 }
 
 /// What the restoring signal handler reads: the terminal's descriptor and saved settings, the bytes that leave the

@@ -97,7 +97,5 @@ struct Keyway {
         finish(ExitStatus.status(for: error))
     }
 
-    static func printError(_ text: String) {
-        _ = (text + "\n").withCString { write(2, $0, strlen($0)) }
-    }
+    static func printError(_ text: String) { Descriptor.printError(text) }
 }

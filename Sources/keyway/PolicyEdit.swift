@@ -39,7 +39,7 @@ extension Command {
         }
         let copy = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         defer { unlink(copy) }
-        guard fchmod(fd, 0o600) == 0, Self.write(original, to: fd) else {
+        guard fchmod(fd, 0o600) == 0, Descriptor.write(original, to: fd) else {
             close(fd)
             Keyway.printError("keyway: cannot write \(copy): \(String(cString: strerror(errno)))")
             return ExitStatus.cannotCreate
@@ -78,7 +78,7 @@ extension Command {
             }
             Keyway.printError(ConfigurationProblems(problems).description)
             Keyway.printError("\(path) has not been changed.")
-            _ = Self.write(Array("What now? (e)dit again, or e(x)it without saving: ".utf8), to: 2)
+            Descriptor.write("What now? (e)dit again, or e(x)it without saving: ", to: 2)
             let answer = TerminalConversation.readLine(from: 0)?.withUnsafeBytes { Array($0) } ?? []
             guard answer.first == UInt8(ascii: "e") else {
                 print("Nothing was saved: \(path) is as it was.")
@@ -122,17 +122,6 @@ extension Command {
             bytes += buffer[..<count]
             if bytes.count > ConfigSource.maximumSize { return bytes }  // parse refuses it with the reason
         }
-    }
-
-    static func write(_ bytes: [UInt8], to fd: Int32) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let count = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            if count <= 0 { return false }
-            offset += count
-        }
-        return true
     }
 
     /// The edited copy as the file: root's, 0644 as keyway.conf(5) asks, on the disk, then renamed over it.

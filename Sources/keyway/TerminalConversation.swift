@@ -27,7 +27,7 @@ final class TerminalConversation: Conversation {
                 throw AuthenticationError(.notInteractive, "no terminal to ask on; use --stdin to read from input")
             }
             defer { close(tty) }
-            _ = text.withCString { write(tty, $0, strlen($0)) }
+            Descriptor.write(text, to: tty)
             let silent = prompt.echo ? nil : RawTerminal(tty)
             silent?.enter(.silent, flush: true)
             line = Self.readLine(from: tty)
@@ -56,15 +56,14 @@ final class TerminalConversation: Conversation {
     /// secret is written only to a terminal; elsewhere a line says it was withheld.
     static func show(_ message: Message, qrFile: String? = nil) {
         if message.isSecret && !showsSecrets {
-            let withheld = "(a secret is shown only on a terminal; standard error is not one)\n"
-            _ = withheld.withCString { write(2, $0, strlen($0)) }
+            Descriptor.printError("(a secret is shown only on a terminal; standard error is not one)")
             return
         }
         var text = message.text + "\n"
         if message.isScannable {
             text = scannable(message.text, qrFile: qrFile)
         }
-        _ = text.withCString { write(2, $0, strlen($0)) }
+        Descriptor.write(text, to: 2)
     }
 
     /// A scannable text as the terminal can show it: its QR code in black on white when it fits the window with 3
@@ -77,10 +76,9 @@ final class TerminalConversation: Conversation {
             guard fd >= 0 else {
                 return "(the QR code could not be written to \(qrFile): \(String(cString: strerror(errno))))\n\(text)\n"
             }
-            let bytes = Array(svg.utf8)
-            let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let written = Descriptor.write(svg, to: fd)
             close(fd)
-            guard written == bytes.count else { return "(the QR code could not be written to \(qrFile))\n\(text)\n" }
+            guard written else { return "(the QR code could not be written to \(qrFile))\n\(text)\n" }
             return "The QR code is in \(qrFile) (an SVG image, mode 0600): it holds the secret, so delete it once "
                 + "it is scanned.\n"
         }

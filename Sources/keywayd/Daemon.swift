@@ -1,5 +1,4 @@
 import CKeywayLibc
-import Dispatch
 import Glibc
 import KeywayConfig
 import KeywayConfigFiles
@@ -146,8 +145,7 @@ struct Keywayd {
             vaultOptions.settings = configuration.settings
             arming.settings = configuration.settings
         case .failure(let problems):
-            let text = "keywayd: refusing to start: the configuration has errors\n\(problems)\n"
-            _ = text.withCString { write(2, $0, strlen($0)) }
+            Descriptor.printError("keywayd: refusing to start: the configuration has errors\n\(problems)")
             exit(ExitStatus.configuration)
         }
         // The device backends the factors' settings choose (fprintd's reader with `[biometric] backend = fprintd`,
@@ -176,7 +174,7 @@ struct Keywayd {
         do {
             vault = try SystemVault.open(vaultOptions, devices: arming.backends) { store in
                 ObservedStore(
-                    store, nanoseconds: { Int64(DispatchTime.now().uptimeNanoseconds) },
+                    store, nanoseconds: MonotonicClock.nanoseconds,
                     timed: { telemetry.stored($0, nanoseconds: $1, $2) }, audited: { telemetry.audited($0) })
             }
         } catch {

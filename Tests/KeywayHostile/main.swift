@@ -31,8 +31,7 @@ import KeywayPlatform
 import KeywayWire
 
 func say(_ line: String) {
-    let text = line + "\n"
-    _ = text.withCString { write(1, $0, strlen($0)) }
+    Descriptor.write(line + "\n", to: 1)
 }
 
 func fail(_ line: String) -> Never {

@@ -14,7 +14,7 @@ struct SubordinateIDsTests {
         var template = Array("/tmp/keyway-subuid.XXXXXX".utf8CString)
         let fd = mkstemp(&template)
         try #require(fd >= 0)
-        let path = String(cString: template)
+        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         defer { unlink(path) }
         let text = "alice:100000:65536\n1001:200000:10\nroot:300000:65536\nbroken line\nbob:x:1\ncarol:400000:0\n"
         _ = text.withCString { Glibc.write(fd, $0, strlen($0)) }
@@ -56,7 +56,7 @@ struct SubordinateIDsTests {
         let fd = mkstemp(&template)
         try #require(fd >= 0)
         close(fd)
-        let path = String(cString: template)
+        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         defer { unlink(path) }
         Self.write("alice:100000:10\n", to: path)
         let slow = Mutex(false)

@@ -16,8 +16,7 @@ import KeywayStore
 
 /// Writes a line to standard output at once (no buffering), so a SIGKILL never loses a reported commit.
 func say(_ line: String) {
-    let text = line + "\n"
-    _ = text.withCString { write(1, $0, strlen($0)) }
+    Descriptor.write(line + "\n", to: 1)
 }
 
 func fail(_ line: String) -> Never {

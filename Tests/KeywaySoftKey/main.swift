@@ -14,8 +14,7 @@ import KeywayPlatform
 
 /// Writes `line` to standard error and exits with status 2.
 func fail(_ line: String) -> Never {
-    let text = "keyway-softkey: " + line + "\n"
-    _ = text.withCString { write(2, $0, strlen($0)) }
+    Descriptor.printError("keyway-softkey: " + line)
     exit(2)
 }
 
@@ -30,6 +29,5 @@ do {
 } catch {
     fail(error.reason)
 }
-let ready = "keyway-softkey: listening on \(directory.path(of: Listener.socketName))\n"
-_ = ready.withCString { write(1, $0, strlen($0)) }
+Descriptor.write("keyway-softkey: listening on \(directory.path(of: Listener.socketName))\n", to: 1)
 Listener.serve(listener, key: SoftKey(directory: directory))

@@ -184,7 +184,7 @@ struct PostgresFailoverTests {
             count: 130, socket: fleet.cluster.directory + "/.s.PGSQL.5432", role: "nobody_at_all")
         defer { strangers.leave() }
         let fresh = try Fleet.open(fleet.cluster.uri, fleet.cluster, host: "host-b")
-        let full = try eventually {
+        let full = eventually {
             failure { () throws(AuthenticationError) in _ = try fresh.attempts(user: "alice") } != nil
         }
         #expect(full, "a new connection is refused")
@@ -196,7 +196,7 @@ struct PostgresFailoverTests {
         #expect(try fleet.store.attempts(user: "alice")[.passcode].consecutiveFailures == 2)
         strangers.leave()
         #expect(
-            try eventually {
+            eventually {
                 failure { () throws(AuthenticationError) in _ = try fresh.attempts(user: "alice") } == nil
             })
     }

@@ -333,7 +333,7 @@ struct SQLiteStoreTests {
         let scratch = Scratch()
         defer { scratch.remove() }
         let mount = try #require(scratch.mountTmpfs("small", size: "400k"), "a tmpfs mount needs root")
-        defer { shell("umount \(mount)") }
+        defer { _ = shell("umount \(mount)") }
         let path = mount + "/keyway.db"
         let lines = try Probe.run(["fill", path, "u"])
         let committed = lines.filter { $0.hasPrefix("committed ") }.map { String($0.dropFirst(10)) }
@@ -350,7 +350,7 @@ struct SQLiteStoreTests {
         let scratch = Scratch()
         defer { scratch.remove() }
         let mount = try #require(scratch.mountTmpfs("ro", size: "4m"), "a tmpfs mount needs root")
-        defer { shell("umount \(mount)") }
+        defer { _ = shell("umount \(mount)") }
         let path = mount + "/keyway.db"
         do {
             let store = try SQLiteStore(.ownedByCurrentUser(path: path))

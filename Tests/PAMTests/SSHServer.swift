@@ -40,9 +40,11 @@ final class SSHServer: @unchecked Sendable {  // used from one test at a time
         let publicKey = try String(contentsOfFile: directory + "/client_key.pub", encoding: .utf8)
         mkdir(directory + "/keys", 0o755)
         for user in users {
-            FileManager.default.createFile(
-                atPath: directory + "/keys/" + user, contents: Data(publicKey.utf8),
-                attributes: [.posixPermissions: 0o644])
+            guard
+                FileManager.default.createFile(
+                    atPath: directory + "/keys/" + user, contents: Data(publicKey.utf8),
+                    attributes: [.posixPermissions: 0o644])
+            else { throw Failure(description: "cannot write \(directory)/keys/\(user)") }
         }
         port = Self.freePort()
         let config =
@@ -129,7 +131,7 @@ final class SSHServer: @unchecked Sendable {  // used from one test at a time
         }
         cgroup.remove()
         if let savedStack {
-            FileManager.default.createFile(atPath: "/etc/pam.d/sshd", contents: savedStack)
+            _ = FileManager.default.createFile(atPath: "/etc/pam.d/sshd", contents: savedStack)
         } else {
             unlink("/etc/pam.d/sshd")
         }

@@ -77,7 +77,8 @@ struct TOTPModuleTests {
         let key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
         var host = [CChar](repeating: 0, count: 256)
         gethostname(&host, 255)
-        let uri = "otpauth://totp/Keyway:\(user)%40\(String(cString: host))?secret=\(key)"
+        let uri =
+            "otpauth://totp/Keyway:\(user)%40\(host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })?secret=\(key)"
         let drawn = Self.asShown(try run("/usr/bin/qrencode", ["-l", "L", "-m", "2", "-t", "UTF8i", uri]).output)
         #expect(drawn.count > 10)
         #expect(
@@ -117,7 +118,7 @@ struct TOTPModuleTests {
         var host = [CChar](repeating: 0, count: 256)
         gethostname(&host, 255)
         let uri =
-            "otpauth://totp/Keyway:\(user)%40\(String(cString: host))?secret=\(key)"
+            "otpauth://totp/Keyway:\(user)%40\(host.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })?secret=\(key)"
         #expect(screen.replacingOccurrences(of: "\n", with: "").contains(uri), "the URI (wrapped at 120 columns)")
         let qr = try run("/usr/bin/qrencode", ["-l", "L", "-m", "2", "-t", "UTF8i", uri])
         let drawn = Self.asShown(qr.output)

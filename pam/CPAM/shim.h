@@ -1,4 +1,4 @@
-// libpam for pam_keyway.so. Only the PAMKeyway target imports this module.
+// libpam for pam_keyway.so (PAMKeyway, the module's side) and keyway-lock (an application's side).
 #include <security/pam_appl.h>
 #include <security/pam_ext.h>
 #include <security/pam_modules.h>

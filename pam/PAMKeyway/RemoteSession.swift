@@ -179,8 +179,7 @@ enum RemoteSession {
             guard fd.first.map({ ("0"..."9").contains($0) }) ?? false else { continue }
             let length = readlink(base + "/" + fd, &link, link.count - 1)
             guard length > 0 else { continue }
-            link[length] = 0
-            let target = String(cString: link)
+            let target = String(decoding: link[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
             guard target == "/dev/ptmx" || target.hasSuffix("/ptmx") else { continue }
             guard let text = bytes("/proc/\(pid)/fdinfo/\(fd)"), field(text, "tty-index:") == "\(index)" else {
                 continue
@@ -214,8 +213,7 @@ enum RemoteSession {
             var name = "fd \(fd) of pid \(pid)"
             let length = readlink(path, &link, link.count - 1)
             if length > 0 {
-                link[length] = 0
-                name = String(cString: link)
+                name = String(decoding: link[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
                 if name.hasPrefix("/dev/") { name.removeFirst(5) }
             }
             return (name, info)

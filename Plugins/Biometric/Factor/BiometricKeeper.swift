@@ -35,13 +35,7 @@ public final class BiometricKeeper: FactorKeeper {
         self.matcher = matcher
         gate = AttemptGate(
             factor: .biometric, store: store, clock: clock, schedule: schedule, codes: BiometricAuthenticator.codes)
-        self.newDomainState =
-            newDomainState ?? {
-                var generator = SystemRandomNumberGenerator()
-                return (0..<BiometricEnrollment.domainStateLength).map { _ in
-                    UInt8.random(in: 0...255, using: &generator)
-                }
-            }
+        self.newDomainState = newDomainState ?? { randomBytes(BiometricEnrollment.domainStateLength) }
     }
 
     /// Why `finger` cannot name a finger, or nil.

@@ -78,10 +78,7 @@ final class KeyDevice: @unchecked Sendable {
     static func describe(_ code: Int32) -> String { String(cString: fido_strerr(code)) }
 
     /// Fresh random bytes for a challenge: each attempt signs a new one, so no assertion can be replayed.
-    static func challenge() -> [UInt8] {
-        var generator = SystemRandomNumberGenerator()
-        return (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-    }
+    static func challenge() -> [UInt8] { randomBytes(32) }
 }
 
 /// What the person typed for the key (its PIN), as libfido2 takes it: a C string, wiped when dropped. Shared with
