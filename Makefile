@@ -91,11 +91,20 @@ lint:
 # The suite runs in a private mount namespace where /etc, /tmp, /run, /dev and the login records are copies
 # (scripts/test-isolated.sh): a run killed midway cannot leave a user or a sudoers entry behind. It ends by checking
 # that the real files are as it found them.
-test: deps lint module cli daemon lock harness
+test: deps lint module cli daemon lock harness build/promtool
 	$(SWIFT) build --build-tests
 	scripts/test-isolated.sh bash -c 'scripts/test-install.sh && \
 		$(SWIFT) test --skip-build --parallel 2>&1 | tee .build/test-output.txt | \
 		grep -vE "^(◇|\[[0-9]+/[0-9]+\]|Test Case .* started)"; exit $${PIPESTATUS[0]}'
+
+# promtool alone, to check the alert rules keywayd(8) and the guide give: unpacked from Debian's prometheus package,
+# not installed, so no Prometheus server is started on the machine.
+build/promtool:
+	@mkdir -p build/prometheus-deb
+	cd build/prometheus-deb && { apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; }; }
+	dpkg-deb -x build/prometheus-deb/prometheus_*.deb build/prometheus-deb/root
+	cp build/prometheus-deb/root/usr/bin/promtool build/promtool.new && mv -f build/promtool.new build/promtool
+	rm -rf build/prometheus-deb
 
 # Kills the system-touching tests at random points, then shows the system unchanged (scripts/test-kill.sh).
 test-kill: deps module cli daemon harness

@@ -235,6 +235,95 @@ struct OperatorTests {
         #expect(lockout.text.contains("keyway status --user @KEYWAY_USER@\" shows the counters"), "\(lockout.text)")
     }
 
+    /// The alert rules keywayd(8) and the guide give, as an administrator would paste them: the man page's block
+    /// whole, the guide's rule inside a group.
+    static func documentedRules() throws -> (manual: String, guide: String) {
+        let manual = try String(contentsOfFile: packageRoot + "/man/keywayd.8", encoding: .utf8)
+            .components(separatedBy: "\n")
+        let start = try #require(manual.firstIndex { $0.hasPrefix("An alert on many lockouts") })
+        let open = try #require(manual[start...].firstIndex(of: ".nf"))
+        let close = try #require(manual[open...].firstIndex(of: ".fi"))
+        let block = manual[(open + 1)..<close].joined(separator: "\n")
+            .replacingOccurrences(of: "\\-", with: "-").replacingOccurrences(of: "\\\\", with: "\\")
+        let guide = try String(contentsOfFile: packageRoot + "/docs/GUIDE.md", encoding: .utf8)
+            .components(separatedBy: "\n")
+        let intro = try #require(guide.firstIndex { $0.hasPrefix("An alert on a guessing attack") })
+        let fence = try #require(guide[intro...].firstIndex(of: "```yaml"))
+        let end = try #require(guide[(fence + 1)...].firstIndex(of: "```"))
+        let rules = guide[(fence + 1)..<end].map { "      " + $0 }.joined(separator: "\n")
+        return (block + "\n", "groups:\n  - name: guide\n    rules:\n" + rules + "\n")
+    }
+
+    @Test("the documented alert rules: promtool accepts them, and they fire on a lockout burst and a store away only")
+    func documentedAlerts() throws {
+        let promtool = packageRoot + "/build/promtool"  // make tools: unpacked from Debian's prometheus package
+        var template = Array("/tmp/keyway-alerts.XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (manual, guide) = try Self.documentedRules()
+        try manual.write(toFile: directory + "/keywayd.8.yml", atomically: true, encoding: .utf8)
+        try guide.write(toFile: directory + "/guide.yml", atomically: true, encoding: .utf8)
+        let checked = try run(promtool, ["check", "rules", directory + "/keywayd.8.yml", directory + "/guide.yml"])
+        #expect(checked.status == 0, "\(checked.text)")
+        #expect(checked.text.contains("SUCCESS: 2 rules found") && checked.text.contains("SUCCESS: 1 rules found"))
+
+        // Every series the rules read is one keywayd writes, with the labels they select on.
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        fixture.startDaemon()
+        let exposition = try run(cliPath, ["--socket", fixture.socket, "metrics"])
+        #expect(exposition.text.contains("# TYPE keyway_events_total counter"), "\(exposition.text)")
+        #expect(exposition.text.contains("# TYPE keyway_store_up gauge"), "\(exposition.text)")
+        let selected = (manual + guide).components(separatedBy: "event=\"").dropFirst().map {
+            String($0.prefix { $0 != "\"" })
+        }
+        #expect(!selected.isEmpty)
+        for event in selected {
+            #expect(
+                Event.Kind(rawValue: event) != nil, "the rules select event=\"\(event)\", which keywayd never counts")
+        }
+
+        // Eleven minutes of two hosts: one locked out 3 times a minute from the start, one once a minute whose store
+        // goes away at minute 3. Only the first is attacked; only the second's store is away.
+        let tests = """
+            rule_files: [keywayd.8.yml, guide.yml]
+            evaluation_interval: 1m
+            tests:
+              - interval: 1m
+                input_series:
+                  - series: 'keyway_events_total{event="lockout",factor="gesture",instance="attacked"}'
+                    values: '0+3x10'
+                  - series: 'keyway_events_total{event="lockout",factor="gesture",instance="quiet"}'
+                    values: '0+1x10'
+                  - series: 'keyway_store_up{instance="attacked"}'
+                    values: '1x10'
+                  - series: 'keyway_store_up{instance="quiet"}'
+                    values: '1 1 1 0 0 0 0 0 0 0 0'
+                alert_rule_test:
+                  - eval_time: 2m
+                    alertname: KeywayManyLockouts
+                    exp_alerts: []
+                  - eval_time: 6m
+                    alertname: KeywayManyLockouts
+                    exp_alerts:
+                      - exp_labels: { severity: warning, instance: attacked }
+                        exp_annotations: { summary: "15 Keyway lockouts in 5 minutes on attacked" }
+                      - exp_labels: { severity: warning, instance: attacked }
+                        exp_annotations: { summary: "15 Keyway lockouts in 5 minutes on attacked" }
+                  - eval_time: 2m
+                    alertname: KeywayDatabaseAway
+                    exp_alerts: []
+                  - eval_time: 4m
+                    alertname: KeywayDatabaseAway
+                    exp_alerts:
+                      - exp_labels: { severity: critical, instance: quiet }
+            """
+        try tests.write(toFile: directory + "/tests.yml", atomically: true, encoding: .utf8)
+        let tested = try run(promtool, ["test", "rules", directory + "/tests.yml"])
+        #expect(tested.status == 0, "\(tested.text)")
+        #expect(tested.text.contains("SUCCESS"), "\(tested.text)")
+    }
+
     @Test("keyway health: all well 0; store read-only 2; keywayd stopped 2; the fleet's database stopped 2")
     func healthInFourStates() throws {
         try requireIsolation()  // mounts in the private namespace
