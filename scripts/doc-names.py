@@ -9,8 +9,9 @@
 
 - a type (`TrustedFile`) that no Swift source declares (struct, enum, class, protocol, actor, typealias or
   extension) and that is not a target in Package.swift;
-- a member (`OneTimeCode.mismatchFingerprint`, `ExitStatus.status(for:)`) that none of the files declaring or
-  extending its type declares (func, var, let or case): a member that moved to another type is stale;
+- a member (`OneTimeCode.mismatchFingerprint`, `ExitStatus.status(for:)`) or nested type (`Prompt.Wake`) that none
+  of the files declaring or extending its type declares (func, var, let or case; struct, enum, class, protocol,
+  actor or typealias): a member that moved to another type is stale;
 - a file (`Relay.swift`) that no source folder holds, or a path (`scripts/pg-cluster.sh`, `Plugins/FIDO2/Key`)
   that does not exist;
 - one of Keyway's C or SQL functions (`keyway_errno`, `keyway_is_use(…)`) that no source mentions.
@@ -39,9 +40,9 @@ ELSEWHERE = {
     "PrepareForSleep": "logind's D-Bus signal", "EnrollStatus": "fprintd's D-Bus signal",
     "DeleteEnrolledFinger2": "fprintd's D-Bus method",
 }
-PLACEHOLDERS = {"NAME", "PATH", "Tests/NAMETests"}
+PLACEHOLDERS = {"NAME", "PATH", "Tests/NAMETests", "Type", "Type.member", "Type.Nested"}
 
-TYPE_OR_MEMBER = re.compile(r"^([A-Z][A-Za-z0-9]+)(?:\.([a-z][A-Za-z0-9]*))?(?:\(.*\))?$")
+TYPE_OR_MEMBER = re.compile(r"^([A-Z][A-Za-z0-9]+)(?:\.([A-Za-z][A-Za-z0-9]*))?(?:\(.*\))?$")
 SWIFT_FILE = re.compile(r"^([A-Z][A-Za-z0-9]+)\.swift$")
 FUNCTION = re.compile(r"^(keyway_[a-z0-9_]+)(?:\(.*\))?$")
 PATH = re.compile(r"^(?:" + "|".join(PATH_ROOTS) + r")/[\w./-]*$")
@@ -90,8 +91,11 @@ class Sources:
                 return None if kind in self.targets else f"no source declares the type {kind}"
             if member is None:
                 return None
-            declared = re.compile(
-                r"\b(?:func|var|let|case)\s+`?" + member + r"\b|\bcase\b[^\n]*[ ,]" + member + r"\b")
+            if member[0].isupper():
+                declared = re.compile(r"\b(?:struct|enum|class|protocol|actor|typealias)\s+" + member + r"\b")
+            else:
+                declared = re.compile(
+                    r"\b(?:func|var|let|case)\s+`?" + member + r"\b|\bcase\b[^\n]*[ ,]" + member + r"\b")
             if any(declared.search(self.swift[path]) for path in self.declaring[kind]):
                 return None
             return f"{kind} declares no member {member} (in {', '.join(sorted(self.relative(p) for p in self.declaring[kind]))})"
@@ -164,6 +168,11 @@ def case_function_gone(root):
     return r"docs/ARCHITECTURE.md:\d+: `keyway_is_spent\(record\)`: no source mentions keyway_is_spent"
 
 
+def case_nested_type_gone(root):
+    append(root, "A wake is a `Prompt.Wakez`.")
+    return r"docs/ARCHITECTURE.md:\d+: `Prompt.Wakez`: Prompt declares no member Wakez"
+
+
 def case_type_renamed_in_code(root):
     path = os.path.join(root, "Sources", "KeywayPlatform", "MonotonicClock.swift")
     with open(path, encoding="utf-8") as file:
@@ -179,6 +188,7 @@ SELF_TEST_CASES = [
     ("(c) a file or path that is not there", case_file_renamed),
     ("(d) a C or SQL function no source has", case_function_gone),
     ("(e) a type renamed in the code but not in the document", case_type_renamed_in_code),
+    ("(f) a nested type its type does not declare", case_nested_type_gone),
 ]
 
 

@@ -104,17 +104,7 @@ final class LineReader {
 /// Writes `line` to `descriptor` whole (a pipe: a write of at most PIPE_BUF bytes is atomic; a longer one is
 /// looped). False when the reader is gone.
 @discardableResult
-func send(_ line: Line, to descriptor: Int32) -> Bool {
-    let bytes = Array(line.encoded.utf8)
-    var written = 0
-    while written < bytes.count {
-        let count = bytes[written...].withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        if count < 0 && errno == EINTR { continue }
-        guard count > 0 else { return false }
-        written += count
-    }
-    return true
-}
+func send(_ line: Line, to descriptor: Int32) -> Bool { Descriptor.write(line.encoded, to: descriptor) }
 
 /// A child process of this program in another role, joined to its parent by two pipes: its standard input is
 /// `input` (the parent writes), its standard output is `output` (the parent reads). Standard error is shared.

@@ -33,7 +33,7 @@ final class TerminalConversation: Conversation {
             line = Self.readLine(from: tty)
             if let silent {
                 silent.restore(flush: true)
-                _ = write(tty, "\n", 1)
+                Descriptor.write("\n", to: tty)
             }
         }
         guard let line else { return .cancel }

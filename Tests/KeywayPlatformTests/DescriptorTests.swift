@@ -50,16 +50,19 @@ struct DescriptorTests {
         reader.start()
         let writer = pthread_self()
         let writing = Atomic<Bool>(true)
+        let interrupterDone = DispatchSemaphore(value: 0)
         let interrupter = Thread {
             while writing.load(ordering: .relaxed) {
                 pthread_kill(writer, SIGUSR1)
                 usleep(1000)
             }
+            interrupterDone.signal()
         }
         interrupter.start()
 
         let written = Descriptor.write(bytes, to: writeEnd)
         writing.store(false, ordering: .relaxed)
+        interrupterDone.wait()  // no signal still on its way when the handler and the mask are put back
         close(writeEnd)
         readerDone.wait()
         close(readEnd)

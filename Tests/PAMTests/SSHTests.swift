@@ -69,10 +69,12 @@ struct SSHTests {
         fixture.remove()
     }
 
-    /// Waits until the shell runs as `user` (it echoes a marker the typed command cannot show).
+    /// Waits until the shell runs as `user` (it echoes a marker the typed command cannot show). The command is typed
+    /// again every 5 seconds, as a person seeing nothing would: typed while the session was still being made, it can
+    /// be discarded (a terminal's mode set with TCSAFLUSH drops what was typed ahead), and a loaded machine takes
+    /// longer than a fixed wait. A retyped line that reaches a prompt instead is a wrong answer there, never a way in.
     func inShell(_ terminal: Terminal, as user: String) throws {
-        try terminal.type("echo IN-$(id -un)-SHELL")
-        try terminal.waitFor("IN-\(user)-SHELL", seconds: 20)
+        try terminal.type("echo IN-$(id -un)-SHELL", until: "IN-\(user)-SHELL")
     }
 
     @Test(

@@ -129,6 +129,6 @@ final class DirectTerminal {
     }
 
     private func show(_ text: String) {
-        _ = text.withCString { write(descriptor, $0, strlen($0)) }
+        Descriptor.write(text, to: descriptor)
     }
 }
