@@ -113,11 +113,14 @@ public struct AttemptGate: Sendable {
     }
 
     /// Records a verified success: resets this factor (keeping when it succeeded) and the factors it clears.
+    /// A success is dated after the one before it, even within one millisecond (two hosts of a fleet, or a fast
+    /// loop): a fleet's database lets a host lower counters only with a success that moves forward.
     public func settleSuccess(_ reservation: Reservation) throws(AuthenticationError) {
         try reservation.confirm()
         let now = clock.now()
         try store.updateAttempts(user: reservation.user, durable: false) { book in  // lost: stays counted
-            recordSuccess(at: now, in: &book)
+            let after = book[factor].lastSuccess.map { Timestamp(milliseconds: $0.milliseconds + 1) } ?? now
+            recordSuccess(at: max(now, after), in: &book)
         }
     }
 

@@ -82,6 +82,19 @@ struct AttemptGateTests {
         #expect(throws: AuthenticationError(.lockedOut)) { try b.reserve(for: "bob") }
     }
 
+    @Test("two successes in one millisecond are dated apart: a later success never equals the one before")
+    func successesMoveForward() throws {
+        let gate = gate(.passcode)
+        try gate.settleSuccess(try gate.reserve(for: "bob"))
+        let first = try #require(try store.attempts(user: "bob")[.passcode].lastSuccess)
+        #expect(first == clock.now())
+        try gate.settleSuccess(try gate.reserve(for: "bob"))  // the clock has not moved
+        #expect(try store.attempts(user: "bob")[.passcode].lastSuccess == Timestamp(milliseconds: first.milliseconds + 1))
+        clock.advance(by: .seconds(1))
+        try gate.settleSuccess(try gate.reserve(for: "bob"))
+        #expect(try store.attempts(user: "bob")[.passcode].lastSuccess == clock.now())
+    }
+
     @Test("a success of any factor ends the account streak: the limit counts consecutive failures")
     func accountStreakEndsOnAnySuccess() throws {
         let a = gate(ThrottleSchedule(), factor: gesture)
