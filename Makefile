@@ -1,19 +1,25 @@
 # Keyway — build, test and install. `make help` lists the targets.
 SWIFT ?= swift
 SHELL := /bin/bash
-APT_PACKAGES := pkgconf libsodium-dev libsqlite3-dev libpq-dev postgresql-15 pgbouncer libpam0g-dev libqrencode-dev qrencode oathtool sqlite3 pamtester libpam-wrapper sudo passwd login gcc make bc file python3-prometheus-client \
-	binutils fuse3 libfuse3-dev openssh-server openssh-client \
+# What the build and `make demo` use: the C toolchain and pkgconf beside Swift, the libraries keyway and keywayd link,
+# and the demo's pamtester under pam_wrapper. No server and nothing that starts a service (no sshd, fprintd, X,
+# PostgreSQL): installed without Recommends. Everything else is for the tests (`make check`).
+DEMO_PACKAGES := pkgconf gcc libc6-dev libstdc++-12-dev make binutils libsodium-dev libsqlite3-dev libpq-dev libpam0g-dev libqrencode-dev \
+	libdbus-1-dev libfido2-dev pamtester libpam-wrapper
+TEST_PACKAGES := postgresql-15 pgbouncer qrencode oathtool sqlite3 sudo passwd login bc file python3-prometheus-client \
+	fuse3 libfuse3-dev openssh-server openssh-client \
 	valgrind bsdextrautils procps util-linux systemd tmux \
-	libdbus-1-dev dbus-daemon dbus-bin fprintd libfprint-2-2 libpam-fprintd python3-dbus python3-dbusmock \
-	libfido2-dev fido2-tools libssl-dev libpam-u2f pamu2fcfg \
+	dbus-daemon dbus-bin fprintd libfprint-2-2 libpam-fprintd python3-dbus python3-dbusmock \
+	fido2-tools libssl-dev libpam-u2f pamu2fcfg \
 	libx11-dev libcairo2-dev xvfb xdotool x11-utils x11-xserver-utils xss-lock imagemagick
+APT_PACKAGES := $(DEMO_PACKAGES) $(TEST_PACKAGES)
 
 PREFIX ?= /usr/local
 # Where Debian keeps PAM modules (/lib/x86_64-linux-gnu/security on amd64); gcc knows the multiarch name.
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null)
 PAM_DIR ?= $(if $(MULTIARCH),/lib/$(MULTIARCH)/security,/lib/security)
 
-.PHONY: help deps build module cli daemon harness lint test test-kill harden check demo install uninstall deb test-deb bench fuzz print-pam-dir clean
+.PHONY: help deps demo-deps build module cli daemon harness lint test test-kill harden check demo install uninstall deb test-deb bench bench-quick fuzz print-pam-dir clean
 
 help:
 	@echo "make demo       install deps, build, enroll a throwaway user, authenticate through real PAM (no system file changed)"
@@ -31,33 +37,41 @@ help:
 	@echo "make deb        build/keyway_VERSION_ARCH.deb with debhelper (debian/); install with apt install ./build/keyway_*.deb"
 	@echo "make test-deb   build the .deb, lintian, install it, pam-auth-update, real sudo, remove, purge (root; CI runs it)"
 	@echo "make bench      Benchmarks/run: every figure beside its reference, one table (root; ~4 min)"
+	@echo "make bench-quick every section of Benchmarks/run with few samples; fails naming a broken section"
 	@echo "make fuzz       fuzz the parsers of hostile input with libFuzzer + ASan (FUZZ_SECONDS=60)"
 
-# Installs only what is missing, so repeated runs stay fast and offline-friendly.
-deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# Installs only what is missing, so repeated runs stay fast and offline-friendly: PACKAGES, then apt-get's options.
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) $$missing; \
 	fi
+endef
+
+deps: demo-deps
+	$(call apt_install,$(TEST_PACKAGES))
+
+demo-deps:
+	$(call apt_install,$(DEMO_PACKAGES),--no-install-recommends)
 
 build: deps
 	$(SWIFT) build
 
 # The deployable module, in Embedded Swift: libc and libpam only (scripts/build-module.sh). `swift build` still
 # compiles the same sources in full mode (the pam_keyway product), so both modes are built on every change.
-module: deps
+module: demo-deps
 	SWIFTC="$(dir $(shell command -v $(SWIFT)))swiftc" scripts/build-module.sh
 
 # Full RELRO for the release binaries (bound at start, GOT read-only), as Debian's hardening flags ask.
 RELEASE_LINK := -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
 
-cli: deps
+cli: demo-deps
 	$(SWIFT) build -c release --product keyway --disable-local-rpath --static-swift-stdlib $(RELEASE_LINK)
 	@mkdir -p build
 	cp .build/release/keyway build/keyway.new && mv -f build/keyway.new build/keyway
 
-daemon: deps
+daemon: demo-deps
 	$(SWIFT) build -c release --product keywayd --disable-local-rpath --static-swift-stdlib $(RELEASE_LINK)
 	@mkdir -p build
 	@# renamed into place: a running keywayd keeps its old file (a plain cp would fail, "text file busy")
@@ -119,10 +133,10 @@ harden: deps module cli daemon harness
 # Everything CI runs (.ci/run): the suite, then the hardening.
 # Every test: the suite, the kill tests, the hardening suite, then the Debian package end to end (it installs and
 # purges the package for real, with /etc a private copy; scripts/test-deb.sh says what it changes and restores).
-check: test test-kill harden test-deb
+check: test test-kill harden test-deb bench-quick
 
 # A real PAM authentication through pamtester under pam_wrapper, with a throwaway store: no system file changes.
-demo: deps module cli daemon
+demo: demo-deps module cli daemon
 	@scripts/demo.sh
 
 UNIT_DIR ?= $(PREFIX)/lib/systemd/system
@@ -181,11 +195,7 @@ uninstall:
 DEB_VERSION = $(shell dpkg-parsechangelog -S Version 2>/dev/null)
 DEB_ARCH = $(shell dpkg-architecture -qDEB_HOST_ARCH 2>/dev/null)
 deb: module cli daemon
-	@missing=""; for p in debhelper dpkg-dev; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
+	$(call apt_install,debhelper dpkg-dev)
 	dpkg-buildpackage -b -us -uc \
 		--buildinfo-option=-ubuild --buildinfo-file=build/keyway_$(DEB_VERSION)_$(DEB_ARCH).buildinfo \
 		--changes-option=-ubuild --changes-file=build/keyway_$(DEB_VERSION)_$(DEB_ARCH).changes
@@ -208,6 +218,10 @@ print-pam-dir:
 
 bench: deps module cli daemon harness
 	Benchmarks/run
+
+# Every section of Benchmarks/run with few samples: fails, naming the section and the command, when one breaks.
+bench-quick: deps module cli daemon harness
+	Benchmarks/run --quick
 
 clean:
 	$(SWIFT) package clean
