@@ -108,10 +108,12 @@ enum Health {
                         + "(systemctl restart keywayd)")
             }
             let warnings = configuration.warnings.isEmpty ? "" : ", \(configuration.warnings.count) warnings"
+            let files =
+                configuration.files.isEmpty
+                ? "no \(path ?? ConfigurationFiles.defaultPath), the built-in policies"
+                : configuration.files.joined(separator: ", ")
             return HealthCheck(
-                "configuration", .ok,
-                "valid: \(configuration.files.joined(separator: ", ")), \(configuration.policies.count) policies"
-                    + warnings)
+                "configuration", .ok, "valid: \(files), \(configuration.policies.count) policies" + warnings)
         }
     }
 }

@@ -343,6 +343,9 @@ struct OperatorTests {
         for check in ["OK: keywayd: answering", "OK: store: ", "OK: configuration: valid"] {
             #expect(well.output.contains { $0.hasPrefix(check) }, "\(check): \(well.text)")
         }
+        // The files read, or the one that is missing: never an empty name ("valid: , 10 policies").
+        let configuration = well.output.first { $0.hasPrefix("OK: configuration: valid") } ?? ""
+        #expect(configuration.contains(".conf") && !configuration.contains("valid: ,"), "\(configuration)")
         // Anyone may ask: a monitoring agent runs as its own user.
         let nobody = try health(fixture.socket, as: "65534")
         #expect(nobody.status == 0, "\(nobody.text)")
