@@ -23,6 +23,11 @@ final class Painter {
     private var messages: [(text: String, isError: Bool)] = []
     /// When the wrong pattern was shown, for the shake and for clearing it.
     private var judgedAt: Int64 = 0
+    /// How many wrong patterns this drawing process has shown. The red lasts 1.2 s; the count stays, so a reader of
+    /// `words` that looks less often than that (a test under load) still learns that the verdict was shown.
+    private var wrongShown = 0
+    /// How many prompts this drawing process was given: a reader tells a new prompt from the one before it.
+    private var promptsShown = 0
     private let input = LineReader(0)
 
     /// What the person is asked now.
@@ -143,6 +148,7 @@ final class Painter {
         guard trace.state == .submitted else { return }
         trace.judged(right: false)
         judgedAt = MonotonicClock.milliseconds()
+        wrongShown += 1
     }
 
     private func prompt(_ line: Line) {
@@ -152,6 +158,7 @@ final class Painter {
         let prompt = PromptMarkReader(parts.count > 1 ? String(parts[1]) : "")
         judgeWrongIfWaiting()
         field = []
+        promptsShown += 1
         if prompt.factor == FactorKind.gesture.rawValue {
             asking = .grid(id: id, invitation: prompt.fields["invitation"], fallback: prompt.fields["fallback"])
         } else {
@@ -275,6 +282,8 @@ final class Painter {
         }
         lines += messages.map { $0.text }
         lines.append("grid: \(trace.state)")
+        lines.append("wrong patterns shown: \(wrongShown)")
+        lines.append("prompts shown: \(promptsShown)")
         return lines.joined(separator: "\n")
     }
     private var said = ""
@@ -302,12 +311,16 @@ final class Painter {
     }
 
     private func draw() {
-        publishWords()
+        // The words are said after the frame they describe is drawn, on the same connection: the X server runs one
+        // client's requests in order, so whoever reads the words finds that frame already on the screen.
+        defer {
+            publishWords()
+            XFlush(display)
+        }
         guard let cr = cairo_create(surface) else { return }
         defer {
             cairo_destroy(cr)
             cairo_surface_flush(surface)
-            XFlush(display)
         }
         cairo_push_group(cr)
         set(cr, .background)
