@@ -305,12 +305,18 @@ struct KeywaydTests {
         let activator = try Started(
             "/usr/bin/systemd-socket-activate",
             ["-l", fixture.socket, daemonPath, "--store", fixture.store, "--idle-exit", "2"], separateErrors: true)
+        // keywayd is started by the first connection: up to 30 s on a loaded machine, the last refusal kept.
         var status: [UserStatus]? = nil
-        for _ in 0..<100 where status == nil {
-            status = try? client.status(of: "alice")
-            if status == nil { usleep(50_000) }
+        var refusal = ""
+        waitUntil("an answer through the activated socket", seen: { refusal }) {
+            do throws(AuthenticationError) {
+                status = try client.status(of: "alice")
+            } catch {
+                refusal = "\(error)"
+            }
+            return status != nil
         }
-        #expect(status?.first?[.gesture]?.enrolled != nil, "no answer through the activated socket")
+        #expect(status?.first?[.gesture]?.enrolled != nil, "no answer through the activated socket: \(refusal)")
         let unlock = try run(
             cliPath, ["--socket", fixture.socket, "unlock", "--user", "alice", "--policy", "pattern", "--stdin"],
             input: "2-4-9-3\n")

@@ -34,6 +34,15 @@ struct SensorPeerTests {
         return false
     }
 
+    /// Waits until the rival's loop holds the sensor (keywayd listens at it): had the victim come first, it would
+    /// hold the sensor itself and no rival lease would be ended for it, however long a loaded machine took.
+    func rivalHoldsSensor() {
+        let socket = fixture.sensor + "/sensor.sock"
+        waitUntil("the rival's lease", seen: { "no \(socket); keywayd's log:\n\(fixture.daemonLog)" }) {
+            FileManager.default.fileExists(atPath: socket)
+        }
+    }
+
     func setUp() throws -> (victim: (uid: String, gid: String), rival: (uid: String, gid: String)) {
         try requireIsolation()
         #expect(try TestAccounts.add("kwsvictim"))
@@ -122,7 +131,7 @@ struct SensorPeerTests {
                 fixture.socket, "kwsrival", "10",
             ])
         defer { _ = loop.finish() }
-        usleep(500_000)
+        rivalHoldsSensor()
         // The victim's `first of` (touch or pattern): its prompt waits for Enter, which the test presses only after
         // the touch, as a person who touched the sensor does.
         let enter = fixture.directory + "/enter"
@@ -151,7 +160,7 @@ struct SensorPeerTests {
                 "--reuid=\(rival.uid)", "--regid=\(rival.gid)", "--clear-groups", "--", hostilePath, "rearm",
                 fixture.socket, "kwsrival", "8",
             ])
-        usleep(500_000)
+        rivalHoldsSensor()
         let start = Date()
         let waiting = try startedBy(victim.uid, "bio", "kwsvictim")
         #expect(logged("lease for kwsrival ended after 3 s", within: 8), "\(fixture.daemonLog)")

@@ -52,10 +52,15 @@ final class StallingFUSE {
             ["-c", "cc -o \"$1/stall\" \"$1/stall.c\" $(pkg-config --cflags --libs fuse3)", "sh", directory])
         guard built.status == 0 else { throw Failure(description: "cannot build the FUSE server: \(built.text)") }
         server = try Started(directory + "/stall", ["-f", "-o", "allow_other,fsname=keyway-stall", directory + "/mnt"])
-        for _ in 0..<100 where !FileManager.default.fileExists(atPath: directory + "/mnt/file") { usleep(50_000) }
-        guard FileManager.default.fileExists(atPath: directory + "/mnt/file") else {
+        // Up to 30 s: a loaded machine can take that long to start the server.
+        let mounted = directory + "/mnt/file"
+        for _ in 0..<600 where !FileManager.default.fileExists(atPath: mounted) && server.process.isRunning {
+            usleep(50_000)
+        }
+        guard FileManager.default.fileExists(atPath: mounted) else {
+            let running = server.process.isRunning
             stop()
-            throw Failure(description: "the FUSE file system did not mount")
+            throw Failure(description: "the FUSE file system did not mount in 30 s (its server running: \(running))")
         }
     }
 

@@ -562,3 +562,23 @@ final class ForeignTerminal: @unchecked Sendable {
         process.waitUntilExit()
     }
 }
+
+/// Waits until `condition` holds, looking every 50 ms for at most `seconds` (30 unless given: on a loaded machine a
+/// process can take that long to start), and returns whether it did. On the deadline it records an issue naming
+/// `what` was awaited and what `seen` shows then, so a failure says where things stood rather than that time ran out.
+@discardableResult
+func waitUntil(
+    _ what: String, seconds: Double = 30, seen: () -> String, sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () -> Bool
+) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while !condition() {
+        guard Date() < deadline else {
+            Issue.record(
+                "\(what) did not happen within \(Int(seconds)) s; last seen: \(seen())", sourceLocation: sourceLocation)
+            return false
+        }
+        usleep(50_000)
+    }
+    return true
+}

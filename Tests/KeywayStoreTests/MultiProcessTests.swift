@@ -32,8 +32,7 @@ struct MultiProcessTests {
         let probes = try users.flatMap { user in
             try (0..<3).map { try Probe(["attempt", scratch.store, user, "wrong-\($0)", kdfLog, barrier]) }
         }
-        usleep(200_000)
-        _ = FileManager.default.createFile(atPath: barrier, contents: Data())
+        release(probes.count, at: barrier)
         let outcomes = probes.map { $0.finish().joined() }
         #expect(outcomes.allSatisfy { $0 == "mismatch" }, "\(outcomes)")
         let store = try scratch.open(create: false)

@@ -2,6 +2,7 @@ import Foundation
 import KeywayCore
 import KeywayPlatform
 import KeywayStore
+import Testing
 
 /// A fresh 0700 directory under /tmp, removed by `remove()`.
 struct Scratch {
@@ -128,9 +129,25 @@ struct GuessAttack {
         let probes = try (0..<processes).map { index in
             try Probe(["attempt", location, "alice", "wrong-\(index)", kdfLog, barrier], shell: environment)
         }
-        usleep(300_000)  // let every process reach the barrier
-        _ = FileManager.default.createFile(atPath: barrier, contents: Data())
+        release(processes, at: barrier)
         outcomes = probes.map { $0.finish().joined() }
         kdfRuns = (try? String(contentsOfFile: kdfLog, encoding: .utf8))?.split(separator: "\n").count ?? 0
     }
+}
+
+/// Opens `barrier` once all `count` probes wait at it (each leaves `BARRIER-PID` on arriving), so they attempt at
+/// one moment however long a loaded machine takes to start them; a fixed pause let a late one attempt alone, after
+/// the others. On the deadline (30 s) the issue says how many had arrived, and the barrier opens anyway.
+func release(_ count: Int, at barrier: String) {
+    let directory = (barrier as NSString).deletingLastPathComponent
+    let prefix = (barrier as NSString).lastPathComponent + "-"
+    func arrived() -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).filter { $0.hasPrefix(prefix) }
+    }
+    let deadline = Date().addingTimeInterval(30)
+    while arrived().count < count && Date() < deadline { usleep(10_000) }
+    let waiting = arrived()
+    if waiting.count < count { Issue.record("\(waiting.count) of \(count) probes reached the barrier in 30 s") }
+    for name in waiting { unlink(directory + "/" + name) }
+    _ = FileManager.default.createFile(atPath: barrier, contents: Data())
 }

@@ -142,8 +142,13 @@ struct OperatorTests {
         let printed = try run(cliPath, ["--socket", fixture.socket, "metrics"])
         #expect(printed.status == 0, "\(printed.text)")
         try check(printed.text + "\n", "keyway metrics")
-        usleep(1_500_000)  // the textfile is written at most once a second
-        try check(try String(contentsOfFile: fixture.metrics, encoding: .utf8), "the textfile")
+        // The textfile is written at most once a second: waited for until it holds the last decision.
+        var textfile = ""
+        waitUntil("the textfile's fourth decision", seen: { textfile }) {
+            textfile = (try? String(contentsOfFile: fixture.metrics, encoding: .utf8)) ?? ""
+            return (try? Exposition(textfile))?.value("keyway_decision_duration_seconds_count") == 4
+        }
+        try check(textfile, "the textfile")
         // An idle exit (here a kill) loses no count: the next keywayd takes them back from its file.
         fixture.stopDaemon()
         fixture.startDaemon()

@@ -151,11 +151,14 @@ struct TOTPModuleTests {
         let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
         let key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
         let right = try oathtool(key)
-        for typo in ["12345", right == "000000" ? "000001" : "000000", "abcdef"] {
+        // Each typo once the one before is answered, as a person reads the answer before typing again.
+        let typos = [("12345", "a code is "), (right == "000000" ? "000001" : "000000", "current code")]
+        for (typo, answer) in typos {
             try terminal.type(typo)
-            usleep(300_000)
+            try terminal.waitFor(answer, seconds: 30)
         }
-        let done = try terminal.waitFor("[exit ")
+        try terminal.type("abcdef")
+        let done = try terminal.waitFor("[exit ", seconds: 30)
         #expect(done.contains("[exit 5]"), "\(done)")
         #expect(done.contains("nothing was saved"), "\(done)")
         #expect(done.contains("current code"), "each typo is answered: \(done)")
