@@ -105,10 +105,17 @@ struct SSHTests {
         // screen says until when, in words.
         let valid = try [-30, 0, 30, 60].map { try oathtool(key, offset: $0) }
         let wrong = (1...9).map { String(repeating: String($0), count: 6) }.filter { !valid.contains($0) }
+        var prompts = 2
         for guess in wrong where !screen.contains("try again") {
+            // Each guess once the one before is answered: the next prompt, or the lockout's words. A guess typed
+            // before its prompt can be read by nobody.
             try terminal.type(guess)
-            usleep(700_000)
-            screen = try terminal.screen()
+            prompts += 1
+            waitUntil("the answer to \(guess)", seen: { screen }) {
+                screen = (try? terminal.screen()) ?? screen
+                return screen.components(separatedBy: "Verification code:").count - 1 >= prompts
+                    || screen.contains("try again")
+            }
         }
         screen = try terminal.waitFor("try again", seconds: 10)
         #expect(screen.contains("Too many failed attempts"), "\(screen)")
