@@ -93,6 +93,36 @@ struct HostilePeerTests {
             ["--reuid=\(attacker.uid)", "--regid=\(attacker.gid)", "--clear-groups", "--", hostilePath] + arguments)
     }
 
+    /// The hostile program as the attacker, started, and waited for until its attack is in place: `refused` and
+    /// `admitted` say so after their first round, in a file of the fixture's made for them (KEYWAY_HOSTILE_READY).
+    func startAttackInPlace(_ attacker: (uid: String, gid: String), _ arguments: [String]) throws -> Started {
+        let mark = freshMark("attack-in-place")
+        let running = try Started(
+            "/usr/bin/setpriv",
+            ["--reuid=\(attacker.uid)", "--regid=\(attacker.gid)", "--clear-groups", "--", hostilePath] + arguments,
+            environment: ["KEYWAY_HOSTILE_READY": mark])
+        awaitMark(mark, of: running, "keyway-hostile \(arguments.joined(separator: " ")) in place")
+        return running
+    }
+
+    /// An empty file in the fixture's directory that any user may write: an attacker's mark.
+    func freshMark(_ name: String) -> String {
+        let path = fixture.directory + "/" + name
+        unlink(path)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
+        chmod(path, 0o666)
+        return path
+    }
+
+    /// Waits for `running` to write its mark at `path` (or to end: what it printed then says why).
+    func awaitMark(_ path: String, of running: Started, _ what: String) {
+        var mark = ""
+        _ = waitUntil(what, seen: { "the mark \"\(mark)\", running \(running.process.isRunning)" }) {
+            mark = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            return !mark.isEmpty || !running.process.isRunning
+        }
+    }
+
     /// The hostile program as the attacker, to its end.
     func attack(_ mode: String, _ attacker: (uid: String, gid: String), _ arguments: [String]) throws -> Run {
         try startAttack(attacker, arguments).finish()
@@ -110,8 +140,7 @@ struct HostilePeerTests {
             ("refused", "tcp"), ("admitted", "tcp"), ("refused", "listener"),
             ("admitted", "listener"), ("refused", "pty"), ("admitted", "pty"),
         ] {
-            let running = try startAttack(attacker, [kind, fixture.socket, "3", passing])
-            usleep(700_000)
+            let running = try startAttackInPlace(attacker, [kind, fixture.socket, "3", passing])
             var slowest: Int64 = 0
             for _ in 0..<5 { slowest = max(slowest, try victim()) }
             let report = running.finish()
@@ -139,7 +168,9 @@ struct HostilePeerTests {
 
     /// A listening Unix socket whose unaccepted connection carries a lingering TCP socket (SO_LINGER 60 s, a full send
     /// queue, a peer that never reads), passed to keywayd's socket `argv[1]` and let go of at once, so keywayd's close
-    /// of the listener would be the one to release it; the program then waits `argv[2]` seconds.
+    /// of the listener would be the one to release it. Once keywayd has ended that connection (it disposes of what
+    /// came with a message before it closes the connection) the program says so in the file `argv[3]`, then waits
+    /// `argv[2]` seconds.
     static let listenerAttack = """
         import array, socket, struct, sys, time
         tcp = socket.socket(); tcp.bind(("127.0.0.1", 0)); tcp.listen(1)
@@ -159,6 +190,12 @@ struct HostilePeerTests {
         keywayd = socket.socket(socket.AF_UNIX); keywayd.connect(sys.argv[1])
         keywayd.sendmsg([b"A"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [listener.fileno()]))])
         listener.close()
+        keywayd.settimeout(30)
+        try:
+            keywayd.recv(1)
+            open(sys.argv[3], "a").write("ended by keywayd\n")
+        except OSError:
+            pass
         time.sleep(float(sys.argv[2]))
         """
 
@@ -168,13 +205,14 @@ struct HostilePeerTests {
         defer { tearDown(mode) }
         let attacker = try setUp(mode)
         let pid = try #require(fixture.daemonProcess?.processIdentifier)
+        let mark = freshMark("listener-passed")
         let running = try Started(
             "/usr/bin/setpriv",
             [
                 "--reuid=\(attacker.uid)", "--regid=\(attacker.gid)", "--clear-groups", "--", "/usr/bin/python3", "-c",
-                Self.listenerAttack, fixture.socket, "3",
+                Self.listenerAttack, fixture.socket, "3", mark,
             ])
-        usleep(1_500_000)
+        awaitMark(mark, of: running, "keywayd's end of the connection that passed the listener")
         // A thread in a lingering close waits in the kernel's wait_woken (sk_stream_wait_close).
         let waits = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []).compactMap {
             try? String(contentsOfFile: "/proc/\(pid)/task/\($0)/wchan", encoding: .utf8)

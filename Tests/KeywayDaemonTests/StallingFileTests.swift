@@ -116,8 +116,7 @@ extension HostilePeerTests {
             deposit.text.contains(mode == "refuse" ? "deposited false" : "ended true"), "\(mode): \(deposit.text)")
         #expect(try touchAuthenticates(mode) == "PAM_SUCCESS", "\(mode): \(fixture.daemonLog)")
         for kind in ["refused", "admitted"] {
-            let running = try startAttack(attacker, [kind, fixture.socket, "3", "fuse:" + fuse.file])
-            usleep(700_000)
+            let running = try startAttackInPlace(attacker, [kind, fixture.socket, "3", "fuse:" + fuse.file])
             var slowest: Int64 = 0
             for _ in 0..<3 { slowest = max(slowest, try victim()) }
             // Another person over their own connections is still answered "busy" at once: their refusal is not

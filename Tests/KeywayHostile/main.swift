@@ -25,6 +25,9 @@
 //                                                  the lease
 //   keyway-hostile busy SOCKET                     hold this user's 4 connections and ask a status on a fifth: what
 //                                                  keywayd answered it, and in how many milliseconds
+//
+// With KEYWAY_HOSTILE_READY set (a file the test made, writable by this user), `refused` and `admitted` write a line
+// to it once their first round is done: the attack is in place, and the test times its victims from then on.
 import Glibc
 import KeywayCore
 import KeywayPlatform
@@ -194,6 +197,25 @@ func arm(_ socketPath: String, _ user: String) -> Int32 {
     return fd
 }
 
+/// Whether the attack has said it is in place (`markInPlace`).
+nonisolated(unsafe) var markedInPlace = false
+
+/// Writes `line` once to the file KEYWAY_HOSTILE_READY names, if it is set: the attack is in place.
+func markInPlace(_ line: String) {
+    guard !markedInPlace, let path = getenv("KEYWAY_HOSTILE_READY") else { return }
+    markedInPlace = true
+    let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+    guard fd >= 0 else { fail("\(String(cString: path)): \(String(cString: strerror(errno)))") }
+    Descriptor.write(line + "\n", to: fd)
+    close(fd)
+}
+
+/// Bytes sent on `fd` that its peer has not read yet (SIOCOUTQ).
+func unread(_ fd: Int32) -> Int32 {
+    var pending: Int32 = 0
+    return ioctl(fd, UInt(TIOCOUTQ), &pending) == 0 ? pending : -1
+}
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard arguments.count >= 2 else { fail("usage: see Tests/KeywayHostile/main.swift") }
 let socketPath = arguments[1]
@@ -224,6 +246,7 @@ case "refused", "admitted":
         usleep(50_000)
         close(extra)
         held.forEach { close($0) }
+        markInPlace("in place after round 1: passed \(passed) refused-by-kernel \(refusedByKernel)")
     }
     say("rounds \(rounds) passed \(passed) refused-by-kernel \(refusedByKernel)")
 case "lease":
@@ -324,8 +347,20 @@ case "deposit":
     close(lease)
     say("deposited \(sent) ended \(ended)")
 case "busy":
+    // The first byte of a request's length on each of the four: keywayd reads it once it has admitted and serves
+    // the connection, so when none is left unread here (SIOCOUTQ 0) keywayd holds all four, and the fifth comes then.
     let held = (0..<4).map { _ in connectOrFail(socketPath) }
-    usleep(100_000)  // keywayd has admitted the four before the fifth comes
+    for fd in held {
+        var zero: UInt8 = 0
+        guard send(fd, &zero, 1, Int32(MSG_NOSIGNAL)) == 1 else { fail("send: \(String(cString: strerror(errno)))") }
+    }
+    let admittedBy = MonotonicClock.milliseconds() + 10_000
+    while held.contains(where: { unread($0) != 0 }) {
+        guard MonotonicClock.milliseconds() < admittedBy else {
+            fail("keywayd did not read the four held connections in 10 s (unread bytes: \(held.map(unread)))")
+        }
+        usleep(1000)
+    }
     let start = MonotonicClock.milliseconds()
     let fifth = connectOrFail(socketPath)
     request(.status(user: "nobody-here"), over: fifth)

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// A datagram socket bound at a path, with a thread that keeps every datagram it receives: what the syslog and the
 /// journal captures listen with. The path is made 0666, so any user's process can send; `stop` closes and unlinks it.
@@ -30,28 +31,42 @@ final class DatagramSink: @unchecked Sendable {
             return nil
         }
         chmod(path, 0o666)
-        var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let thread = Thread { [self] in
-            var buffer = [UInt8](repeating: 0, count: 65_536)
             while !Thread.current.isCancelled {
-                let count = recv(descriptor, &buffer, buffer.count, 0)
-                if count > 0 { lock.withLock { received.append(Array(buffer[0..<count])) } }
+                var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                if poll(&ready, 1, 200) > 0 { lock.withLock { receiveQueued() } }
             }
         }
         reader = thread
         thread.start()
     }
 
-    /// Every datagram so far, after a pause for those on their way.
+    /// Takes every datagram queued on the socket now (the lock held): one taken is kept before the lock is let go.
+    private func receiveQueued() {
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = recv(descriptor, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            guard count >= 0 else { return }
+            received.append(Array(buffer[0..<count]))
+        }
+    }
+
+    /// Every datagram sent so far: those the reader kept and those still queued. A sender that has returned from its
+    /// send is in it; one that sends on its own time (a daemon, sshd) is waited for by the test, for the entry it
+    /// needs (`waitUntil`).
     var datagrams: [[UInt8]] {
-        usleep(300_000)
-        return lock.withLock { received }
+        lock.withLock {
+            receiveQueued()
+            return received
+        }
     }
 
     func stop() {
         reader?.cancel()
-        usleep(300_000)
+        // The reader leaves its poll within 200 ms; the socket is closed once it no longer reads it.
+        _ = waitUntil("the datagram reader's end at \(path)", seconds: 10, seen: { "still reading" }) {
+            reader?.isFinished ?? true
+        }
         close(descriptor)
         unlink(path)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Testing
 
 /// Receives what processes send to syslog: a datagram socket at /dev/log (bound there when no syslog daemon owns
 /// it, or bind-mounted over it in a private mount namespace when one does). One capture at a time in this process:
@@ -41,7 +42,19 @@ final class SyslogCapture: @unchecked Sendable {
         return try run(executable, arguments)
     }
 
+    /// Every line sent so far (a harness that has ended has sent all of its own).
     var lines: [String] { sink.datagrams.map { String(decoding: $0, as: UTF8.self) } }
+
+    /// Every line sent so far, once one of them is `needed` (for what another process, such as sshd, sends on its
+    /// own time); an issue, with the last lines seen, when none is within `seconds`.
+    func lines(waitingFor what: String, seconds: Double = 15, _ needed: (String) -> Bool) -> [String] {
+        var seen: [String] = []
+        _ = waitUntil(what, seconds: seconds, seen: { seen.suffix(20).joined(separator: "\n") }) {
+            seen = lines
+            return seen.contains(where: needed)
+        }
+        return seen
+    }
 
     func stop() {
         sink.stop()

@@ -118,9 +118,24 @@ func parallelGuesses(_ fleet: FleetHosts, user: String, count: Int, tag: String)
                 "passcode", user,
             ])
     }
-    usleep(1_500_000)  // every process at its prompt
+    awaitPrompts(guesses, waitingFor: guesses.map { _ in barrier })
     _ = FileManager.default.createFile(atPath: barrier, contents: Data())
     return guesses.map { $0.finish().result ?? "none" }
+}
+
+/// Waits until each harness in `guesses` is at its prompt, waiting for its file in `files` (it makes FILE.ready-PID
+/// there, pam/tests/harness.c `--answer-when`), or has ended.
+func awaitPrompts(_ guesses: [Started], waitingFor files: [String]) {
+    func waiting() -> [Bool] {
+        zip(guesses, files).map { guess, file in
+            FileManager.default.fileExists(atPath: "\(file).ready-\(guess.process.processIdentifier)")
+                || !guess.process.isRunning
+        }
+    }
+    _ = waitUntil(
+        "every guess at its prompt", seconds: 60,
+        seen: { "\(waiting().filter { $0 }.count) of \(guesses.count) at their prompt or ended" }
+    ) { !waiting().contains(false) }
 }
 
 @Suite("a fleet: several keywayd sharing one PostgreSQL database", .serialized)
@@ -469,7 +484,7 @@ struct FleetFailoverTests {
                             "passcode", "daemon",
                         ])
                 }
-                usleep(1_500_000)  // every process at its prompt
+                awaitPrompts(guesses, waitingFor: (0..<64).map { barrier + "\($0)" })
                 let releasing = Thread {
                     for index in 0..<64 {
                         _ = FileManager.default.createFile(atPath: barrier + "\(index)", contents: Data())

@@ -31,6 +31,18 @@ struct FprintdTests {
         bus.scan(id)
     }
 
+    /// How many times fprintd has logged `text` (its debug log: G_MESSAGES_DEBUG=all, scripts/fprintd-bus.sh).
+    func logged(_ bus: FprintdBus, _ text: String) -> Int { bus.fprintdLog.components(separatedBy: text).count - 1 }
+
+    /// keywayd's calls of fprintd's VerifyStop, as fprintd logs each method call. keywayd stops a verification only
+    /// once its lease has recorded what the verification gave (a match, say): its next step, or its release.
+    static let verifyStop = "to call method 'VerifyStop'"
+
+    /// Waits until fprintd has logged `text` more than `count` times.
+    func awaitLogged(_ bus: FprintdBus, _ text: String, after count: Int, _ what: String) {
+        _ = waitUntil(what, seen: { String(bus.fprintdLog.suffix(1500)) }) { logged(bus, text) > count }
+    }
+
     func failures() throws -> Int {
         try fixture.vault().status(of: Self.user).first?[.biometric]?.failures ?? -1
     }
@@ -229,8 +241,10 @@ struct FprintdTests {
             let terminal = try sudo(stack, "config=\(fixture.configPath)")
             defer { terminal.close() }
             try terminal.waitFor(prompt)
+            let stops = logged(reader, Self.verifyStop)
             scan(reader, "print-a", after: &seen)
-            usleep(300_000)  // the match reaches keywayd's lease before Enter asks for it
+            // The match has reached keywayd's lease before Enter asks for it: keywayd then stops the verification.
+            awaitLogged(reader, Self.verifyStop, after: stops, "keywayd's VerifyStop after the match")
             try terminal.type("")
             let screen = try terminal.waitFor("[exit ")
             #expect(screen.contains("\n0\n[exit 0]"), "\(screen)\n\(fixture.daemonLog)")
@@ -330,11 +344,16 @@ struct FprintdTests {
         // The same finger again, with another print (fprintd replaces it). A reader without identification, as this
         // one, verifies "any" against the user's first finger only (so does pam_fprintd), hence one finger here.
         do {
+            let enrollments = logged(reader, "start enrollment device")
             let terminal = try Terminal("\(cli) enroll biometric --user \(Self.user) --finger right-index")
             defer { terminal.close() }
+            // keywayd shows the first stage once fprintd's EnrollStart has returned, and each next one once fprintd has
+            // said the last passed: the reader is enrolling then, and takes the scan.
             for stage in 1...5 {
                 try terminal.waitFor("Swipe your finger across the reader (\(stage) of 5)")
-                usleep(200_000)
+                if stage == 1 {
+                    awaitLogged(reader, "start enrollment device", after: enrollments, "fprintd's enrollment start")
+                }
                 reader.scan("print-d")
             }
             let screen = try terminal.waitFor("[exit ")
@@ -374,11 +393,12 @@ struct FprintdTests {
         #expect(reader.fprintdLog.components(separatedBy: "EnrollStart").count == before)
         // Root's enrollment killed after one stage: keywayd stops it and releases the reader.
         do {
+            let enrollments = logged(reader, "start enrollment device")
             let terminal = try Terminal(
                 ([cliPath] + cli + ["enroll", "biometric", "--user", Self.user, "--finger", "left-index"])
                     .joined(separator: " "))
             try terminal.waitFor("Swipe your finger across the reader (1 of 5)")
-            usleep(200_000)
+            awaitLogged(reader, "start enrollment device", after: enrollments, "fprintd's enrollment start")
             reader.scan("print-d")
             try terminal.waitFor("Swipe your finger across the reader (2 of 5)")
             terminal.close()

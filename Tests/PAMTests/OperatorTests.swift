@@ -29,6 +29,19 @@ final class JournalCapture: @unchecked Sendable {
     /// Every entry so far, each parsed into its fields; an entry that is not exactly the native protocol is nil.
     var entries: [[String: String]?] { sink.datagrams.map(Self.parse) }
 
+    /// Every entry so far, once `needed` holds of them (keywayd sends its own on its own time); an issue, with the
+    /// last entries seen, when it does not within `seconds`.
+    func entries(waitingFor what: String, seconds: Double = 15, _ needed: ([[String: String]?]) -> Bool)
+        -> [[String: String]?]
+    {
+        var seen: [[String: String]?] = []
+        _ = waitUntil(what, seconds: seconds, seen: { "\(seen.suffix(10))" }) {
+            seen = entries
+            return needed(seen)
+        }
+        return seen
+    }
+
     /// The native protocol: `NAME=value\n`, or `NAME\n`, a 64-bit little-endian length, the value and `\n`.
     static func parse(_ bytes: [UInt8]) -> [String: String]? {
         var fields: [String: String] = [:]
@@ -180,7 +193,16 @@ struct OperatorTests {
         #expect(reset.status == 0, "\(reset.text)")
         let pass = try run(cliPath, ["--socket", fixture.socket, "pass", "issue", "--user", user])
         #expect(pass.status == 0, "\(pass.text)")
-        let all = capture.entries
+        // Each event's entry, the module's and keywayd's, waited for: keywayd may send its own after it has answered.
+        let expected: [(Event.Kind, Int)] = [
+            (.success, 1), (.failure, 2), (.lockout, 1), (.enrollment, 1), (.reset, 1), (.passIssued, 1),
+        ]
+        let all = capture.entries(waitingFor: "every event's journal entry for \(user)") { all in
+            let mine = all.compactMap { $0 }.filter { $0["KEYWAY_USER"] == user }
+            return expected.allSatisfy { kind, count in
+                mine.filter { $0["MESSAGE_ID"] == kind.messageID }.count >= count
+            }
+        }
         #expect(all.allSatisfy { $0 != nil }, "an entry is not the native protocol")
         let entries = all.compactMap { $0 }.filter { $0["KEYWAY_USER"] == user }
         func kind(_ kind: Event.Kind) -> [[String: String]] { entries.filter { $0["MESSAGE_ID"] == kind.messageID } }

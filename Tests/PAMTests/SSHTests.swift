@@ -137,8 +137,11 @@ struct SSHTests {
         defer { terminal.close() }
         try inShell(terminal, as: Self.newcomer)
         #expect(!(try terminal.screen()).contains("Verification code:"))
-        let allowed = capture.lines.filter { $0.contains("user=\(Self.newcomer)") && $0.contains("outcome=allowed") }
-        #expect(!allowed.isEmpty, "\(capture.lines)")
+        let logged = capture.lines(waitingFor: "sshd's log line allowing \(Self.newcomer)") {
+            $0.contains("user=\(Self.newcomer)") && $0.contains("outcome=allowed")
+        }
+        let allowed = logged.filter { $0.contains("user=\(Self.newcomer)") && $0.contains("outcome=allowed") }
+        #expect(!allowed.isEmpty, "\(logged)")
         #expect(allowed.allSatisfy { $0.contains("unenrolled=allow") }, "\(allowed)")
     }
 
@@ -179,8 +182,11 @@ struct SSHTests {
             try terminal.type(codes[7].uppercased())
             try inShell(terminal, as: Self.coder)
         }
-        let used = capture.lines.filter { $0.contains("user=\(Self.coder)") && $0.contains("recovery#1:succeeded") }
-        #expect(!used.isEmpty, "the log does not say a recovery code let \(Self.coder) in: \(capture.lines)")
+        let logged = capture.lines(waitingFor: "sshd's log line of \(Self.coder)'s recovery code") {
+            $0.contains("user=\(Self.coder)") && $0.contains("recovery#1:succeeded")
+        }
+        let used = logged.filter { $0.contains("user=\(Self.coder)") && $0.contains("recovery#1:succeeded") }
+        #expect(!used.isEmpty, "the log does not say a recovery code let \(Self.coder) in: \(logged)")
         let terminal = try Terminal(sshd.command(Self.coder))
         defer { terminal.close() }
         try terminal.waitFor("Verification code (Enter: use recovery):", seconds: 20)
@@ -291,17 +297,22 @@ struct SSHTests {
             defer { terminal.close() }
             try terminal.waitFor("Verification code:", seconds: 20)
             try terminal.type(typed)
-            usleep(500_000)
-            try terminal.type("echo IN-$(id -un)-SHELL")
-            let deadline = Date().addingTimeInterval(15)
-            var screen = try terminal.screen()
-            while Date() < deadline && !screen.contains("IN-\(Self.coder)-SHELL")
-                && screen.components(separatedBy: "Verification code:").count < 3
-            {
-                usleep(100_000)
-                screen = try terminal.screen()
+            // The code's outcome first: a shell's prompt (user@host:/$), ssh asking again, or the connection's end.
+            // Only a shell is typed into: an echo typed at the next code's prompt would be a code.
+            var screen = ""
+            func shell() -> Bool {
+                let after = screen.components(separatedBy: "Verification code:").last ?? ""
+                let last = after.split(separator: "\n").last ?? ""
+                return last.hasSuffix("$") || last.hasSuffix("#")
             }
-            return screen
+            let decided = waitUntil("the outcome of the code typed at ssh's prompt", seconds: 20, seen: { screen }) {
+                screen = (try? terminal.screen()) ?? screen
+                return shell() || screen.components(separatedBy: "Verification code:").count >= 3
+                    || screen.contains("[exit ")
+            }
+            guard decided && shell() else { return screen }
+            try terminal.type("echo IN-$(id -un)-SHELL")
+            return try (try? terminal.waitFor("IN-\(Self.coder)-SHELL", seconds: 15)) ?? terminal.screen()
         }
         let pass = try issue(["--for", "2h", "--uses", "1"])
         #expect(pass.count == 19, "\(pass)")

@@ -5,7 +5,8 @@
  *     --answer TEXT      answer the next prompt with TEXT (repeatable; "" is an empty answer)
  *     --answer-when FILE TEXT
  *                        answer the next prompt with TEXT once FILE exists (at most 30 s): a person who answers
- *                        after doing something else (touching the sensor while the prompt waits)
+ *                        after doing something else (touching the sensor while the prompt waits). At that prompt,
+ *                        before waiting, it makes the empty file FILE.ready-PID: it is there, waiting for FILE
  *     --null-answer      answer the next prompt with no response (the person gave up)
  *     --conv-error       make the conversation itself fail at the next prompt
  *     --huge-answer N    answer the next prompt with N bytes of 'x'
@@ -75,6 +76,14 @@ static long status_kb(const char *field) {
     return value;
 }
 
+/* FILE.ready-PID, made empty: this process is at a prompt, about to wait for FILE (--answer-when). */
+static void mark_waiting(const char *file) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s.ready-%ld", file, (long)getpid()) >= (int)sizeof path) return;
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd >= 0) close(fd);
+}
+
 static int converse(int count, const struct pam_message **messages, struct pam_response **responses, void *data) {
     struct script *script = data;
     struct pam_response *replies = calloc((size_t)count, sizeof *replies);
@@ -90,6 +99,7 @@ static int converse(int count, const struct pam_message **messages, struct pam_r
             if (!script->quiet) printf("%s: %s\n", m->msg_style == PAM_PROMPT_ECHO_ON ? "prompt-echo" : "prompt", m->msg);
             if (script->next >= script->count) { free(replies); return PAM_CONV_ERR; }
             struct answer a = script->answers[script->next++];
+            if (a.when) mark_waiting(a.when);
             for (int waited = 0; a.when && access(a.when, F_OK) != 0 && waited < 1500; waited++) usleep(20000);
             if (a.kind == CONV_ERROR) { free(replies); return PAM_CONV_ERR; }
             if (a.kind == ANSWER) {  /* the whole buffer, bytes after an embedded NUL included */
