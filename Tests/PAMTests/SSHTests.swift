@@ -361,7 +361,11 @@ struct SSHTests {
             try inShell(terminal, as: Self.coder)
             // As the person, not root: keyway asks them to prove it first (the code they just used is spent, so
             // Enter, then a recovery code), then shows the new key.
-            try terminal.type("clear; \(cliPath) --socket \(fixture.socket) enroll totp --user \(Self.coder)")
+            // The login's own prompt is still on the screen until `clear` has run: the command says when it has
+            // (printf's output differs from the line as typed), and only then is the prompt keyway's.
+            let enroll = "\(cliPath) --socket \(fixture.socket) enroll totp --user \(Self.coder)"
+            try terminal.type("clear; printf 'ENROLL%s\\n' -STARTS; \(enroll)")
+            try terminal.waitFor("ENROLL-STARTS")
             try terminal.waitFor("Verification code (Enter: use recovery):")
             try terminal.type("")
             try terminal.waitFor("Recovery code:")
@@ -381,6 +385,8 @@ struct SSHTests {
         try terminal.waitFor("Verification code (Enter: use recovery):", seconds: 20)
         try terminal.type(try oathtool(old, offset: 30))
         try terminal.waitFor("Not recognized")
+        // ssh reads an answer with the terminal flushed: the next code is typed once its prompt is there.
+        try terminal.waitFor("Verification code (Enter: use recovery):", count: 2)
         try terminal.type(try oathtool(key, offset: 30))
         try inShell(terminal, as: Self.coder)
     }
