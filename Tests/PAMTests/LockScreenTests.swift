@@ -254,12 +254,9 @@ struct LockScreenTests {
             for role in ["--draw", "--authenticate"] {
                 let pid = try #require(child(of: locker, role), "no \(role) process under the locker")
                 #expect(kill(pid, SIGKILL) == 0)
-                var again: pid_t?
-                #expect(
-                    waitUntil(seconds: 30) {
-                        again = child(of: locker, role).flatMap { $0 == pid ? nil : $0 }
-                        return again != nil || !locker.isRunning
-                    }, "\(role) was not started again: \(lockLog)")
+                waitUntil("\(role) started again", seen: { lockLog }) {
+                    child(of: locker, role).map { $0 != pid } == true || !locker.isRunning
+                }
                 #expect(locker.isRunning, "the lock ended when \(role) was killed: \(lockLog)")
                 let grab = try run(Self.probePath, ["grab"], environment: server.environment)
                 #expect(grab.status == 1 && grab.text.contains("AlreadyGrabbed"), "\(role) killed: \(grab.text)")
@@ -348,15 +345,6 @@ struct LockScreenTests {
         return process
     }
 
-    func waitUntil(seconds: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while !condition() {
-            guard Date() < deadline else { return false }
-            usleep(50_000)
-        }
-        return true
-    }
-
     /// keyway-lock's pid, when one runs under `parent`.
     func lockUnder(_ parent: pid_t) -> pid_t? {
         let children = (try? run("/usr/bin/pgrep", ["-P", "\(parent)", "-x", "keyway-lock"]))?.output ?? []
@@ -390,7 +378,7 @@ struct LockScreenTests {
             try start(
                 "/usr/bin/dbus-daemon", ["--config-file=\(fixture.directory)/bus.conf", "--nofork"], environment,
                 log: fixture.directory + "/bus.log"))
-        #expect(waitUntil(seconds: 10) { FileManager.default.fileExists(atPath: bus) }, "no private bus")
+        waitUntil("the private bus", seen: { "no \(bus)" }) { FileManager.default.fileExists(atPath: bus) }
         let mockLog = fixture.directory + "/logind.log"
         started.append(
             try start(
@@ -418,12 +406,13 @@ struct LockScreenTests {
                 "--", Self.lockPath, "--pam-directory", fixture.services, "--socket", fixture.socket,
             ], environment, log: fixture.directory + "/keyway-lock.log")
         started.append(xssLock)
-        // xss-lock must have its session before the first activation (it asserts it has one).
-        #expect(
-            waitUntil(seconds: 10) {
-                ((try? String(contentsOfFile: mockLog, encoding: .utf8)) ?? "").contains("GetSessionByPID")
-            }, "xss-lock never asked logind for its session")
-        usleep(300_000)
+        // xss-lock must have its session before the first activation (it asserts it has one), and hold the sleep
+        // delay lock it hands over: it asks logind for both, and the mock logs each call.
+        var calls = ""
+        waitUntil("xss-lock's session and sleep delay lock", seen: { calls }) {
+            calls = (try? String(contentsOfFile: mockLog, encoding: .utf8)) ?? ""
+            return calls.contains("GetSessionByPID") && calls.contains("Inhibit")
+        }
 
         // The screen saver activates: keyway-lock locks; the right pattern ends it, and xss-lock goes on.
         _ = try run("/usr/bin/xset", ["s", "activate"], environment: environment)
@@ -436,7 +425,7 @@ struct LockScreenTests {
         }
         let first = try #require(lockUnder(xssLock.processIdentifier), "xss-lock started no keyway-lock")
         server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
-        #expect(waitUntil(seconds: 15) { kill(first, 0) != 0 }, "still locked after the right pattern: \(lockLog)")
+        waitUntil("the first lock's end after the right pattern", seen: { lockLog }) { kill(first, 0) != 0 }
         #expect(xssLock.isRunning, "xss-lock ended with the lock: \(lockLog)")
         _ = try run("/usr/bin/xset", ["s", "reset"], environment: environment)
 
@@ -454,11 +443,11 @@ struct LockScreenTests {
             decoding: FileManager.default.contents(atPath: "/proc/\(second)/environ") ?? Data(), as: UTF8.self
         ).split(separator: "\0").first { $0.hasPrefix("XSS_SLEEP_LOCK_FD=") }
         let descriptor = try #require(inherited?.split(separator: "=").last, "xss-lock handed over no sleep lock")
-        #expect(
-            waitUntil(seconds: 5) { !FileManager.default.fileExists(atPath: "/proc/\(second)/fd/\(descriptor)") },
-            "keyway-lock still holds the sleep lock (descriptor \(descriptor)) while the screen is locked")
+        waitUntil("the sleep lock given up while locked", seen: { "descriptor \(descriptor) still open" }) {
+            !FileManager.default.fileExists(atPath: "/proc/\(second)/fd/\(descriptor)")
+        }
         server.drag(through: [2, 4, 9, 6], geometry: Self.geometry)
-        #expect(waitUntil(seconds: 15) { kill(second, 0) != 0 }, "still locked after the right pattern: \(lockLog)")
+        waitUntil("the second lock's end after the right pattern", seen: { lockLog }) { kill(second, 0) != 0 }
     }
 }
 
@@ -582,7 +571,7 @@ final class XServer {
     }
 
     /// Screenshots until `condition` holds (at most `seconds`); returns the last.
-    func waitForScreenshot(_ path: String, seconds: Double = 10, _ condition: (Screenshot) -> Bool) throws -> Screenshot
+    func waitForScreenshot(_ path: String, seconds: Double = 30, _ condition: (Screenshot) -> Bool) throws -> Screenshot
     {
         let deadline = Date().addingTimeInterval(seconds)
         var shot = try screenshot(path)
