@@ -108,12 +108,11 @@ enum Health {
                         + "(systemctl restart keywayd)")
             }
             let warnings = configuration.warnings.isEmpty ? "" : ", \(configuration.warnings.count) warnings"
-            let files =
+            let read =
                 configuration.files.isEmpty
-                ? "no \(path ?? ConfigurationFiles.defaultPath), the built-in policies"
-                : configuration.files.joined(separator: ", ")
-            return HealthCheck(
-                "configuration", .ok, "valid: \(files), \(configuration.policies.count) policies" + warnings)
+                ? "no \(path ?? ConfigurationFiles.defaultPath), \(configuration.policies.count) built-in policies"
+                : "\(configuration.files.joined(separator: ", ")), \(configuration.policies.count) policies"
+            return HealthCheck("configuration", .ok, "valid: " + read + warnings)
         }
     }
 }
