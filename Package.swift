@@ -244,7 +244,8 @@ let package = Package(
         tests(
             "PasscodeTests", ["KeywayPasscode", "KeywayCore", "KeywayCrypto", "KeywayTestSupport"]),
         tests(
-            "KeywayStoreTests", ["KeywayStore", "KeywayCore", "KeywayPlatform", "KeywayTestSupport", "keyway-probe"]),
+            "KeywayStoreTests",
+            ["KeywayStore", "KeywayCore", "KeywayPlatform", "KeywayTestSupport", "KeywayTOTP", "keyway-probe"]),
         tests(
             "PAMTests",
             [

@@ -6,10 +6,12 @@ public import KeywayCore
 /// - `offer` makes a secret of `OneTimeCode.secretLength` random bytes and keeps it in memory, for this user only,
 ///   for `pendingLifetime`; it is the only time the secret leaves keywayd. An enrollment stores it only once a code
 ///   from it is confirmed, so a secret mistyped into a phone is never saved.
-/// - A code is checked within `window` steps either side of now (clocks drift), after the attempt is reserved.
-/// - A code is accepted once: the gate records the step of the last accepted code as the factor's last success, in
-///   the same transaction that settles it (`AttemptGate.settleSuccess(_:once:)`), so a code seen over a shoulder, or
-///   sent twice at once, is refused and counted.
+/// - A code is booked with the store (`Store.reserveOneTimeCode`: a fleet's database keeps a budget of wrong codes
+///   no host can roll back), then its attempt reserved, then checked within `window` steps either side of now
+///   (clocks drift).
+/// - A code is accepted once: the store marks the step that matched as used in the transaction that checks it
+///   (`Store.checkOneTimeCode`), so a code seen over a shoulder, or sent twice at once, is refused and counted. The
+///   code that confirms an enrollment is of a step no later than the enrollment's, so it is used already.
 /// - The secret is kept as it must be to compute codes (as google-authenticator-libpam's and pam_oath's files keep
 ///   it): in keywayd's store, which only root can read; never in a log, never in an answer after `offer`.
 public final class TOTPKeeper: FactorKeeper {
@@ -93,13 +95,14 @@ public final class TOTPKeeper: FactorKeeper {
         }
         guard let entered else { throw AuthenticationError(.enrollmentRefused, "a code is \(digits) digits") }
         let generator = OneTimeCode(secret: offered, digits: digits)
-        guard let step = generator.matchingStep(entered, around: generator.step(at: now), window: window) else {
+        let current = generator.step(at: now)
+        // Not a code of a later step: the enrollment's own step marks the confirming code used (`checkOneTimeCode`).
+        guard let step = generator.matchingStep(entered, around: current, window: window), step <= current else {
             throw AuthenticationError(
                 .enrollmentRefused,
                 "that is not the app's current code for this secret (is the phone's clock right?); try the next code")
         }
         pending.remove(user)
-        try gate.restart(generator.start(of: step), for: user)
         return Enrollment(
             user: user, factor: .totp, payload: generator.record, changedAt: now, changedBy: actor)
     }
@@ -117,15 +120,20 @@ public final class TOTPKeeper: FactorKeeper {
         guard let entered = try Self.code(of: evidence, digits: shape.digits) else {
             return .failure(.malformed("a code is \(shape.digits) digits"))
         }
+        // Booked before it is counted: a budget the store keeps, once spent, answers "not available" and counts
+        // nothing, so strangers spending it cannot make the person's right code a counted failure.
+        try store.reserveOneTimeCode(user: user.name, factor: .totp, code: entered, remote: user.isRemote)
         let reservation = try gate.reserve(for: user)
         guard
             let check = try store.checkOneTimeCode(
-                user: user.name, factor: .totp, code: entered, window: window, at: gate.clock.now())
+                user: user.name, factor: .totp, code: entered, window: window, remote: user.isRemote,
+                at: gate.clock.now())
         else {
             // Removed since it was read: a wrong code, as for a name without one.
             return .failure(try gate.settleFailure(reservation, fingerprint: nil))
         }
-        if let step = check.step, try gate.settleSuccess(reservation, once: shape.start(of: step)) {
+        if check.step != nil {
+            try gate.settleSuccess(reservation)
             return .success
         }
         // A wrong code, or one already used. A repeat of the same wrong code in the same step is refunded, as every

@@ -13,7 +13,8 @@ extension TOTPAuthenticator {
         Setting(
             "window", .integer(0...3), default: .integer(1), enforcedBy: .daemon,
             help: "30-second steps accepted either side of now, for clocks that drift (1: the previous, current and "
-                + "next code, as RFC 6238 advises)")
+                + "next code, as RFC 6238 advises). A fleet's database keeps its own window (sealed.code_window, "
+                + "default 1) and refuses a check that names another: keywayd(8), FLEETS")
     }
 
     /// Time-based one-time codes as a plugin.

@@ -136,21 +136,6 @@ public struct AttemptGate: Sendable {
         }
     }
 
-    /// Records a verified success of evidence that may be used once (a one-time code), dated `moment` (the start of
-    /// its time step), only if no success dated at or after `moment` is recorded: the check and the record are one
-    /// transaction, so of two requests with the same code exactly one succeeds. The factor's `lastSuccess` is then
-    /// `moment`. False for a replay, the attempt staying counted. Durable, so a power cut cannot reopen a used code.
-    public func settleSuccess(_ reservation: Reservation, once moment: Timestamp) throws(AuthenticationError) -> Bool {
-        try reservation.confirm()
-        var fresh = false
-        try store.updateAttempts(user: reservation.user, durable: true) { book in
-            if let last = book[factor].lastSuccess, last >= moment { return }
-            fresh = true
-            recordSuccess(at: moment, in: &book)
-        }
-        return fresh
-    }
-
     /// Settles a verified single-use secret kept in `record` (a recovery code, a pass): a success only if this
     /// request spends it, a counted failure if another spent it first. `spend` takes the use out of the payload it
     /// is given (the record as it is now) and says what is left, or gives nil when there is nothing of it to spend;
@@ -171,13 +156,6 @@ public struct AttemptGate: Sendable {
         guard used else { return .failure(try settleFailure(reservation, fingerprint: nil)) }
         try settleSuccess(reservation)
         return .success
-    }
-
-    /// Starts the one-time record of a new secret at `moment` (the step of the code that confirmed it): the codes of
-    /// the secret it replaces were never this one's, so the record of the last one used starts over, and the new
-    /// secret's next code works at once.
-    public func restart(_ moment: Timestamp, for user: String) throws(AuthenticationError) {
-        try store.updateAttempts(user: user, durable: true) { book in book[factor].lastSuccess = moment }
     }
 
     /// Records a failed verification. With a fingerprint of the wrong secret, a repeat of a recent one is refunded.

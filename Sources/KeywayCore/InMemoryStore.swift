@@ -7,6 +7,7 @@ public final class InMemoryStore: Store {
         var attempts: [String: AttemptBook] = [:]
         var audit: [AuditEntry] = []
         var preferences: [String: [String: String]] = [:]
+        var marks: [String: [FactorKind: OneTimeMark]] = [:]
     }
 
     private let contents = Mutex(Contents())
@@ -26,10 +27,22 @@ public final class InMemoryStore: Store {
         contents.withLock { $0.enrollments.values.compactMap { $0[factor] }.sorted { $0.user < $1.user } }
     }
 
-    public func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
-        throws(AuthenticationError) -> OneTimeCodeCheck?
-    {
-        try enrollment(user: user, factor: factor)?.checkOneTimeCode(code, window: window, at: now)
+    public func reserveOneTimeCode(user: String, factor: FactorKind, code: [UInt8], remote: Bool)
+        throws(AuthenticationError)
+    {}
+
+    public func checkOneTimeCode(
+        user: String, factor: FactorKind, code: [UInt8], window: Int64, remote: Bool, at now: Timestamp
+    ) throws(AuthenticationError) -> OneTimeCodeCheck? {
+        contents.withLock { contents -> OneTimeCodeCheck? in
+            guard
+                let record = contents.enrollments[user]?[factor],
+                let (check, mark) = record.checkOneTimeCode(
+                    code, window: window, at: now, mark: contents.marks[user]?[factor])
+            else { return nil }
+            if let mark { contents.marks[user, default: [:]][factor] = mark }
+            return check
+        }
     }
 
     public func save(_ enrollment: Enrollment) throws(AuthenticationError) {

@@ -85,11 +85,20 @@ public final class ObservedStore: Store {
         return removed
     }
 
-    public func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
-        throws(AuthenticationError) -> OneTimeCodeCheck?
+    public func reserveOneTimeCode(user: String, factor: FactorKind, code: [UInt8], remote: Bool)
+        throws(AuthenticationError)
     {
-        try time(.read) { () throws(AuthenticationError) in
-            try base.checkOneTimeCode(user: user, factor: factor, code: code, window: window, at: now)
+        try time(.write) { () throws(AuthenticationError) in
+            try base.reserveOneTimeCode(user: user, factor: factor, code: code, remote: remote)
+        }
+    }
+
+    public func checkOneTimeCode(
+        user: String, factor: FactorKind, code: [UInt8], window: Int64, remote: Bool, at now: Timestamp
+    ) throws(AuthenticationError) -> OneTimeCodeCheck? {
+        try time(.write) { () throws(AuthenticationError) in
+            try base.checkOneTimeCode(
+                user: user, factor: factor, code: code, window: window, remote: remote, at: now)
         }
     }
 

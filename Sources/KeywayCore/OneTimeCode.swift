@@ -53,10 +53,11 @@ public struct OneTimeCode: Sendable, Equatable {
     }
 
     /// The step within `window` steps either side of `step` whose code is `entered`, compared in constant time for
-    /// each candidate; nil when none is.
-    public func matchingStep(_ entered: [UInt8], around step: Int64, window: Int64) -> Int64? {
+    /// each candidate; nil when none is. Steps at or before `used` (codes already accepted) are not candidates.
+    public func matchingStep(_ entered: [UInt8], around step: Int64, window: Int64, after used: Int64 = .min) -> Int64?
+    {
         var found: Int64? = nil
-        for candidate in (step - window)...(step + window) {
+        for candidate in (step - window)...(step + window) where candidate > used {
             let expected = code(step: candidate)
             var difference = UInt8(expected.count == entered.count ? 0 : 1)
             for index in 0..<min(expected.count, entered.count) { difference |= expected[index] ^ entered[index] }
@@ -86,10 +87,12 @@ public struct OneTimeCode: Sendable, Equatable {
     /// which step matched, if any, and the fingerprint `entered` has as a wrong code of that step, keyed by the
     /// secret (a repeat of it within the step is refunded; the same digits later are a new guess, and the
     /// fingerprint says nothing about another secret's codes).
-    public func check(_ entered: [UInt8], window: Int64, at now: Timestamp) -> OneTimeCodeCheck {
+    public func check(_ entered: [UInt8], window: Int64, at now: Timestamp, after used: Int64 = .min)
+        -> OneTimeCodeCheck
+    {
         let step = step(at: now)
         return OneTimeCodeCheck(
-            step: matchingStep(entered, around: step, window: window),
+            step: matchingStep(entered, around: step, window: window, after: used),
             fingerprint: Self.mismatchFingerprint(entered, step: step, key: secret))
     }
 
@@ -109,5 +112,35 @@ public struct OneTimeCodeCheck: Sendable, Equatable {
     public init(step: Int64?, fingerprint: [UInt8]) {
         self.step = step
         self.fingerprint = fingerprint
+    }
+}
+
+/// The step of the last one-time code a store accepted, for the enrollment made at `changedAt` (a new secret starts
+/// over): what makes a code work once (`Store.checkOneTimeCode`).
+public struct OneTimeMark: Sendable, Equatable {
+    /// The step of the last code accepted.
+    public var step: Int64
+    /// When the enrollment it was accepted for was made.
+    public var changedAt: Timestamp
+
+    public init(step: Int64, changedAt: Timestamp) {
+        self.step = step
+        self.changedAt = changedAt
+    }
+}
+
+extension Enrollment {
+    /// `Store.checkOneTimeCode` over this record, for a store that holds the secret itself: `mark` is the last step
+    /// the store accepted (ignored when it belongs to an earlier record). A code of a step at or before the mark, or
+    /// at or before the step the record was made in (the code that confirmed it), is used and does not match. The
+    /// check, and the mark to keep when a code matched; nil when this is not a version-1 record.
+    public func checkOneTimeCode(_ code: [UInt8], window: Int64, at now: Timestamp, mark: OneTimeMark?)
+        -> (check: OneTimeCodeCheck, mark: OneTimeMark?)?
+    {
+        guard let generator = OneTimeCode(record: payload) else { return nil }
+        let made = generator.step(at: changedAt)
+        let used = max(mark.flatMap { $0.changedAt == changedAt ? $0.step : nil } ?? made, made)
+        let check = generator.check(code, window: window, at: now, after: used)
+        return (check, check.step.map { OneTimeMark(step: $0, changedAt: changedAt) })
     }
 }

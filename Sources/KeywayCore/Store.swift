@@ -26,12 +26,21 @@ public protocol Store: AnyObject, Sendable {
     /// Removes the user's enrollment for `factor`; returns false when there was none.
     @discardableResult
     func removeEnrollment(user: String, factor: FactorKind, by change: Attribution) throws(AuthenticationError) -> Bool
+    /// Books the check of `code`, a one-time code of the user's `factor`, before its attempt is counted: a store
+    /// whose checks a caller could otherwise undo (a fleet's database, where a host's role could roll its own
+    /// transaction back) commits the booking first and checks only a booked code. Throws `.factorNotAvailable`,
+    /// booking and counting nothing, when the `remote` or local channel's budget of wrong codes in this step is
+    /// spent. A store that checks codes in its own process books nothing.
+    func reserveOneTimeCode(user: String, factor: FactorKind, code: [UInt8], remote: Bool) throws(AuthenticationError)
     /// Checks `code` against the one-time codes (RFC 6238) of the secret kept in the user's enrollment of `factor`
     /// (`OneTimeCode.record`), within `window` steps either side of `now`'s; nil when there is no such enrollment.
-    /// The secret never leaves the store for this: a fleet's database checks the code itself, by its own clock, and
-    /// its read of the enrollment gives a host only the header (keywayd(8), FLEETS).
-    func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
-        throws(AuthenticationError) -> OneTimeCodeCheck?
+    /// A code matches once: the step that matched is marked used in the same transaction, and a step at or before
+    /// the mark, or the step the enrollment was made in, does not match again (`Enrollment.checkOneTimeCode`).
+    /// The secret never leaves the store for this: a fleet's database checks the code itself, by its own clock and
+    /// window, and its read of the enrollment gives a host only the header (keywayd(8), FLEETS).
+    func checkOneTimeCode(
+        user: String, factor: FactorKind, code: [UInt8], window: Int64, remote: Bool, at now: Timestamp
+    ) throws(AuthenticationError) -> OneTimeCodeCheck?
     /// The user's attempt counters, read without locking.
     func attempts(user: String) throws(AuthenticationError) -> AttemptBook
     /// The user's enrollments, counters and preferences in one read: what the availability of a factor is judged
@@ -82,13 +91,6 @@ public protocol Store: AnyObject, Sendable {
     /// Stores (or with nil, forgets) one preference and records it in the audit trail, in one transaction. A value
     /// equal to the stored one (nil: none stored) writes nothing, not even an audit row.
     func setPreference(user: String, key: String, value: String?, by change: Attribution) throws(AuthenticationError)
-}
-
-extension Enrollment {
-    /// `Store.checkOneTimeCode` over this record, for a store that holds the secret itself.
-    public func checkOneTimeCode(_ code: [UInt8], window: Int64, at now: Timestamp) -> OneTimeCodeCheck? {
-        OneTimeCode(record: payload)?.check(code, window: window, at: now)
-    }
 }
 
 /// What a store keeps about one user, as `Store.account` reads it.
@@ -233,12 +235,16 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
     public var detail: String?
     /// The host whose keywayd made the change, in a store many hosts share (PostgreSQL); nil in a host's own store.
     public var host: String?
+    /// The database role that wrote the row, in a store many hosts share: the host's own role for a use it made,
+    /// whatever the row says of itself (keywayd(8), FLEETS, "Trust"); nil in a host's own store.
+    public var role: String?
 
     /// Creates an entry.
     public init(
         at: Timestamp, actor: String, user: String, action: Action, factor: FactorKind?, detail: String? = nil,
-        host: String? = nil
+        host: String? = nil, role: String? = nil
     ) {
+        self.role = role
         self.at = at
         self.actor = actor
         self.user = user
@@ -252,6 +258,7 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
         "\(at) \(actor.escapingControlCharacters)\(host.map { " on " + $0.escapingControlCharacters } ?? "") "
             + "\(action.rawValue) \(user.escapingControlCharacters) "
             + (detail.map { $0.escapingControlCharacters } ?? factor?.rawValue ?? "all")
+            + (role.map { " (role " + $0.escapingControlCharacters + ")" } ?? "")
     }
 }
 
@@ -310,7 +317,7 @@ extension AttemptBook {
     /// counted apart from a local one's, so someone on the network who knows a name can throttle and lock only the
     /// remote way in, and the person at the console still gets in (NIST SP 800-63B prefers rate limiting to lockouts
     /// anyone can trigger). A remote counter is kept beside the local one under `FACTOR@remote` (the account's streak
-    /// too); when a factor last succeeded is one value for both, so a code used once is used everywhere.
+    /// too); when a factor last succeeded is one value for both.
     public enum Channel: Sendable, Equatable {
         case local, remote
 

@@ -35,6 +35,9 @@ struct PostgresError: Error, Sendable, CustomStringConvertible {
 
     /// Keyway's state for a server refused as a former primary (`PostgresStore.check`): away, as a standby is.
     static let formerPrimary = "KW004"
+    /// The state a function of the schema raises when a budget it keeps is spent (PostgresSchema, migration 4): the
+    /// factor waits for the next step, and nothing is counted.
+    static let budgetSpent = "KWB01"
 }
 
 /// One libpq connection: the only caller of `PQ*` functions in Keyway. Not thread-safe by itself: `PostgresStore`

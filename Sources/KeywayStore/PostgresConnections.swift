@@ -86,7 +86,11 @@ extension PostgresStore {
     }
 
     func unavailable(_ what: String, _ error: PostgresError) -> AuthenticationError {
-        AuthenticationError(
+        // A budget the database keeps (PostgresSchema, migration 4) spent: this factor waits, nothing is wrong.
+        if error.state == PostgresError.budgetSpent {
+            return AuthenticationError(.factorNotAvailable, "Keyway store \(options.uri): \(error.description)")
+        }
+        return AuthenticationError(
             error.databaseAway ? .serviceUnavailable : .storeFailure,
             "Keyway store \(options.uri): \(what): "
                 + (error.databaseAway ? "the database is unavailable: " : "") + error.description

@@ -246,16 +246,34 @@ public final class PostgresStore: LoadableStore {
         }
     }
 
-    /// Checked by the database (keyway_check_code), by its clock rather than `now`: the secret never reaches a host.
-    public func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
-        throws(AuthenticationError) -> OneTimeCodeCheck?
+    /// Booked by the database (keyway_reserve_code) in a transaction of its own, committed before the check: no
+    /// rollback of the check can give the count back.
+    public func reserveOneTimeCode(user: String, factor: FactorKind, code: [UInt8], remote: Bool)
+        throws(AuthenticationError)
     {
+        try run("cannot book the code's check") { db, deadline throws(PostgresError) in
+            _ = try inOneTrip(
+                db, deadline,
+                PostgresConnection.Statement(
+                    sql: "SELECT keyway_reserve_code($1, $2, $3, $4)",
+                    parameters: [user, factor.rawValue, String(decoding: code, as: UTF8.self), remote ? "t" : "f"]))
+        }
+    }
+
+    /// Checked by the database (keyway_check_code), by its clock and window rather than `now`, and only once booked
+    /// (`reserveOneTimeCode`): the secret never reaches a host. `window` must be the database's.
+    public func checkOneTimeCode(
+        user: String, factor: FactorKind, code: [UInt8], window: Int64, remote: Bool, at now: Timestamp
+    ) throws(AuthenticationError) -> OneTimeCodeCheck? {
         try run("cannot check the code") { db, deadline throws(PostgresError) in
             let rows = try inOneTrip(
                 db, deadline,
                 PostgresConnection.Statement(
-                    sql: "SELECT step, fingerprint FROM keyway_check_code($1, $2, $3, $4)",
-                    parameters: [user, factor.rawValue, String(decoding: code, as: UTF8.self), String(window)]))
+                    sql: "SELECT step, fingerprint FROM keyway_check_code($1, $2, $3, $4, $5)",
+                    parameters: [
+                        user, factor.rawValue, String(decoding: code, as: UTF8.self), String(window),
+                        remote ? "t" : "f",
+                    ]))
             guard let row = rows.first else { return nil }
             return OneTimeCodeCheck(
                 step: row[0].flatMap { Int64($0) },
@@ -500,7 +518,7 @@ public final class PostgresStore: LoadableStore {
 
     public func auditTrail(user: String?) throws(AuthenticationError) -> [AuditEntry] {
         try run("cannot read the audit trail") { db, deadline throws(PostgresError) in
-            let columns = "SELECT at, actor, account, action, factor, detail, host FROM audit"
+            let columns = "SELECT at, actor, account, action, factor, detail, host, role FROM audit"
             let rows: [[String?]]
             if let user {
                 rows = try db.query(columns + " WHERE account = $1 ORDER BY id", [user], deadline: deadline)
@@ -513,7 +531,7 @@ public final class PostgresStore: LoadableStore {
                 else { return nil }
                 return AuditEntry(
                     at: Timestamp(milliseconds: at), actor: actor, user: user, action: action,
-                    factor: row[4].map(FactorKind.init(rawValue:)), detail: row[5], host: row[6])
+                    factor: row[4].map(FactorKind.init(rawValue:)), detail: row[5], host: row[6], role: row[7])
             }
         }
     }

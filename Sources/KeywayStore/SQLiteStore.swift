@@ -186,10 +186,39 @@ public final class SQLiteStore: LoadableStore {
             changedAt: Timestamp(milliseconds: changedAt), changedBy: changedBy)
     }
 
-    public func checkOneTimeCode(user: String, factor: FactorKind, code: [UInt8], window: Int64, at now: Timestamp)
-        throws(AuthenticationError) -> OneTimeCodeCheck?
-    {
-        try enrollment(user: user, factor: factor)?.checkOneTimeCode(code, window: window, at: now)
+    public func reserveOneTimeCode(user: String, factor: FactorKind, code: [UInt8], remote: Bool)
+        throws(AuthenticationError)
+    {}
+
+    /// The check and its mark in one write transaction, so of two requests with the same code one matches.
+    public func checkOneTimeCode(
+        user: String, factor: FactorKind, code: [UInt8], window: Int64, remote: Bool, at now: Timestamp
+    ) throws(AuthenticationError) -> OneTimeCodeCheck? {
+        try run("cannot check the code") { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) -> OneTimeCodeCheck? in
+                let keys: [SQLiteConnection.Value] = [.text(user), .text(factor.rawValue)]
+                guard
+                    let record = try db.query(
+                        "SELECT user, factor, payload, changed_at, changed_by FROM enrollments "
+                            + "WHERE user = ? AND factor = ?", keys
+                    ).first.flatMap(Self.enrollment(from:))
+                else { return nil }
+                let mark = try db.query("SELECT step, changed_at FROM code_marks WHERE user = ? AND factor = ?", keys)
+                    .first.flatMap { row -> OneTimeMark? in
+                        guard let step = row[0].integer, let changedAt = row[1].integer else { return nil }
+                        return OneTimeMark(step: step, changedAt: Timestamp(milliseconds: changedAt))
+                    }
+                guard let (check, used) = record.checkOneTimeCode(code, window: window, at: now, mark: mark) else {
+                    return nil
+                }
+                if let used {
+                    try db.query(
+                        "INSERT OR REPLACE INTO code_marks (user, factor, step, changed_at) VALUES (?, ?, ?, ?)",
+                        keys + [.integer(used.step), .integer(used.changedAt.milliseconds)])
+                }
+                return check
+            }
+        }
     }
 
     public func save(_ enrollment: Enrollment) throws(AuthenticationError) {

@@ -50,6 +50,23 @@ enum Schema {
         """
         ALTER TABLE audit ADD COLUMN host TEXT;
         """,
+        // 5: the step of the last one-time code accepted, per enrollment (Store.checkOneTimeCode), carried over from
+        // when a TOTP last succeeded, which held the start of that step until now.
+        """
+        CREATE TABLE code_marks (
+            user TEXT NOT NULL,
+            factor TEXT NOT NULL,
+            step INTEGER NOT NULL,
+            changed_at INTEGER NOT NULL,
+            PRIMARY KEY (user, factor)
+        ) WITHOUT ROWID;
+        INSERT INTO code_marks
+            SELECT a.user, a.factor, a.last_success / 1000 / unicode(CAST(substr(e.payload, 3, 1) AS TEXT)),
+                e.changed_at
+            FROM attempts a JOIN enrollments e ON e.user = a.user AND e.factor = a.factor
+            WHERE a.factor = 'totp' AND a.last_success > 0 AND length(e.payload) > 3
+                AND unicode(CAST(substr(e.payload, 3, 1) AS TEXT)) BETWEEN 1 AND 127;
+        """,
     ]
 
     /// The newest schema this build knows.

@@ -1,3 +1,4 @@
+import Glibc
 public import KeywayCore
 
 /// Checks every `Store` must pass, so the in-memory and SQLite stores behave the same.
@@ -230,6 +231,55 @@ public enum StoreConformance {
             try store.setPreference(user: user, key: "passcode.enabled", value: nil, by: Attribution("root", at: at))
         } catch {
             problems.append("threw \(error)")
+        }
+        return problems + checkOneTimeCodes(store)
+    }
+
+    /// The wall clock, as a fleet's database checks codes by its own (the same machine in these tests).
+    public static func wallClock() -> Timestamp {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Timestamp(milliseconds: Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000)
+    }
+
+    /// A one-time code matches once, whichever channel sent it; an earlier step's code after it, never; a new
+    /// secret starts over; the code of the step an enrollment was made in never matches (it confirmed it).
+    static func checkOneTimeCodes(_ store: any Store) -> [String] {
+        var problems: [String] = []
+        func expect(_ condition: Bool, _ what: String) { if !condition { problems.append(what) } }
+        let user = "store-conformance-dave"
+        let totp = FactorKind(rawValue: "totp")
+        func check(_ generator: OneTimeCode, step: Int64, remote: Bool = false) throws(AuthenticationError) -> Int64? {
+            let code = generator.code(step: step)
+            try store.reserveOneTimeCode(user: user, factor: totp, code: code, remote: remote)
+            return try store.checkOneTimeCode(
+                user: user, factor: totp, code: code, window: 1, remote: remote, at: wallClock())?.step
+        }
+        do {
+            let hourAgo = Timestamp(milliseconds: wallClock().milliseconds - 3_600_000)
+            let first = OneTimeCode(secret: (0..<20).map { UInt8($0 * 11 + 5) })
+            try store.save(
+                Enrollment(user: user, factor: totp, payload: first.record, changedAt: hourAgo, changedBy: "root"))
+            let step = first.step(at: wallClock())
+            expect(try check(first, step: step) == step, "a current code matches")
+            expect(try check(first, step: step) == nil, "the same code again does not")
+            expect(try check(first, step: step, remote: true) == nil, "nor from the other channel")
+            expect(try check(first, step: step - 1) == nil, "nor an earlier step's code after it")
+            let second = OneTimeCode(secret: (0..<20).map { UInt8($0 * 13 + 1) })
+            try store.save(
+                Enrollment(
+                    user: user, factor: totp, payload: second.record, changedAt: hourAgo.adding(.seconds(1)),
+                    changedBy: "root"))
+            expect(try check(second, step: step) == step, "a new secret's current code matches: it starts over")
+            let made = wallClock()
+            try store.save(
+                Enrollment(user: user, factor: totp, payload: first.record, changedAt: made, changedBy: "root"))
+            expect(
+                try check(first, step: first.step(at: made)) == nil,
+                "the code of the step an enrollment was made in does not match")
+            try store.removeEnrollment(user: user, factor: totp, by: Attribution("root", at: made))
+        } catch {
+            problems.append("one-time codes: threw \(error)")
         }
         return problems
     }

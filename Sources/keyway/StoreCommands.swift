@@ -55,9 +55,10 @@ extension Command {
             let contents = try StoreContents.read(from: source)
             try target.load(contents)
             var copied = try StoreContents.read(from: target)
-            // A shared store names the host of every change; the copied rows take this host's name there.
+            // A shared store names the host and the role of every change; the copied rows take this host's there.
             for index in copied.audit.indices where index < contents.audit.count {
                 copied.audit[index].host = contents.audit[index].host
+                copied.audit[index].role = contents.audit[index].role
             }
             guard copied == contents else {
                 throw AuthenticationError(

@@ -55,16 +55,6 @@ struct AttemptChannelTests {
         _ = try gate.reserve(for: UserContext(name: "alice"))
     }
 
-    @Test("a one-time success recorded remotely is seen locally: one last success for both")
-    func onceIsShared() throws {
-        let gate = gate()
-        let step = Timestamp(seconds: 1_800_000_000)
-        let remote = try gate.reserve(for: UserContext(name: "alice", isRemote: true))
-        #expect(try gate.settleSuccess(remote, once: step))
-        let local = try gate.reserve(for: UserContext(name: "alice"))
-        #expect(try !gate.settleSuccess(local, once: step), "the same code again, at the console")
-    }
-
     @Test("a view and its write-back change only the channel viewed; a reset clears both")
     func viewRoundTrip() throws {
         try fail(gate(), 3, remote: false)

@@ -2,45 +2,48 @@ import KeywayCore
 import KeywayTestSupport
 import Testing
 
-/// Evidence that may be used once (a one-time code): the gate accepts a moment once, atomically, and keeps it
-/// through a reset.
-@Suite("one-time evidence in the attempt gate")
+/// Evidence that may be used once (a one-time code): the store marks the step that matched in the check itself, so
+/// of two checks of one code exactly one matches (`Store.checkOneTimeCode`; every store runs the rest of this in
+/// `StoreConformance.checkOneTimeCodes`).
+@Suite("one-time codes, used once")
 struct OneTimeEvidenceTests {
     let store = InMemoryStore()
-    let clock = ManualClock()
-    var gate: AttemptGate {
-        AttemptGate(factor: FactorKind(rawValue: "otp"), store: store, clock: clock, schedule: .passcode)
+    let totp = FactorKind(rawValue: "otp")
+    let generator = OneTimeCode(secret: Array(1...20))
+    let now = Timestamp(milliseconds: 1_800_000_045_000)
+
+    init() throws {
+        try store.save(
+            Enrollment(
+                user: "carol", factor: totp, payload: generator.record,
+                changedAt: Timestamp(milliseconds: 1_700_000_000_000), changedBy: "root"))
     }
 
-    @Test("a moment succeeds once; the same or an earlier one is a replay and stays counted")
+    @Test("a step matches once; a later step's code still matches once after it, an earlier one never")
     func once() throws {
-        let step = Timestamp(milliseconds: 1_800_000_030_000)
-        #expect(try gate.settleSuccess(try gate.reserve(for: "bob"), once: step))
-        #expect(try store.attempts(user: "bob")[gate.factor].consecutiveFailures == 0)
-        #expect(try !gate.settleSuccess(try gate.reserve(for: "bob"), once: step))
-        #expect(try !gate.settleSuccess(try gate.reserve(for: "bob"), once: Timestamp(milliseconds: 1_800_000_000_000)))
-        #expect(try store.attempts(user: "bob")[gate.factor].consecutiveFailures == 2)
-        #expect(try gate.settleSuccess(try gate.reserve(for: "bob"), once: Timestamp(milliseconds: 1_800_000_060_000)))
-        #expect(try store.attempts(user: "bob")[gate.factor].consecutiveFailures == 0)
+        let step = generator.step(at: now)
+        func check(_ step: Int64) throws -> Int64? {
+            try store.checkOneTimeCode(
+                user: "carol", factor: totp, code: generator.code(step: step), window: 1, remote: false, at: now)?.step
+        }
+        #expect(try check(step) == step)
+        #expect(try check(step) == nil)
+        #expect(try check(step + 1) == step + 1, "a phone a little ahead: the next code, once")
+        #expect(try check(step + 1) == nil)
+        #expect(try check(step) == nil, "an earlier step's code after a later one")
     }
 
-    @Test("a new secret's record starts at its confirming moment: that moment is spent, a reset keeps it so")
-    func restartAndReset() throws {
-        let step = Timestamp(milliseconds: 1_800_000_030_000)
-        #expect(try gate.settleSuccess(try gate.reserve(for: "bob"), once: step.adding(.seconds(60))))
-        try gate.restart(step, for: "bob")  // a new secret, confirmed with the code of `step`
-        try store.resetAttempts(user: "bob", factor: nil, by: Attribution("root", at: clock.now()))
-        #expect(try !gate.settleSuccess(try gate.reserve(for: "bob"), once: step))
-        #expect(try gate.settleSuccess(try gate.reserve(for: "bob"), once: step.adding(.seconds(30))))
-    }
-
-    @Test("of many parallel successes with one moment, exactly one wins")
+    @Test("of many parallel checks of one code, exactly one matches")
     func parallel() async throws {
-        let gate = self.gate
-        let step = Timestamp(milliseconds: 1_800_000_090_000)
+        let (store, totp, now) = (self.store, self.totp, self.now)
+        let code = generator.code(step: generator.step(at: now))
         let wins = await withTaskGroup(of: Bool.self) { group in
             for _ in 0..<32 {
-                group.addTask { (try? gate.settleSuccess(try gate.reserve(for: "carol"), once: step)) ?? false }
+                group.addTask {
+                    let check = try? store.checkOneTimeCode(
+                        user: "carol", factor: totp, code: code, window: 1, remote: false, at: now)
+                    return check?.step != nil
+                }
             }
             var count = 0
             for await won in group where won { count += 1 }

@@ -32,7 +32,9 @@ struct PostgresLeastPrivilegeTests {
                 try admin.save(
                     Enrollment(
                         user: "alice", factor: FactorKind(rawValue: "totp"),
-                        payload: OneTimeCode(secret: secret).record, changedAt: at, changedBy: "root via keyway enroll")
+                        payload: OneTimeCode(secret: secret).record,
+                        changedAt: Timestamp(milliseconds: 1_700_000_000_000),
+                        changedBy: "root via keyway enroll")
                 )
             } catch {
                 cluster.stop()
@@ -140,27 +142,113 @@ struct PostgresLeastPrivilegeTests {
         // The database checks a code as the host's own store would, and gives the same fingerprint for a wrong one.
         let totp = FactorKind(rawValue: "totp")
         let generator = OneTimeCode(secret: granted.secret)
+        func check(_ code: [UInt8], user: String = "alice") throws(AuthenticationError) -> OneTimeCodeCheck? {
+            try host.reserveOneTimeCode(user: user, factor: totp, code: code, remote: false)
+            return try host.checkOneTimeCode(
+                user: user, factor: totp, code: code, window: 1, remote: false, at: host.clock.now())
+        }
         let now = host.clock.now()
         let step = generator.step(at: now)
-        let right = try host.checkOneTimeCode(
-            user: "alice", factor: totp, code: generator.code(step: step), window: 1, at: now)
+        let right = try check(generator.code(step: step))
         #expect(right?.step.map { abs($0 - step) <= 1 } == true, "\(String(describing: right))")
+        #expect(try check(generator.code(step: step))?.step == nil, "a code matches once")
         let wrongCode = generator.code(step: step + 7)
-        let wrong = try host.checkOneTimeCode(user: "alice", factor: totp, code: wrongCode, window: 1, at: now)
+        let wrong = try check(wrongCode)
         let local = generator.check(wrongCode, window: 1, at: now)
         #expect(wrong?.step == nil)
         #expect(wrong?.fingerprint == local.fingerprint || generator.step(at: host.clock.now()) != step)
-        #expect(try host.checkOneTimeCode(user: "bob", factor: totp, code: wrongCode, window: 1, at: now) == nil)
-        // No search for a code through the database: at most 16 checks of one account's code in one step.
+        #expect(try check(wrongCode, user: "bob") == nil)
+        // No search for a code through the database: at most 8 wrong codes per step from this role and channel,
+        // the ninth not booked, "not available".
         var refused: AuthenticationError? = nil
-        for _ in 0..<40 where refused == nil {
+        for guess in 0..<40 where refused == nil {
             do {
-                _ = try host.checkOneTimeCode(user: "alice", factor: totp, code: wrongCode, window: 1, at: now)
+                _ = try check(Array(String(100_000 + guess).utf8))
             } catch {
                 refused = error
             }
         }
-        #expect(refused?.reason.contains("more than 16 codes") == true, "\(String(describing: refused))")
+        #expect(refused?.code == .factorNotAvailable, "\(String(describing: refused))")
+        #expect(refused?.reason.contains("8 wrong codes") == true, "\(String(describing: refused))")
+    }
+
+    @Test("as a host's role in psql: 1,000 checks by rollback, exception block or savepoint: at most the budget")
+    func budgetsBind() throws {
+        let granted = try Granted()
+        defer { granted.fleet.cluster.stop() }
+        // No guess is alice's code of a step near the run, so every answer is a wrong code's (counted).
+        let generator = OneTimeCode(secret: granted.secret)
+        let now = generator.step(at: StoreConformance.wallClock())
+        var hers: Set<String> = []
+        for step in now - 3...now + 60 { hers.insert(String(decoding: generator.code(step: step), as: UTF8.self)) }
+        func codes(_ count: Int) -> [String] {
+            var picked: [String] = []
+            var index = 0
+            while picked.count < count {
+                let code = String(format: "%06d", index * 997 % 1_000_000)
+                if !hers.contains(code) { picked.append(code) }
+                index += 1
+            }
+            return picked
+        }
+        // Booked and checked in one transaction (a savepoint, then an exception block around each pair): the check
+        // finds nothing committed, so it never answers.
+        var script = ""
+        for code in codes(100) {
+            script +=
+                "BEGIN; SAVEPOINT s; SELECT keyway_reserve_code('alice', 'totp', '\(code)', false); "
+                + "RELEASE SAVEPOINT s; SELECT 'answer ' || coalesce(step::text, 'none') "
+                + "FROM keyway_check_code('alice', 'totp', '\(code)', 1, false); ROLLBACK;\n"
+        }
+        script += """
+            DO $$
+            DECLARE
+                answers integer := 0;
+                found bigint;
+            BEGIN
+                FOR guess IN 0 .. 999 LOOP
+                    BEGIN
+                        PERFORM keyway_reserve_code('alice', 'totp', lpad((guess * 7)::text, 6, '0'), false);
+                        SELECT step INTO found FROM keyway_check_code('alice', 'totp', lpad((guess * 7)::text, 6, '0'),
+                            1, false);
+                        answers := answers + 1;
+                        RAISE EXCEPTION 'undo';
+                    EXCEPTION WHEN OTHERS THEN
+                        NULL;
+                    END;
+                END LOOP;
+                RAISE NOTICE 'exception block answers: %', answers;
+            END $$;
+
+            """
+        let inOne = try granted.fleet.psql(as: "keyway_host", script: script)
+        #expect(!inOne.contains("answer "), "a check answered in the booking's transaction: \(inOne.prefix(2000))")
+        #expect(inOne.contains("reserved and committed before this transaction"), "\(inOne.prefix(2000))")
+        #expect(inOne.contains("exception block answers: 0"), "\(inOne.suffix(2000))")
+        // Booked and committed, then each check rolled back, 1,000 times: the bookings past the budget are refused,
+        // so at most 8 answers per step the run spans.
+        script = ""
+        for code in codes(1000) {
+            script +=
+                "BEGIN; SELECT keyway_reserve_code('alice', 'totp', '\(code)', false); COMMIT;\n"
+                + "BEGIN; SELECT 'answer ' || coalesce(step::text, 'none') "
+                + "FROM keyway_check_code('alice', 'totp', '\(code)', 1, false); ROLLBACK;\n"
+        }
+        let period: Int64 = 30_000
+        let started = StoreConformance.wallClock().milliseconds / period
+        let rolledBack = try granted.fleet.psql(as: "keyway_host", script: script)
+        let steps = StoreConformance.wallClock().milliseconds / period - started + 1
+        let answers = rolledBack.split(separator: "\n").filter { $0.hasPrefix("answer ") }.count
+        #expect(answers >= 8 && answers <= 8 * steps, "\(answers) answers over \(steps) steps")
+        #expect(
+            rolledBack.contains("8 wrong codes of totp of alice from keyway_host (local)"), "\(rolledBack.prefix(800))")
+        // The window is the database's.
+        granted.refused(
+            "SELECT * FROM keyway_check_code('alice', 'totp', '123456', 10, false)",
+            "checks codes of totp within 1 steps either side, not 10")
+        // The budget left no row a host could read, and the old function is gone.
+        granted.refused("SELECT * FROM code_reservations", "permission denied")
+        granted.refused("SELECT * FROM keyway_check_code('alice', 'totp', '123456', 1)", "does not exist")
     }
 }
 
@@ -214,5 +302,72 @@ extension PostgresLeastPrivilegeTests {
         let uses = try granted.fleet.cluster.sql(
             "SELECT count(*) FROM audit WHERE action = 'use' AND role = 'keyway_host'")
         #expect(uses == "3", "each use is one audit row in the host's role's name")
+    }
+}
+
+extension PostgresLeastPrivilegeTests {
+    @Test("the database's clock and names: no future success, no forged time or host, no empty or doubled use")
+    func databaseClockAndNames() throws {
+        let granted = try Granted()
+        defer { granted.fleet.cluster.stop() }
+        let nowMs = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+        // A success 10 s ahead is refused; one within the 2 s margin for clock skew is not.
+        try granted.host.updateAttempts(user: "alice", durable: true) { $0[.gesture].consecutiveFailures = 2 }
+        granted.refused(
+            "SELECT keyway_put_attempts('alice', 'gesture', 0, NULL, '', \(nowMs) + 10000)",
+            "may not record a success of gesture of alice in the future")
+        let (near, said) = granted.fleet.psql(
+            as: "keyway_host", "SELECT keyway_put_attempts('alice', 'gesture', 0, NULL, '', \(nowMs) + 1000)")
+        #expect(near == 0, "a success 1 s ahead: \(said)")
+        // The administrator names the host's role; a use is then that host's, at the database's time, whatever the
+        // caller writes.
+        _ = try granted.fleet.cluster.sql("INSERT INTO host_names VALUES ('keyway_host', 'host-a')")
+        let at = granted.admin.clock.now()
+        func enroll(_ user: String, _ factor: String, _ payload: [UInt8]) throws -> Enrollment {
+            let record = Enrollment(
+                user: user, factor: FactorKind(rawValue: factor), payload: payload, changedAt: at, changedBy: "root")
+            try granted.admin.save(record)
+            return record
+        }
+        func hex(_ bytes: [UInt8]) -> String { "'\\x" + bytes.map { String(format: "%02x", $0) }.joined() + "'" }
+        func use(_ record: Enrollment, _ payload: [UInt8], at: String = "1577836800000", host: String = "host-b")
+            -> String
+        {
+            "SELECT keyway_replace('\(record.user)', '\(record.factor.rawValue)', \(hex(record.payload)), "
+                + "\(hex(payload)), \(record.changedAt.milliseconds), 'root', \(at), '\(host)', "
+                + "'root via keyway enroll', 'use', NULL)"
+        }
+        let recovery = try enroll("carol", "recovery", [1, 4] + Array("h1\nh2\nh3\nh4".utf8))
+        let (spent, output) = granted.fleet.psql(as: "keyway_host", use(recovery, [1, 4] + Array("h1\nh3\nh4".utf8)))
+        #expect(spent == 0 && output.contains("t"), "a real use: \(output)")
+        let row = try granted.fleet.cluster.sql(
+            "SELECT host || ' ' || role || ' ' || (at > \(nowMs) - 60000)::text FROM audit "
+                + "WHERE account = 'carol' AND action = 'use'")
+        #expect(row == "host-a keyway_host true", "the row names the role's host and the database's time: \(row)")
+        // A use that keeps one code three times; a use that changes nothing; a counter raised past the bound.
+        let current = try #require(
+            try granted.admin.enrollment(user: "carol", factor: FactorKind(rawValue: "recovery")))
+        granted.refused(use(current, [1, 4] + Array("h1\nh1".utf8)), "may not change the recovery of carol")
+        granted.refused(use(current, current.payload), "may not change the recovery of carol")
+        func keys(counter: UInt32) -> [UInt8] {
+            func field(_ bytes: [UInt8]) -> [UInt8] { [0, 0, 0, UInt8(bytes.count)] + bytes }
+            return [1, 1] + field(Array("key".utf8)) + field([9, 9]) + [0xFF, 0xFF, 0xFF, 0xF8] + field([1, 2, 3])
+                + [
+                    UInt8(counter >> 24), UInt8(counter >> 16 & 0xFF), UInt8(counter >> 8 & 0xFF),
+                    UInt8(counter & 0xFF), 0,
+                ]
+        }
+        let fido2 = try enroll("carol", "fido2", keys(counter: 5))
+        granted.refused(use(fido2, fido2.payload), "may not change the fido2 of carol")
+        granted.refused(use(fido2, keys(counter: 0xFFFF_FFFF)), "may not change the fido2 of carol")
+        let (raised, raisedSaid) = granted.fleet.psql(as: "keyway_host", use(fido2, keys(counter: 5 + 65_536)))
+        #expect(raised == 0, "a raise within the bound: \(raisedSaid)")
+        // Pruning decides by its own constant: a name with 7 failures stays whatever the caller says decides.
+        try granted.host.updateAttempts(user: "ghost", durable: true) { $0[.gesture].consecutiveFailures = 7 }
+        let (_, pruned) = granted.fleet.psql(as: "keyway_host", "SELECT keyway_prune_counters(100, 0)")
+        #expect(try granted.admin.attempts(user: "ghost")[.gesture].consecutiveFailures == 7, "pruned: \(pruned)")
+        // The administrator's audit shows who wrote each row.
+        let trail = try granted.admin.auditTrail(user: "carol").map(\.description)
+        #expect(trail.contains { $0.contains("on host-a use carol") && $0.hasSuffix("(role keyway_host)") }, "\(trail)")
     }
 }
