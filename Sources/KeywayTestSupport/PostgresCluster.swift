@@ -78,6 +78,18 @@ public final class PostgresCluster: @unchecked Sendable {
         return output
     }
 
+    /// psql as `role` (its password from `passfile`) reading `script`, going on after an error (each printed, with
+    /// everything else psql says): a client's session, as root on a host with that role's password would run it.
+    public func psql(as role: String, script: String) throws(ClusterError) -> String {
+        let file = directory + "/script-\(getpid()).sql"
+        guard let handle = fopen(file, "w") else { throw ClusterError("cannot write \(file)") }
+        fputs(script, handle)
+        fclose(handle)
+        defer { unlink(file) }
+        let quoted = "'postgresql://\(role)@/keyway?host=\(directory)&port=\(port ?? 5432)'"
+        return Self.run("PGPASSFILE=\(passfile) psql -X -q -At \(quoted) -f \(file)").1
+    }
+
     /// Creates a login role with its own password (in `passfile`) and returns the URI it connects with.
     public func role(_ name: String) throws(ClusterError) -> String {
         let (status, output) = Self.run("\(Self.script) role \(directory) \(name)")

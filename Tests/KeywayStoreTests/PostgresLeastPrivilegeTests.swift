@@ -221,7 +221,7 @@ struct PostgresLeastPrivilegeTests {
             END $$;
 
             """
-        let inOne = try granted.fleet.psql(as: "keyway_host", script: script)
+        let inOne = try granted.fleet.cluster.psql(as: "keyway_host", script: script)
         #expect(!inOne.contains("answer "), "a check answered in the booking's transaction: \(inOne.prefix(2000))")
         #expect(inOne.contains("reserved and committed before this transaction"), "\(inOne.prefix(2000))")
         #expect(inOne.contains("exception block answers: 0"), "\(inOne.suffix(2000))")
@@ -236,7 +236,7 @@ struct PostgresLeastPrivilegeTests {
         }
         let period: Int64 = 30_000
         let started = StoreConformance.wallClock().milliseconds / period
-        let rolledBack = try granted.fleet.psql(as: "keyway_host", script: script)
+        let rolledBack = try granted.fleet.cluster.psql(as: "keyway_host", script: script)
         let steps = StoreConformance.wallClock().milliseconds / period - started + 1
         let answers = rolledBack.split(separator: "\n").filter { $0.hasPrefix("answer ") }.count
         #expect(answers >= 8 && answers <= 8 * steps, "\(answers) answers over \(steps) steps")

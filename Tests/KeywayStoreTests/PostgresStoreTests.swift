@@ -37,25 +37,6 @@ struct Fleet {
         try PostgresStore(.init(uri: uri, host: host, passfile: cluster.passfile))
     }
 
-    /// psql as `role` reading `script` as a file, going on after an error (each printed): a client's session.
-    func psql(as role: String, script: String) throws -> String {
-        let file = cluster.directory + "/script-\(getpid()).sql"
-        try script.write(toFile: file, atomically: true, encoding: .utf8)
-        defer { unlink(file) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = [
-            "-c", "PGPASSFILE=\(cluster.passfile) psql -X -q -At \"$0\" -f \"$1\" 2>&1",
-            "postgresql://\(role)@/keyway?host=\(cluster.directory)", file,
-        ]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
-    }
-
     /// psql as `role` (its password from the cluster's pgpass), returning the status and what psql said.
     func psql(as role: String, _ statement: String) -> (Int32, String) {
         let process = Process()

@@ -249,6 +249,56 @@ struct FleetTests {
                 == "keyway_owner", "only the administrator's role changed enrollments and counters")
     }
 
+    @Test("a stranger through the module and another host spend their budgets: the console's right code still works")
+    func budgetsAreTheirOwn() throws {
+        try requireIsolation()
+        let fleet = try FleetHosts(count: 1, writers: false)
+        defer { fleet.remove() }
+        guard let cluster = fleet.cluster else { return }
+        let host = fleet.hosts[0]
+        let secret = (0..<20).map { UInt8($0 * 3 + 7) }
+        let generator = OneTimeCode(secret: secret)
+        let hex = generator.record.map { String(format: "%02x", $0) }.joined()
+        _ = try cluster.sql("INSERT INTO enrollments VALUES ('daemon', 'totp', '\\x\(hex)', 0, 'root')")
+        host.service("totp", "policy=totp config=\(host.configPath)")
+        func now() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+        // All of it in one step: started in a step's first 10 s (a budget is per step).
+        if now() % 30_000 > 10_000 { usleep(useconds_t((30_000 - now() % 30_000 + 100) * 1000)) }
+        let step = generator.step(at: Timestamp(milliseconds: now()))
+        let wrong = (0..<1_000_000).lazy.map { String(format: "%06d", $0) }.first { candidate in
+            !(step - 2...step + 2).contains { String(decoding: generator.code(step: $0), as: UTF8.self) == candidate }
+        }!
+        // A stranger over the network repeats one wrong code (each repeat refunded by keywayd, each booked by the
+        // database) until the remote budget is spent: then "not available", counting nothing.
+        var results: [String] = []
+        for _ in 0..<10 {
+            results.append(
+                try harness(host, "totp", "daemon", ["--rhost", "203.0.113.9"] + answers(wrong)).result ?? "none")
+        }
+        #expect(!results.contains("PAM_SUCCESS"), "\(results)")
+        #expect(results.suffix(2).allSatisfy { $0 == "PAM_AUTHINFO_UNAVAIL" }, "the budget spent: \(results)")
+        let remote = try cluster.sql(
+            "SELECT failures FROM attempts WHERE account = 'daemon' AND factor = 'totp@remote'")
+        #expect(remote == "1", "one wrong code counted once, the rest refunded or not booked: \(remote)")
+        // Another host's role spends its own budget, both channels, in psql.
+        var script = ""
+        for guess in 0..<9 {
+            for remote in ["false", "true"] {
+                script += "SELECT keyway_reserve_code('daemon', 'totp', '\(wrong.dropLast())\(guess)', \(remote));\n"
+            }
+        }
+        let other = try cluster.psql(as: "keyway_host_z", script: script)
+        #expect(other.contains("8 wrong codes of totp of daemon from keyway_host_z (local)"), "\(other)")
+        // The person at the console: the right code, at once, and no failure counted before it.
+        let right = String(
+            decoding: generator.code(step: generator.step(at: Timestamp(milliseconds: now()))), as: UTF8.self)
+        let console = try harness(host, "totp", "daemon", answers(right))
+        #expect(console.result == "PAM_SUCCESS", "\(console.text)")
+        #expect(
+            try cluster.sql("SELECT failures FROM attempts WHERE account = 'daemon' AND factor = 'totp'") == "0")
+        #expect(generator.step(at: Timestamp(milliseconds: now())) == step, "the test ran within one step")
+    }
+
     @Test("a keywayd SIGKILLed mid-hash: the reserved guess stays counted, once")
     func killedMidHash() throws {
         try requireIsolation()
