@@ -79,6 +79,11 @@ public final class Metrics: Sendable {
         room ? labels : labels.map { _ in "other" }
     }
 
+    /// Forgets the counter series of `family` whose label values `doomed` picks.
+    public func forget(_ family: Family, where doomed: ([String]) -> Bool) {
+        state.withLock { state in state.values[family.name] = state.values[family.name]?.filter { !doomed($0.key) } }
+    }
+
     /// The value of one counter series, or nil when it was never counted.
     public func value(_ family: Family, _ labels: [String] = []) -> Double? {
         state.withLock { $0.values[family.name]?[labels] }

@@ -24,8 +24,9 @@ public final class Telemetry: Sendable {
         buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120])
     public static let attempts = Metrics.Family(
         "keyway_attempts_total", .counter,
-        "Verifications keywayd answered, by factor and result (success, mismatch, repeat: a recent wrong secret "
-            + "again, refunded; malformed, no-sample, not-enrolled; refused: locked or made to wait; error).",
+        "Verifications keywayd answered, by factor (unknown: a name keywayd keeps no factor of) and result (success, "
+            + "mismatch, repeat: a recent wrong secret again, refunded; malformed, no-sample, not-enrolled; refused: "
+            + "locked or made to wait; error).",
         labels: ["factor", "result"])
     public static let events = Metrics.Family(
         "keyway_events_total", .counter,
@@ -109,8 +110,22 @@ public final class Telemetry: Sendable {
         }
     }
 
-    /// The vault whose accounts' lockouts are read.
-    public func attach(_ vault: LocalVault) { attached.withLock { $0 = vault } }
+    /// The vault whose accounts' lockouts are read. Series of `keyway_attempts_total` taken back from the last
+    /// keywayd for a factor this one does not keep are forgotten: only keepers' names are labels.
+    public func attach(_ vault: LocalVault) {
+        attached.withLock { $0 = vault }
+        let known = Set(vault.keepers.map { $0.factor.rawValue } + [Self.unknownFactor])
+        metrics.forget(Self.attempts) { labels in !known.contains(labels[0]) }
+    }
+
+    /// The factor label of a verification of a factor keywayd keeps no keeper for: the name came off the wire, from
+    /// any local user, so it never becomes a label of its own.
+    static let unknownFactor = "unknown"
+
+    /// `factor` as a label: its name when keywayd keeps it, else `unknownFactor`.
+    func label(of factor: FactorKind) -> String {
+        vault?.keepers.contains { $0.factor == factor } == true ? factor.rawValue : Self.unknownFactor
+    }
 
     // MARK: Events
 
@@ -214,13 +229,13 @@ public final class Telemetry: Sendable {
         case .verdicts(let list): verdicts = list
         case .failure(let error):
             if error.code != .notPermitted {
-                metrics.add(Self.attempts, [factor.rawValue, error.code.isLockout ? "refused" : "error"])
+                metrics.add(Self.attempts, [label(of: factor), error.code.isLockout ? "refused" : "error"])
             }
             return
         case .done, .removed, .availability, .status, .audit, .armed, .offered, .progress, .text, .health:
             return
         }
-        for verdict in verdicts { metrics.add(Self.attempts, [factor.rawValue, Self.result(verdict)]) }
+        for verdict in verdicts { metrics.add(Self.attempts, [label(of: factor), Self.result(verdict)]) }
         guard let (user, locked) = before, user == context.name, let vault else { return }
         let failed = verdicts.contains { $0 != .success }
         let succeeded = verdicts.contains(.success)

@@ -2,6 +2,7 @@ import Foundation
 import KeywayCore
 import KeywayDaemon
 import KeywayPlatform
+import KeywayTestSupport
 import KeywayWire
 import Testing
 
@@ -54,6 +55,44 @@ struct TelemetryTests {
         #expect(lines.allSatisfy { $0.contains("caller=\"user\"") })
         #expect(lines.contains { $0.contains("service=\"other\"") && $0.hasSuffix(" 968") }, "\(lines.suffix(3))")
         #expect(!lines.contains { $0.contains("mallory") || $0.contains("\\n") })
+    }
+
+    @Test("300 made-up factor names from a user: counted as unknown, root's real factor by its name, not restored")
+    func factorLabels() throws {
+        let store = InMemoryStore()
+        let clock = ManualClock()
+        let gate = AttemptGate(factor: .passcode, store: store, clock: clock, schedule: .passcode)
+        let vault = LocalVault(store: store, clock: clock, keepers: [ScriptedKeeper(gate: gate)])
+        let mallory = VaultService.Caller(uid: 1001, name: "mallory")
+        let root = VaultService.Caller(uid: 0, name: "root")
+        // A file an older keywayd left with a stranger's series in it.
+        let telemetry = telemetry()
+        let older =
+            "keyway_attempts_total{factor=\"made-up\",result=\"not-enrolled\"} 7\n"
+            + "keyway_attempts_total{factor=\"passcode\",result=\"success\"} 2\n"
+        #expect(telemetry.metrics.restore(older) == 2)
+        telemetry.attach(vault)
+        for index in 0..<300 {
+            telemetry.answered(
+                .verify(
+                    FactorKind(rawValue: "made-up-\(index)"), UserContext(name: "mallory"),
+                    .secret(Secret(copying: [1]))), by: mallory,
+                index % 2 == 0 ? .verdict(.failure(.notEnrolled)) : .failure(AuthenticationError(.invalidPolicy)),
+                milliseconds: 1, before: nil)
+        }
+        for _ in 0..<3 {
+            telemetry.answered(
+                .verify(.passcode, UserContext(name: "root"), .secret(Secret(copying: [1]))), by: root,
+                .verdict(.failure(.mismatch)), milliseconds: 1, before: nil)
+        }
+        let lines = telemetry.exposition().split(separator: "\n").filter { $0.hasPrefix("keyway_attempts_total{") }
+        #expect(
+            lines.contains("keyway_attempts_total{factor=\"passcode\",result=\"mismatch\"} 3"), "\(lines)")
+        #expect(
+            lines.contains("keyway_attempts_total{factor=\"unknown\",result=\"not-enrolled\"} 150"), "\(lines)")
+        #expect(!lines.contains { $0.contains("made-up") }, "\(lines)")
+        #expect(lines.contains("keyway_attempts_total{factor=\"passcode\",result=\"success\"} 2"), "\(lines)")
+        #expect(lines.count == 4, "\(lines)")
     }
 
     @Test("a journal entry: each field NAME=value, a value with a newline as its length, bad names left out")
