@@ -185,4 +185,61 @@ struct LocalityTests {
         defer { localStranger.stop() }
         #expect(try !localPolicy(on: loose.path, "an unvouched terminal beside a local stranger's of the same number"))
     }
+
+    @Test("400,000 descriptors of /dev/ptmx held by a user: the search stops at its limit, remote; then local again")
+    func searchLimit() throws {
+        try requireIsolation()
+        // 20 processes of nobody, each holding one master of /dev/ptmx about 20,000 times (as many as the hard limit
+        // of descriptors lets it, 20,000 here), started before the holder so that /proc lists them first.
+        let script = """
+            import os, resource, sys
+            hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            master = os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY)
+            os.setgid(65534)
+            os.setuid(65534)
+            for _ in range(min(hard, 20000) - 8):
+                os.dup(master)
+            print('ready', flush=True)
+            sys.stdin.read()
+            """
+        var flood: [(Process, Pipe)] = []
+        defer { for (process, input) in flood { try? input.fileHandleForWriting.close(); process.waitUntilExit() } }
+        for _ in 0..<20 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = ["-c", script]
+            let (input, output) = (Pipe(), Pipe())
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+            flood.append((process, input))
+            let said = String(decoding: output.fileHandleForReading.readData(ofLength: 6), as: UTF8.self)
+            #expect(said == "ready\n", "a flood process said \(said)")
+        }
+        let holder = try PseudoTerminalHolder(name: "xterm")
+        defer { holder.stop() }
+        let fixture = PAMFixture()
+        defer { fixture.remove() }
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        fixture.service("kwsearch", "policy=pattern")
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        func located() throws -> String {
+            let result = try capture.harness([
+                "--tty", holder.path, "--answer", "2-4-9-3", fixture.services, "kwsearch", "alice",
+            ])
+            #expect(result.output.last?.hasPrefix("result: PAM_SUCCESS") == true, "\(result.text)")
+            return capture.lines.last { $0.contains("service=kwsearch") && $0.contains("outcome=") } ?? ""
+        }
+        let line = String(holder.path.dropFirst(5))
+        let flooded = try located()
+        #expect(
+            flooded.contains("remote=yes (the search for the master side of \(line) ran past 500 ms"), "\(flooded)")
+        for (_, input) in flood { try? input.fileHandleForWriting.close() }
+        for (process, _) in flood { process.waitUntilExit() }
+        flood = []
+        let calm = try located()
+        #expect(calm.contains("outcome=success") && !calm.contains("remote="), "local (no remote= field): \(calm)")
+    }
 }

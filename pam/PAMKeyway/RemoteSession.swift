@@ -1,4 +1,5 @@
 import CKeywayLibc
+import KeywayPlatform
 
 /// Whether a PAM call comes from a person at this machine, proven by what the user cannot forge; anything missing
 /// or unknown is remote (pam_keyway(8), "LOCAL AND REMOTE", the table; docs/ARCHITECTURE.md §5). Consulted for
@@ -110,9 +111,20 @@ enum RemoteSession {
         }
     }
 
+    /// How long the search of /proc for a master's holders may take, in milliseconds. Its cost is what the machine's
+    /// processes hold: any user can hold hundreds of thousands of descriptors of /dev/ptmx, each of which costs a
+    /// readlink and a read of its fdinfo (400,000 of them took 4 to 6 s). Past it the search stops, and the session
+    /// is remote (fail closed); the test machine's 69 processes and 332 descriptors take a few milliseconds.
+    static let searchLimit: Int64 = 500
+
     /// The pseudo-terminal's case: who holds its master side, in its own devpts instance.
     private static func pseudoTerminal(_ line: String, instance: UInt64, index: Int, depth: Int) -> Finding {
-        let holders = masterHolders(of: index, in: instance)
+        guard let holders = masterHolders(of: index, in: instance, until: MonotonicClock.milliseconds() + searchLimit)
+        else {
+            return .remote(
+                "the search for the master side of \(line) ran past \(searchLimit) ms (processes hold very many "
+                    + "descriptors)")
+        }
         guard !holders.isEmpty else { return .remote("no process in sight holds the master side of \(line)") }
         for holder in holders {
             if let server = remoteAncestor(of: holder) {
@@ -146,14 +158,23 @@ enum RemoteSession {
     }
 
     /// The processes holding the master side of pseudo-terminal `index` of the devpts instance `instance` (at most
-    /// 8). Another instance's terminal of the same index (a container's, another namespace's) is not this one.
-    private static func masterHolders(of index: Int, in instance: UInt64) -> [Int32] {
+    /// 8), or nil when the search ran past `deadline` (monotonic milliseconds). Another instance's terminal of the
+    /// same index (a container's, another namespace's) is not this one.
+    private static func masterHolders(of index: Int, in instance: UInt64, until deadline: Int64) -> [Int32]? {
         // The likely holders first: the host itself (a program that made its own terminal), then the parent of its
         // session's leader (sshd for a login shell's sudo, the terminal emulator, tmux's server).
-        if holdsMaster(getpid(), index, instance) { return [getpid()] }
+        switch holdsMaster(getpid(), index, instance, until: deadline) {
+        case true?: return [getpid()]
+        case nil: return nil
+        case false?: break
+        }
         let leader = getsid(0)
-        if leader > 0, let parent = process(leader).parent, parent > 1, holdsMaster(parent, index, instance) {
-            return [parent]
+        if leader > 0, let parent = process(leader).parent, parent > 1 {
+            switch holdsMaster(parent, index, instance, until: deadline) {
+            case true?: return [parent]
+            case nil: return nil
+            case false?: break
+            }
         }
         var found: [Int32] = []
         guard let directory = opendir("/proc") else { return [] }
@@ -161,7 +182,8 @@ enum RemoteSession {
         while let entry = readdir(directory), found.count < 8 {
             let name = String(cString: keyway_dirent_name(entry))
             guard let pid = Int32(name), pid > 0 else { continue }
-            if holdsMaster(pid, index, instance) { found.append(pid) }
+            guard let holds = holdsMaster(pid, index, instance, until: deadline) else { return nil }
+            if holds { found.append(pid) }
         }
         return found
     }
@@ -169,12 +191,17 @@ enum RemoteSession {
     /// True when `pid` holds the master side of terminal `index` of devpts instance `instance`. A master opened
     /// through an instance's own `ptmx` node lives on that instance; one opened through the device node /dev/ptmx
     /// belongs to the instance mounted at /dev/pts beside it, in the holder's own mount namespace.
-    private static func holdsMaster(_ pid: Int32, _ index: Int, _ instance: UInt64) -> Bool {
+    /// Nil when the search ran past `deadline`, looked at every 64 descriptors.
+    private static func holdsMaster(_ pid: Int32, _ index: Int, _ instance: UInt64, until deadline: Int64) -> Bool? {
+        guard MonotonicClock.milliseconds() < deadline else { return nil }
         let base = "/proc/\(pid)/fd"
         guard let directory = opendir(base) else { return false }
         defer { closedir(directory) }
         var link = [CChar](repeating: 0, count: 256)
+        var looked = 0
         while let entry = readdir(directory) {
+            looked += 1
+            if looked % 64 == 0 && MonotonicClock.milliseconds() >= deadline { return nil }
             let fd = String(cString: keyway_dirent_name(entry))
             guard fd.first.map({ ("0"..."9").contains($0) }) ?? false else { continue }
             let length = readlink(base + "/" + fd, &link, link.count - 1)
