@@ -240,7 +240,9 @@ let package = Package(
                 "KeywayCrypto",
             ]),
         tests("TOTPTests", ["KeywayTOTP", "KeywayCore", "KeywayTestSupport"]),
-        tests("RecoveryTests", ["KeywayRecovery", "KeywayCore", "KeywayCrypto", "KeywayStore", "KeywayTestSupport"]),
+        tests(
+            "RecoveryTests",
+            ["KeywayRecovery", "KeywayCore", "KeywayCrypto", "KeywayStore", "KeywayTestSupport", "KeywayTOTP"]),
         tests(
             "PasscodeTests", ["KeywayPasscode", "KeywayCore", "KeywayCrypto", "KeywayTestSupport"]),
         tests(

@@ -54,7 +54,7 @@ public final class LocalVault: Vault {
         }
         // A stand-in the account holds (an administrator's pass) is typed at this factor's prompt: it is asked.
         if answer != .available,
-            keepers.contains(where: { $0.factor != factor && $0.standsIn(for: factor, typed: nil, user: user.name) })
+            keepers.contains(where: { $0.factor != factor && $0.standsIn(for: factor, typed: nil, user: user) })
         {
             return .available
         }
@@ -88,7 +88,7 @@ public final class LocalVault: Vault {
         // What stands in for this factor for this user (an administrator's pass, typed at its prompt) checks it.
         if case .secret(let typed) = evidence,
             let standIn = keepers.first(where: {
-                $0.factor != factor && $0.standsIn(for: factor, typed: typed, user: user.name)
+                $0.factor != factor && $0.standsIn(for: factor, typed: typed, user: user)
             })
         {
             return try standIn.verify(evidence, for: user)

@@ -87,13 +87,26 @@ public final class PassKeeper: FactorKeeper {
     }
 
     /// True when `typed` (if given) has a pass's form and `user` holds a pass in place of `factor` with uses left,
-    /// unexpired.
-    public func standsIn(for factor: FactorKind, typed: Secret?, user: String) -> Bool {
-        guard typed.map({ Self.form.canonical($0) != nil }) ?? true,
-            let record = try? store.enrollment(user: user, factor: .pass),
-            let pass = try? PassRecord(decoding: record.payload)
-        else { return false }
+    /// unexpired. Under concealment, an entry of a pass's form from a name that holds no pass is this keeper's too
+    /// (`concealedAbsence`), so it is answered as a wrong pass is, not as a malformed entry of `factor`.
+    public func standsIn(for factor: FactorKind, typed: Secret?, user: UserContext) -> Bool {
+        guard typed.map({ Self.form.canonical($0) != nil }) ?? true else { return false }
+        guard let record = try? store.enrollment(user: user.name, factor: .pass) else {
+            return typed != nil && user.concealsEnrollment
+        }
+        guard let pass = try? PassRecord(decoding: record.payload) else { return false }
         return pass.inPlaceOf == factor && pass.uses > 0 && gate.clock.now() < pass.expires
+    }
+
+    /// A pass typed for a name that holds none, under concealment: counted, and refused after the same slow hash a
+    /// wrong pass costs, as a wrong pass is.
+    public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
+        guard case .secret(let typed) = evidence, let candidate = Self.form.canonical(typed) else {
+            return .failure(.malformed("a pass is 16 letters and digits, as written: xxxx-xxxx-xxxx-xxxx"))
+        }
+        let reservation = try gate.reserve(for: user)
+        let fingerprint = hasher.burnWork(candidate)
+        return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
     }
 
     public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
@@ -101,6 +114,7 @@ public final class PassKeeper: FactorKeeper {
             return .failure(.malformed("a pass is 16 letters and digits, as written: xxxx-xxxx-xxxx-xxxx"))
         }
         guard let record = try store.enrollment(user: user.name, factor: .pass) else {
+            if user.concealsEnrollment { return try concealedAbsence(evidence, for: user) }
             throw AuthenticationError(.factorNotEnrolled, "\(user.name) holds no pass")
         }
         let reservation = try gate.reserve(for: user)

@@ -200,8 +200,10 @@ public protocol FactorKeeper: AnyObject, Sendable {
     func usesLeft(of record: Enrollment) -> Int?
     /// True when what `user` typed at `factor`'s prompt is this keeper's to check instead (an administrator's pass
     /// in place of the factor: `PassKeeper`), or with `typed` nil, when `user` holds such a stand-in at all (then the
-    /// factor is asked even if it is not enrolled or is locked); most keepers stand in for nothing.
-    func standsIn(for factor: FactorKind, typed: Secret?, user: String) -> Bool
+    /// factor is asked even if it is not enrolled or is locked); most keepers stand in for nothing. Under
+    /// concealment an entry of the stand-in's form is this keeper's whether or not the name holds one, so the answer
+    /// does not tell (docs/ARCHITECTURE.md §5).
+    func standsIn(for factor: FactorKind, typed: Secret?, user: UserContext) -> Bool
     /// What its refusals are called (its plugin's `codes`).
     var codes: FactorCodes { get }
     /// True when its owner may change it, giving the current secret (a chosen secret).
@@ -305,5 +307,5 @@ extension FactorKeeper {
 
     public func checkRemoval(of user: String) throws(AuthenticationError) {}
 
-    public func standsIn(for factor: FactorKind, typed: Secret?, user: String) -> Bool { false }
+    public func standsIn(for factor: FactorKind, typed: Secret?, user: UserContext) -> Bool { false }
 }

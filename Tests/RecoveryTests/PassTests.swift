@@ -2,6 +2,7 @@ import Foundation
 import KeywayCore
 import KeywayCrypto
 import KeywayStore
+import KeywayTOTP
 import KeywayTestSupport
 import Synchronization
 import Testing
@@ -106,6 +107,60 @@ struct PassTests {
             for form in [pass, pass.replacingOccurrences(of: "-", with: "")] {
                 #expect(everything.range(of: Data(form.utf8)) == nil, "\(form) is in the store")
             }
+        }
+    }
+}
+
+/// Counts the slow hashes a hasher runs: the work an answer costs, so two answers that must take the same time can be
+/// compared without a clock.
+final class CountingHasher: SecretHasher {
+    let base: Argon2idHasher
+    let slow = Mutex(0)
+    init(_ base: Argon2idHasher) { self.base = base }
+    func quickFingerprint(_ secret: Secret, boundTo binding: [UInt8]) -> [UInt8]? { nil }
+    func decoy(like encoded: String) -> String? { base.decoy(like: encoded) }
+    func hash(_ secret: Secret) throws(AuthenticationError) -> String { try base.hash(secret) }
+    func verify(_ secret: Secret, against encoded: String) throws(AuthenticationError) -> SecretCheck {
+        slow.withLock { $0 += 1 }
+        return try base.verify(secret, against: encoded)
+    }
+    func hashSet(_ secrets: [Secret]) throws(AuthenticationError) -> [String] { try base.hashSet(secrets) }
+    func verify(_ secret: Secret, againstSet encoded: [String]) throws(AuthenticationError) -> SetCheck {
+        slow.withLock { $0 += 1 }
+        return try base.verify(secret, againstSet: encoded)
+    }
+    func burnWork(_ secret: Secret) -> [UInt8] {
+        slow.withLock { $0 += 1 }
+        return base.burnWork(secret)
+    }
+}
+
+extension PassTests {
+    @Test("a pass-shaped entry at a TOTP prompt, under concealment: the same answer and work with a pass or without")
+    func passConcealed() throws {
+        defer { remove() }
+        let counting = CountingHasher(hasher)
+        let totp = TOTPKeeper(store: store, clock: clock)
+        let passes = PassKeeper(store: store, clock: clock, hasher: counting)
+        let vault = LocalVault(store: store, clock: clock, keepers: [totp, passes])
+        let code = try vault.offer(.pass, for: "alice", by: "root")
+        try vault.enroll(.secret(Secret(copying: code)), of: .pass, for: "alice", label: "totp 7200 2", by: "root")
+        func answer(_ name: String) throws -> (Verdict, Int) {
+            let before = counting.slow.withLock { $0 }
+            let verdict = try vault.verify(
+                .secret(Secret(copying: Array("abcd-efgh-jkmn-pqrs".utf8))), of: .totp,
+                for: UserContext(name: name, isRemote: true, concealsEnrollment: true))
+            return (verdict, counting.slow.withLock { $0 } - before)
+        }
+        let (held, heldWork) = try answer("alice")
+        let (absent, absentWork) = try answer("bob")
+        #expect(held == .failure(.mismatch) && absent == held, "alice: \(held), bob: \(absent)")
+        #expect(heldWork == 1 && absentWork == 1, "slow hashes: alice \(heldWork), bob \(absentWork)")
+        #expect(try store.attempts(user: "bob").viewed(from: .remote)[.pass].consecutiveFailures == 1, "counted alike")
+        // Without concealment (an administrator's own tool), bob is told he has no code at all.
+        #expect(throws: AuthenticationError(.factorNotEnrolled)) {
+            try vault.verify(
+                .secret(Secret(copying: Array("abcd-efgh-jkmn-pqrs".utf8))), of: .totp, for: UserContext(name: "bob"))
         }
     }
 }
