@@ -267,7 +267,8 @@ struct FIDO2Tests {
         #expect(line.contains("3 consecutive failures"), "the forgeries were counted: \(status.text)")
     }
 
-    @Test("the key's PIN asked by real sudo and never stored: right → root; wrong until the key blocks it → passcode")
+    @Test(
+        "the key's PIN asked by real sudo and never stored: right → root; wrong, never to the key's last 3 → passcode")
     func pinThroughSudo() throws {
         defer { uninstall() }
         let key = try install(
@@ -294,8 +295,10 @@ struct FIDO2Tests {
         #expect(root.contains("\n0\n[exit 0]"), "\(root)")
         #expect(key.log.contains { $0.hasPrefix("getAssertion ok") && $0.contains(" uv ") }, "\(key.log)")
 
-        // Two tries left at the key: two wrong PINs block it, and the policy falls back to the passcode.
-        _ = FileManager.default.createFile(atPath: keyDirectory + "/pin-retries", contents: Data("2\n".utf8))
+        // Four tries left at the key: a wrong PIN is sent and refused (three left); the next is not sent, so
+        // Keyway never blocks the key, and the policy falls back to the passcode, keywayd saying why.
+        let retries = keyDirectory + "/pin-retries"
+        _ = FileManager.default.createFile(atPath: retries, contents: Data("4\n".utf8))
         let wrong = try sudo()
         defer { wrong.close() }
         try wrong.waitFor("PIN of your security key:")
@@ -306,8 +309,10 @@ struct FIDO2Tests {
         try wrong.type("739155")
         let fallback = try wrong.waitFor("[exit ")
         #expect(fallback.contains("\n0\n[exit 0]"), "\(fallback)")
-        #expect(key.log.contains("clientPIN pin-blocked"), "\(key.log)")
-        #expect(fixture.daemonLog.contains("blocked"), "\(fixture.daemonLog)")
+        let left = try String(contentsOfFile: retries, encoding: .utf8)
+        #expect(left == "3\n", "the key's tries: \(left); its log: \(key.log)")
+        #expect(!key.log.contains("clientPIN pin-blocked"), "\(key.log)")
+        #expect(fixture.daemonLog.contains("3 PIN tries left of its own"), "\(fixture.daemonLog)")
         // The wrong PIN was a counted guess; the PIN itself is in neither the store nor the log.
         let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", user])
         #expect(

@@ -54,6 +54,23 @@ final class KeyDevice: @unchecked Sendable {
         return KeyDevice(device: device, path: path)
     }
 
+    /// The fewest PIN tries a key must have left for Keyway to send it a PIN. The key's own counter is shared by
+    /// every program that uses the key, and a key at 0 is blocked for good until reset: with 3 or fewer left, a PIN
+    /// is not sent (the policy's fallback runs), so no run of Keyway's own attempts can block a key left plugged in.
+    static let leastPINRetries: Int32 = 3
+
+    /// Why a PIN must not be sent to this key now (it has `leastPINRetries` or fewer tries left), or nil. A key
+    /// that does not answer the question is sent the PIN, as before.
+    func refusesPIN() -> AuthenticationError? {
+        var left: Int32 = 0
+        guard fido_dev_get_retry_count(device, &left) == FIDO_OK, left <= Self.leastPINRetries else { return nil }
+        return AuthenticationError(
+            .factorNotAvailable,
+            "the security key at \(path) has \(left) PIN tries left of its own; Keyway sends no PIN to a key with "
+                + "\(Self.leastPINRetries) or fewer, so that no mistyped PIN blocks it (the right PIN entered with "
+                + "fido2-token or the key's own tool restores its tries)")
+    }
+
     /// True when the key can verify its user itself (a PIN set, or its own reader).
     var verifiesUsers: Bool { fido_dev_has_uv(device) || fido_dev_has_pin(device) }
 

@@ -7,8 +7,8 @@ import KeywayFIDO2
 /// user presence required and user verification as `[fido2] user-verification` says, and checks the signature
 /// against the stored public key (`fido_assert_verify`). What it found is the evidence the keeper counts
 /// (`FIDO2Presentation`), a PIN the key refused included. A key that times out waiting for a touch is asked again
-/// until the lease ends; a key that is pulled out, whose PIN is blocked, or that cannot verify its user when that is
-/// required ends the wait, so the policy's fallback runs. The PIN the person typed (`side.typed`) is used for this
+/// until the lease ends; a key that is pulled out, whose PIN is blocked or nearly so (`KeyDevice.refusesPIN`), or
+/// that cannot verify its user when that is required ends the wait, so the policy's fallback runs. The PIN the person typed (`side.typed`) is used for this
 /// lease only and wiped with the listener.
 final class KeyListener: DeviceListener {
     private let relyingParty: String
@@ -53,6 +53,7 @@ final class KeyListener: DeviceListener {
                 relyingParty: relyingParty, allowing: credentials.map { $0.id },
                 verify: pin.pointer == nil ? verify : FIDO_OPT_OMIT)
             let pin = self.pin
+            if pin.pointer != nil, let refusal = key.refusesPIN() { return .ended(refusal) }
             guard
                 let code = key.run(
                     stop: { cancellation.isCancelled }, { device in assertion.get(from: device, pin: pin) })

@@ -32,6 +32,7 @@ public final class SecurityKeys: DeviceBackend {
         let user = Array(side.user.name.utf8)
         progress("Touch your security key to register it (\(label)).")
         let pin = PINText(side.typed)
+        if pin.pointer != nil, let refusal = key.refusesPIN() { throw refusal }
         for algorithm in [COSE_ES256, COSE_EDDSA] {
             let verify = verification == "required" && pin.pointer == nil
             let made = Credential(
