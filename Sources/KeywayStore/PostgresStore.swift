@@ -711,6 +711,25 @@ public final class PostgresStore: LoadableStore {
         }
     }
 
+    /// The advisory locks other sessions of this database hold now (an account's lock, `lockAccount`): the holder's
+    /// process on the server, its role and the lock's key. pg_locks and the roles of pg_stat_activity are open to
+    /// every role, so a host's keywayd can see who holds what, though not since when (`Health` remembers).
+    public func heldLocks() -> Result<[(pid: String, role: String, key: String)], AuthenticationError> {
+        Result { () throws(AuthenticationError) in
+            try run("cannot read the database's locks") { db, deadline throws(PostgresError) in
+                try db.query(
+                    "SELECT l.pid, coalesce(a.usename, '?'), l.classid || ':' || l.objid FROM pg_locks l "
+                        + "LEFT JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+                        + "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                        + "AND l.pid <> pg_backend_pid() ORDER BY l.pid", deadline: deadline
+                ).compactMap { row in
+                    guard row.count == 3, let pid = row[0], let role = row[1], let key = row[2] else { return nil }
+                    return (pid, role, key)
+                }
+            }
+        }
+    }
+
     /// Connects (or takes a pooled connection) and says whether the database can be used now: which server answered,
     /// on which timeline, or why none did. keywayd logs it at start.
     public func probe() -> Result<String, AuthenticationError> {

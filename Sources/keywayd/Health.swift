@@ -6,6 +6,7 @@ import KeywayDaemon
 import KeywayPlatform
 import KeywayStore
 import KeywayWire
+import Synchronization
 
 /// keywayd's checks beyond the server's own, for `keyway health` (keywayd(8), HEALTH): the store reachable and
 /// writable, the configuration valid and the one keywayd enforces, the readers present, the fleet's database and what
@@ -82,7 +83,41 @@ enum Health {
                 state.synchronous.isEmpty
                 ? "no synchronous standby: a failover may lose the latest counts (keywayd(8), FLEETS)"
                 : "synchronous standby '\(state.synchronous)': a failover keeps every count"
+            if let held = longHeld(database) {
+                return HealthCheck(
+                    "database", .warning,
+                    "role \(held.role) (server process \(held.pid)) has held an account's lock for at least "
+                        + "\(held.seconds) s: every host answers that account unavailable meanwhile; end it with "
+                        + "SELECT pg_terminate_backend(\(held.pid)) (keywayd(8), FLEETS)")
+            }
             return HealthCheck("database", .ok, "\(line); \(failover)")
+        }
+    }
+
+    /// How long a lock may be held before health warns: keywayd's own transactions end within its timeout.
+    static let lockHeldLimit: Int64 = 5_000
+
+    /// The locks seen held, by holder and key, with when each was first seen (monotonic ms).
+    private static let locksSeen = Mutex<[String: Int64]>([:])
+
+    /// A lock another session has held since an earlier look at least `lockHeldLimit` ago (a host's role holding an
+    /// account's lock in an open transaction denies that account to every host), or nil.
+    static func longHeld(_ database: PostgresStore) -> (role: String, pid: String, seconds: Int64)? {
+        guard case .success(let held) = database.heldLocks() else { return nil }
+        let now = MonotonicClock.milliseconds()
+        return locksSeen.withLock { seen in
+            var still: [String: Int64] = [:]
+            var oldest: (role: String, pid: String, seconds: Int64)? = nil
+            for lock in held {
+                let name = "\(lock.pid) \(lock.key)"
+                let since = seen[name] ?? now
+                still[name] = since
+                if now - since >= lockHeldLimit, (oldest?.seconds ?? -1) < (now - since) / 1000 {
+                    oldest = (lock.role, lock.pid, (now - since) / 1000)
+                }
+            }
+            seen = still
+            return oldest
         }
     }
 
