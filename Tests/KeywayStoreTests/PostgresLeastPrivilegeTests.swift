@@ -371,3 +371,47 @@ extension PostgresLeastPrivilegeTests {
         #expect(trail.contains { $0.contains("on host-a use carol") && $0.hasSuffix("(role keyway_host)") }, "\(trail)")
     }
 }
+
+extension PostgresLeastPrivilegeTests {
+    @Test("a host's uses are bounded: 120 a minute per role, the 121st refused, so no host floods the trail")
+    func usesPerMinute() throws {
+        let granted = try Granted()
+        defer { granted.fleet.cluster.stop() }
+        func field(_ bytes: [UInt8]) -> [UInt8] { [0, 0, 0, UInt8(bytes.count)] + bytes }
+        // One key; its signature counter, at byte 27, raised by one per use.
+        let keys: [UInt8] =
+            [1, 1] + field(Array("key".utf8)) + field([9, 9]) + [0xFF, 0xFF, 0xFF, 0xF8] + field([1, 2, 3])
+            + [0, 0, 0, 5, 0]
+        try granted.admin.save(
+            Enrollment(
+                user: "carol", factor: FactorKind(rawValue: "fido2"), payload: keys,
+                changedAt: granted.admin.clock.now(), changedBy: "root"))
+        let output = try granted.fleet.cluster.psql(
+            as: "keyway_host",
+            script: """
+                DO $$
+                DECLARE
+                    old bytea;
+                    made bigint;
+                    maker text;
+                    uses integer := 0;
+                BEGIN
+                    FOR counter IN 6 .. 200 LOOP
+                        SELECT payload, changed_at, changed_by INTO old, made, maker
+                        FROM keyway_enrollment_rows('carol', 'fido2');
+                        BEGIN
+                            PERFORM keyway_replace('carol', 'fido2', old, overlay(old PLACING int4send(counter)
+                                FROM 27 FOR 4), made, maker, 0, 'anywhere', 'carol', 'use', NULL);
+                            uses := uses + 1;
+                        EXCEPTION WHEN OTHERS THEN
+                            RAISE NOTICE 'refused: %', SQLERRM;
+                            EXIT;
+                        END;
+                    END LOOP;
+                    RAISE NOTICE 'uses: %', uses;
+                END $$;
+                """)
+        #expect(output.contains("refused: more than 120 uses a minute from keyway_host"), "\(output)")
+        #expect(output.contains("uses: 120"), "\(output)")
+    }
+}
