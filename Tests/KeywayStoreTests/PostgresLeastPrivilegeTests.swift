@@ -246,8 +246,10 @@ struct PostgresLeastPrivilegeTests {
         granted.refused(
             "SELECT * FROM keyway_check_code('alice', 'totp', '123456', 10, false)",
             "checks codes of totp within 1 steps either side, not 10")
-        // The budget left no row a host could read, and the old function is gone.
+        // The budget left no row a host could read, the record the checks read is not a host's to call, and the
+        // old function is gone.
         granted.refused("SELECT * FROM code_reservations", "permission denied")
+        granted.refused("SELECT * FROM keyway_code_record('alice', 'totp')", "permission denied")
         granted.refused("SELECT * FROM keyway_check_code('alice', 'totp', '123456', 1)", "does not exist")
     }
 }
