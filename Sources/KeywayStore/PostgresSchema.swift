@@ -97,52 +97,7 @@ enum PostgresSchema {
         -- succeeded moved forward and not into the future) or by one, as the refund of a repeated wrong secret;
         -- when a factor last succeeded never moves back. Each fall is stamped with the role and the database's
         -- time.
-        CREATE FUNCTION keyway_put_attempts(p_account text, p_factor text, p_failures integer,
-            p_last_failure bigint, p_mismatches bytea, p_last_success bigint) RETURNS void
-            LANGUAGE plpgsql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
-        DECLARE
-            old attempts%ROWTYPE;
-            now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-            success boolean;
-            lowered boolean;
-        BEGIN
-            SELECT * INTO old FROM attempts WHERE account = p_account AND factor = p_factor FOR UPDATE;
-            success := p_last_success IS NOT NULL AND p_last_success > coalesce(old.last_success, -1);
-            lowered := p_failures < coalesce(old.failures, 0);
-            IF NOT keyway_privileged() THEN
-                IF p_failures < 0 OR p_last_success IS DISTINCT FROM old.last_success AND NOT success THEN
-                    RAISE EXCEPTION 'a host may not move back when % of % last succeeded', p_factor, p_account
-                        USING ERRCODE = '42501';
-                END IF;
-                IF success AND p_last_success > now_ms + 300000 THEN
-                    RAISE EXCEPTION 'a host may not record a success of % of % in the future', p_factor, p_account
-                        USING ERRCODE = '42501';
-                END IF;
-                IF lowered AND NOT success
-                    AND NOT EXISTS (SELECT 1 FROM attempts WHERE account = p_account
-                        AND success_xact = pg_current_xact_id())
-                    AND NOT (p_failures = old.failures - 1
-                        AND EXISTS (SELECT 1 FROM attempts WHERE account = p_account AND recent_mismatches <> ''))
-                THEN
-                    RAISE EXCEPTION 'a host lowers the counter of % of % only with a success or the refund of a '
-                        'repeated wrong secret', p_factor, p_account USING ERRCODE = '42501';
-                END IF;
-            ELSIF p_failures = 0 AND p_last_failure IS NULL AND p_mismatches = '' AND p_last_success IS NULL THEN
-                DELETE FROM attempts WHERE account = p_account AND factor = p_factor;
-                RETURN;
-            END IF;
-            INSERT INTO attempts AS a (account, factor, failures, last_failure, recent_mismatches, last_success,
-                lowered_by, lowered_at, success_xact)
-            VALUES (p_account, p_factor, p_failures, p_last_failure, p_mismatches, p_last_success,
-                CASE WHEN lowered THEN session_user END, CASE WHEN lowered THEN now_ms END,
-                CASE WHEN success THEN pg_current_xact_id() END)
-            ON CONFLICT (account, factor) DO UPDATE SET failures = excluded.failures,
-                last_failure = excluded.last_failure, recent_mismatches = excluded.recent_mismatches,
-                last_success = excluded.last_success,
-                lowered_by = coalesce(excluded.lowered_by, a.lowered_by),
-                lowered_at = coalesce(excluded.lowered_at, a.lowered_at),
-                success_xact = coalesce(excluded.success_xact, a.success_xact);
-        END $$;
+        \(putAttempts(replacing: false, futureMargin: 300_000))
 
         -- A one-time code (RFC 6238) checked here, with the secret that never leaves the database, by the
         -- database's clock: the step that matched within p_window either side, and the code's fingerprint as a
@@ -289,14 +244,7 @@ enum PostgresSchema {
 
         -- Counters of names without an enrollment, beyond the latest p_limit, none that decides anything
         -- (Store.pruneCounters): what a host may clear.
-        CREATE FUNCTION keyway_prune_counters(p_deciding integer, p_limit integer) RETURNS bigint
-            LANGUAGE sql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
-            WITH doomed AS (SELECT account FROM attempts a WHERE NOT EXISTS
-                (SELECT 1 FROM enrollments e WHERE e.account = a.account) GROUP BY account
-                HAVING max(failures) < p_deciding ORDER BY max(coalesce(last_failure, 0)) DESC, account
-                OFFSET greatest(p_limit, 0)),
-            gone AS (DELETE FROM attempts WHERE account IN (SELECT account FROM doomed) RETURNING account)
-            SELECT count(DISTINCT account) FROM gone $$;
+        \(pruneCounters(replacing: false, deciding: "p_deciding"))
 
         REVOKE ALL ON FUNCTION keyway_privileged(), keyway_shown(text, bytea), keyway_enrollment_rows(text, text),
             keyway_enrollments_of(text),
@@ -494,52 +442,7 @@ enum PostgresSchema {
 
         -- As in migration 2, with no success more than 2 s (clock skew) ahead of the database's clock: a one-time
         -- code's step is now the database's mark (code_marks), never a success in the future.
-        CREATE OR REPLACE FUNCTION keyway_put_attempts(p_account text, p_factor text, p_failures integer,
-            p_last_failure bigint, p_mismatches bytea, p_last_success bigint) RETURNS void
-            LANGUAGE plpgsql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
-        DECLARE
-            old attempts%ROWTYPE;
-            now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
-            success boolean;
-            lowered boolean;
-        BEGIN
-            SELECT * INTO old FROM attempts WHERE account = p_account AND factor = p_factor FOR UPDATE;
-            success := p_last_success IS NOT NULL AND p_last_success > coalesce(old.last_success, -1);
-            lowered := p_failures < coalesce(old.failures, 0);
-            IF NOT keyway_privileged() THEN
-                IF p_failures < 0 OR p_last_success IS DISTINCT FROM old.last_success AND NOT success THEN
-                    RAISE EXCEPTION 'a host may not move back when % of % last succeeded', p_factor, p_account
-                        USING ERRCODE = '42501';
-                END IF;
-                IF success AND p_last_success > now_ms + 2000 THEN
-                    RAISE EXCEPTION 'a host may not record a success of % of % in the future', p_factor, p_account
-                        USING ERRCODE = '42501';
-                END IF;
-                IF lowered AND NOT success
-                    AND NOT EXISTS (SELECT 1 FROM attempts WHERE account = p_account
-                        AND success_xact = pg_current_xact_id())
-                    AND NOT (p_failures = old.failures - 1
-                        AND EXISTS (SELECT 1 FROM attempts WHERE account = p_account AND recent_mismatches <> ''))
-                THEN
-                    RAISE EXCEPTION 'a host lowers the counter of % of % only with a success or the refund of a '
-                        'repeated wrong secret', p_factor, p_account USING ERRCODE = '42501';
-                END IF;
-            ELSIF p_failures = 0 AND p_last_failure IS NULL AND p_mismatches = '' AND p_last_success IS NULL THEN
-                DELETE FROM attempts WHERE account = p_account AND factor = p_factor;
-                RETURN;
-            END IF;
-            INSERT INTO attempts AS a (account, factor, failures, last_failure, recent_mismatches, last_success,
-                lowered_by, lowered_at, success_xact)
-            VALUES (p_account, p_factor, p_failures, p_last_failure, p_mismatches, p_last_success,
-                CASE WHEN lowered THEN session_user END, CASE WHEN lowered THEN now_ms END,
-                CASE WHEN success THEN pg_current_xact_id() END)
-            ON CONFLICT (account, factor) DO UPDATE SET failures = excluded.failures,
-                last_failure = excluded.last_failure, recent_mismatches = excluded.recent_mismatches,
-                last_success = excluded.last_success,
-                lowered_by = coalesce(excluded.lowered_by, a.lowered_by),
-                lowered_at = coalesce(excluded.lowered_at, a.lowered_at),
-                success_xact = coalesce(excluded.success_xact, a.success_xact);
-        END $$;
+        \(putAttempts(replacing: true, futureMargin: 2000))
 
         -- As in migration 2, with a recovery set compared as a list (one hash taken out where it was, so a hash
         -- cannot be kept twice) and a security key's signature counter raised by at most 65,536 per use.
@@ -648,19 +551,79 @@ enum PostgresSchema {
 
         -- As in migration 2, deciding by Keyway's own constant (AttemptState.deciding, 5 failures), whatever the
         -- caller passes as p_deciding: a host cannot have a counter that decides something pruned.
-        CREATE OR REPLACE FUNCTION keyway_prune_counters(p_deciding integer, p_limit integer) RETURNS bigint
-            LANGUAGE sql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
-            WITH doomed AS (SELECT account FROM attempts a WHERE NOT EXISTS
-                (SELECT 1 FROM enrollments e WHERE e.account = a.account) GROUP BY account
-                HAVING max(failures) < 5 ORDER BY max(coalesce(last_failure, 0)) DESC, account
-                OFFSET greatest(p_limit, 0)),
-            gone AS (DELETE FROM attempts WHERE account IN (SELECT account FROM doomed) RETURNING account)
-            SELECT count(DISTINCT account) FROM gone $$;
+        \(pruneCounters(replacing: true, deciding: "5"))
 
         REVOKE ALL ON FUNCTION keyway_code_record(text, text), keyway_reserve_code(text, text, text, boolean),
             keyway_check_code(text, text, text, integer, boolean) FROM PUBLIC;
         """,
     ]
+
+    /// keyway_put_attempts (migration 2, restated by 4 with a smaller margin): a success may be at most
+    /// `futureMargin` milliseconds ahead of the database's clock.
+    static func putAttempts(replacing: Bool, futureMargin: Int) -> String {
+        """
+        CREATE \(replacing ? "OR REPLACE " : "")FUNCTION keyway_put_attempts(p_account text, p_factor text, p_failures integer,
+            p_last_failure bigint, p_mismatches bytea, p_last_success bigint) RETURNS void
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+        DECLARE
+            old attempts%ROWTYPE;
+            now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+            success boolean;
+            lowered boolean;
+        BEGIN
+            SELECT * INTO old FROM attempts WHERE account = p_account AND factor = p_factor FOR UPDATE;
+            success := p_last_success IS NOT NULL AND p_last_success > coalesce(old.last_success, -1);
+            lowered := p_failures < coalesce(old.failures, 0);
+            IF NOT keyway_privileged() THEN
+                IF p_failures < 0 OR p_last_success IS DISTINCT FROM old.last_success AND NOT success THEN
+                    RAISE EXCEPTION 'a host may not move back when % of % last succeeded', p_factor, p_account
+                        USING ERRCODE = '42501';
+                END IF;
+                IF success AND p_last_success > now_ms + \(futureMargin) THEN
+                    RAISE EXCEPTION 'a host may not record a success of % of % in the future', p_factor, p_account
+                        USING ERRCODE = '42501';
+                END IF;
+                IF lowered AND NOT success
+                    AND NOT EXISTS (SELECT 1 FROM attempts WHERE account = p_account
+                        AND success_xact = pg_current_xact_id())
+                    AND NOT (p_failures = old.failures - 1
+                        AND EXISTS (SELECT 1 FROM attempts WHERE account = p_account AND recent_mismatches <> ''))
+                THEN
+                    RAISE EXCEPTION 'a host lowers the counter of % of % only with a success or the refund of a '
+                        'repeated wrong secret', p_factor, p_account USING ERRCODE = '42501';
+                END IF;
+            ELSIF p_failures = 0 AND p_last_failure IS NULL AND p_mismatches = '' AND p_last_success IS NULL THEN
+                DELETE FROM attempts WHERE account = p_account AND factor = p_factor;
+                RETURN;
+            END IF;
+            INSERT INTO attempts AS a (account, factor, failures, last_failure, recent_mismatches, last_success,
+                lowered_by, lowered_at, success_xact)
+            VALUES (p_account, p_factor, p_failures, p_last_failure, p_mismatches, p_last_success,
+                CASE WHEN lowered THEN session_user END, CASE WHEN lowered THEN now_ms END,
+                CASE WHEN success THEN pg_current_xact_id() END)
+            ON CONFLICT (account, factor) DO UPDATE SET failures = excluded.failures,
+                last_failure = excluded.last_failure, recent_mismatches = excluded.recent_mismatches,
+                last_success = excluded.last_success,
+                lowered_by = coalesce(excluded.lowered_by, a.lowered_by),
+                lowered_at = coalesce(excluded.lowered_at, a.lowered_at),
+                success_xact = coalesce(excluded.success_xact, a.success_xact);
+        END $$;
+        """
+    }
+
+    /// keyway_prune_counters (migration 2, restated by 4): names whose counters reach `deciding` failures are kept.
+    static func pruneCounters(replacing: Bool, deciding: String) -> String {
+        """
+        CREATE \(replacing ? "OR REPLACE " : "")FUNCTION keyway_prune_counters(p_deciding integer, p_limit integer) RETURNS bigint
+            LANGUAGE sql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+            WITH doomed AS (SELECT account FROM attempts a WHERE NOT EXISTS
+                (SELECT 1 FROM enrollments e WHERE e.account = a.account) GROUP BY account
+                HAVING max(failures) < \(deciding) ORDER BY max(coalesce(last_failure, 0)) DESC, account
+                OFFSET greatest(p_limit, 0)),
+            gone AS (DELETE FROM attempts WHERE account IN (SELECT account FROM doomed) RETURNING account)
+            SELECT count(DISTINCT account) FROM gone $$;
+        """
+    }
 
     /// The newest schema this build knows.
     static var currentVersion: Int { migrations.count }

@@ -167,18 +167,24 @@ final class SQLiteConnection: @unchecked Sendable {
     /// `synchronous = FULL` syncs it); a sync that fails throws, so a write is never reported kept that a power cut
     /// could lose (it may then be kept though reported failed). One that is not durable may still be only in the log.
     func transaction<T>(durable: Bool = true, _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try run(beginning: "BEGIN IMMEDIATE", syncing: { _ in durable }, body)
+    }
+
+    /// `transaction`, durable only when `durable` says so of what `body` returned (a check that wrote nothing costs
+    /// no sync).
+    func transaction<T>(durableIf durable: (T) -> Bool, _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
         try run(beginning: "BEGIN IMMEDIATE", syncing: durable, body)
     }
 
     /// Runs `body` in one read transaction (a deferred `BEGIN`: the first read takes the snapshot the others share),
     /// ended on return or throw.
     func reading<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
-        try run(beginning: "BEGIN", syncing: false, body)
+        try run(beginning: "BEGIN", syncing: { _ in false }, body)
     }
 
-    /// `body` between `begin` and COMMIT, rolled back on a throw; with `syncing`, the log synced after the commit
-    /// when commits do not sync it themselves.
-    private func run<T>(beginning begin: String, syncing: Bool, _ body: () throws(SQLiteError) -> T)
+    /// `body` between `begin` and COMMIT, rolled back on a throw; when `syncing` says so of its result, the log
+    /// synced after the commit when commits do not sync it themselves.
+    private func run<T>(beginning begin: String, syncing: (T) -> Bool, _ body: () throws(SQLiteError) -> T)
         throws(SQLiteError) -> T
     {
         try query(begin)
@@ -190,7 +196,7 @@ final class SQLiteConnection: @unchecked Sendable {
             try? execute("ROLLBACK")
             throw error
         }
-        if syncing && !commitSyncs { try syncLog() }
+        if syncing(result) && !commitSyncs { try syncLog() }
         return result
     }
 

@@ -148,13 +148,17 @@ public final class SQLiteStore: LoadableStore {
     // MARK: Enrollments
 
     public func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment? {
-        try run("cannot read an enrollment") { db throws(SQLiteError) in
-            try db.query(
-                "SELECT user, factor, payload, changed_at, changed_by FROM enrollments "
-                    + "WHERE user = ? AND factor = ?", [.text(user), .text(factor.rawValue)]
-            )
-            .first.flatMap(Self.enrollment(from:))
-        }
+        try run("cannot read an enrollment") { db throws(SQLiteError) in try Self.enrollment(db, user, factor) }
+    }
+
+    private static func enrollment(_ db: SQLiteConnection, _ user: String, _ factor: FactorKind)
+        throws(SQLiteError) -> Enrollment?
+    {
+        try db.query(
+            "SELECT user, factor, payload, changed_at, changed_by FROM enrollments WHERE user = ? AND factor = ?",
+            [.text(user), .text(factor.rawValue)]
+        )
+        .first.flatMap(Self.enrollment(from:))
     }
 
     public func enrollments(user: String) throws(AuthenticationError) -> [Enrollment] {
@@ -190,19 +194,15 @@ public final class SQLiteStore: LoadableStore {
         throws(AuthenticationError)
     {}
 
-    /// The check and its mark in one write transaction, so of two requests with the same code one matches.
+    /// The check and its mark in one write transaction, so of two requests with the same code one matches; durable
+    /// when it marked a step (a power cut cannot reopen a used code), and costing no sync when it did not.
     public func checkOneTimeCode(
         user: String, factor: FactorKind, code: [UInt8], window: Int64, remote: Bool, at now: Timestamp
     ) throws(AuthenticationError) -> OneTimeCodeCheck? {
         try run("cannot check the code") { db throws(SQLiteError) in
-            try db.transaction { () throws(SQLiteError) -> OneTimeCodeCheck? in
+            try db.transaction(durableIf: { $0?.step != nil }) { () throws(SQLiteError) -> OneTimeCodeCheck? in
                 let keys: [SQLiteConnection.Value] = [.text(user), .text(factor.rawValue)]
-                guard
-                    let record = try db.query(
-                        "SELECT user, factor, payload, changed_at, changed_by FROM enrollments "
-                            + "WHERE user = ? AND factor = ?", keys
-                    ).first.flatMap(Self.enrollment(from:))
-                else { return nil }
+                guard let record = try Self.enrollment(db, user, factor) else { return nil }
                 let mark = try db.query("SELECT step, changed_at FROM code_marks WHERE user = ? AND factor = ?", keys)
                     .first.flatMap { row -> OneTimeMark? in
                         guard let step = row[0].integer, let changedAt = row[1].integer else { return nil }

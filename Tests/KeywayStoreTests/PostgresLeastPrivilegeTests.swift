@@ -42,6 +42,21 @@ struct PostgresLeastPrivilegeTests {
             }
         }
 
+        /// One security key as Plugins/FIDO2 stores it: a version byte, a count, then a name, an id, an algorithm,
+        /// a public key (each field a 4-byte length and its bytes), a 4-byte signature counter (at byte 27 with these
+        /// fields) and a clone mark.
+        static func securityKey(publicKey: [UInt8] = [1, 2, 3], counter: UInt32, flag: UInt8 = 0) -> [UInt8] {
+            func field(_ bytes: [UInt8]) -> [UInt8] { [0, 0, 0, UInt8(bytes.count)] + bytes }
+            let counterBytes = (0..<4).map { UInt8(truncatingIfNeeded: counter >> (24 - 8 * $0)) }
+            return [1, 1] + field(Array("key".utf8)) + field([9, 9]) + [0xFF, 0xFF, 0xFF, 0xF8] + field(publicKey)
+                + counterBytes + [flag]
+        }
+
+        /// `bytes` as a bytea literal for psql.
+        static func hex(_ bytes: [UInt8]) -> String {
+            "'\\x" + bytes.map { String(format: "%02x", $0) }.joined() + "'"
+        }
+
         /// psql as the host's role must fail, saying `reason`.
         func refused(_ statement: String, _ reason: String, sourceLocation: SourceLocation = #_sourceLocation) {
             let (status, output) = fleet.psql(as: "keyway_host", statement)
@@ -287,16 +302,11 @@ extension PostgresLeastPrivilegeTests {
         refused(pass, Array("1\ngesture\n9999999999999\n9\n9\n$argon2id$x".utf8), "uses added to a pass")
         refused(pass, Array("1\ngesture\n9999999999999\n1\n2\n$argon2id$mine".utf8), "a pass's hash changed")
         #expect(try swap(pass, Array("1\ngesture\n9999999999999\n1\n2\n$argon2id$x".utf8)), "a use spent")
-        // Security keys: version, count, then name, id, algorithm, public key, counter, flag.
-        func keys(publicKey: [UInt8], counter: UInt8, flag: UInt8) -> [UInt8] {
-            func field(_ bytes: [UInt8]) -> [UInt8] { [0, 0, 0, UInt8(bytes.count)] + bytes }
-            return [1, 1] + field(Array("key".utf8)) + field([9, 9]) + [0xFF, 0xFF, 0xFF, 0xF8] + field(publicKey)
-                + [0, 0, 0, counter, flag]
-        }
-        let fido2 = try enroll("carol", "fido2", keys(publicKey: [1, 2, 3], counter: 5, flag: 0))
-        refused(fido2, keys(publicKey: [6, 6, 6], counter: 6, flag: 0), "a key's public key replaced")
-        refused(fido2, keys(publicKey: [1, 2, 3], counter: 4, flag: 0), "a counter moved back")
-        #expect(try swap(fido2, keys(publicKey: [1, 2, 3], counter: 6, flag: 1)), "a counter raised and a mark set")
+        // Security keys (Granted.securityKey).
+        let fido2 = try enroll("carol", "fido2", Granted.securityKey(counter: 5))
+        refused(fido2, Granted.securityKey(publicKey: [6, 6, 6], counter: 6), "a key's public key replaced")
+        refused(fido2, Granted.securityKey(counter: 4), "a counter moved back")
+        #expect(try swap(fido2, Granted.securityKey(counter: 6, flag: 1)), "a counter raised and a mark set")
         // Another factor's record is not a use at all.
         refused(
             try #require(try granted.admin.enrollment(user: "alice", factor: .gesture)), Array("mine".utf8),
@@ -331,7 +341,7 @@ extension PostgresLeastPrivilegeTests {
             try granted.admin.save(record)
             return record
         }
-        func hex(_ bytes: [UInt8]) -> String { "'\\x" + bytes.map { String(format: "%02x", $0) }.joined() + "'" }
+        let hex = Granted.hex
         func use(_ record: Enrollment, _ payload: [UInt8], at: String = "1577836800000", host: String = "host-b")
             -> String
         {
@@ -351,18 +361,12 @@ extension PostgresLeastPrivilegeTests {
             try granted.admin.enrollment(user: "carol", factor: FactorKind(rawValue: "recovery")))
         granted.refused(use(current, [1, 4] + Array("h1\nh1".utf8)), "may not change the recovery of carol")
         granted.refused(use(current, current.payload), "may not change the recovery of carol")
-        func keys(counter: UInt32) -> [UInt8] {
-            func field(_ bytes: [UInt8]) -> [UInt8] { [0, 0, 0, UInt8(bytes.count)] + bytes }
-            return [1, 1] + field(Array("key".utf8)) + field([9, 9]) + [0xFF, 0xFF, 0xFF, 0xF8] + field([1, 2, 3])
-                + [
-                    UInt8(counter >> 24), UInt8(counter >> 16 & 0xFF), UInt8(counter >> 8 & 0xFF),
-                    UInt8(counter & 0xFF), 0,
-                ]
-        }
-        let fido2 = try enroll("carol", "fido2", keys(counter: 5))
+
+        let fido2 = try enroll("carol", "fido2", Granted.securityKey(counter: 5))
         granted.refused(use(fido2, fido2.payload), "may not change the fido2 of carol")
-        granted.refused(use(fido2, keys(counter: 0xFFFF_FFFF)), "may not change the fido2 of carol")
-        let (raised, raisedSaid) = granted.fleet.psql(as: "keyway_host", use(fido2, keys(counter: 5 + 65_536)))
+        granted.refused(use(fido2, Granted.securityKey(counter: 0xFFFF_FFFF)), "may not change the fido2 of carol")
+        let (raised, raisedSaid) = granted.fleet.psql(
+            as: "keyway_host", use(fido2, Granted.securityKey(counter: 5 + 65_536)))
         #expect(raised == 0, "a raise within the bound: \(raisedSaid)")
         // Pruning decides by its own constant: a name with 7 failures stays whatever the caller says decides.
         try granted.host.updateAttempts(user: "ghost", durable: true) { $0[.gesture].consecutiveFailures = 7 }
@@ -379,11 +383,8 @@ extension PostgresLeastPrivilegeTests {
     func usesPerMinute() throws {
         let granted = try Granted()
         defer { granted.fleet.cluster.stop() }
-        func field(_ bytes: [UInt8]) -> [UInt8] { [0, 0, 0, UInt8(bytes.count)] + bytes }
         // One key; its signature counter, at byte 27, raised by one per use.
-        let keys: [UInt8] =
-            [1, 1] + field(Array("key".utf8)) + field([9, 9]) + [0xFF, 0xFF, 0xFF, 0xF8] + field([1, 2, 3])
-            + [0, 0, 0, 5, 0]
+        let keys = Granted.securityKey(counter: 5)
         try granted.admin.save(
             Enrollment(
                 user: "carol", factor: FactorKind(rawValue: "fido2"), payload: keys,

@@ -38,10 +38,8 @@ struct PostgresMigrationTests {
         let generator = OneTimeCode(secret: secret)
         let used = generator.step(at: StoreConformance.wallClock())
         let made: Int64 = 1_700_000_000_000
-        func hex(_ bytes: [UInt8]) -> String { "'\\x" + bytes.map { String(format: "%02x", $0) }.joined() + "'" }
-        let keys: [UInt8] =
-            [1, 1, 0, 0, 0, 3] + Array("key".utf8) + [0, 0, 0, 2, 9, 9, 0xFF, 0xFF, 0xFF, 0xF8]
-            + [0, 0, 0, 3, 1, 2, 3] + [0, 0, 0, 5, 0]
+        let hex = PostgresLeastPrivilegeTests.Granted.hex
+        let keys = PostgresLeastPrivilegeTests.Granted.securityKey(counter: 5)
         let recovery: [UInt8] = [1, 3] + Array("h1\nh2\nh3".utf8)
         let gesture = Array("a pattern's hash".utf8)
         _ = try cluster.sql(
@@ -93,9 +91,9 @@ struct PostgresMigrationTests {
                     at: host.clock.now(), actor: user, user: user, action: .use, factor: current.factor))
         }
         #expect(try spend("carol", "recovery", [1, 3] + Array("h1\nh3".utf8)), "a recovery code's use")
-        var raised = keys
-        raised[raised.count - 2] = 6
-        #expect(try spend("carol", "fido2", raised), "a security key's signature counter raised by one")
+        #expect(
+            try spend("carol", "fido2", PostgresLeastPrivilegeTests.Granted.securityKey(counter: 6)),
+            "a security key's signature counter raised by one")
         #expect(try host.attempts(user: "alice")[.gesture].consecutiveFailures == 3)
     }
 }
