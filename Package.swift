@@ -247,7 +247,10 @@ let package = Package(
             "PasscodeTests", ["KeywayPasscode", "KeywayCore", "KeywayCrypto", "KeywayTestSupport"]),
         tests(
             "KeywayStoreTests",
-            ["KeywayStore", "KeywayCore", "KeywayPlatform", "KeywayTestSupport", "KeywayTOTP", "keyway-probe"]),
+            [
+                "KeywayStore", "KeywayCore", "KeywayPlatform", "KeywayTestSupport", "KeywayTOTP", "KeywayFactors",
+                "KeywayRecovery", "KeywayFIDO2", "KeywayCrypto", "keyway-probe",
+            ]),
         tests(
             "PAMTests",
             [

@@ -177,3 +177,25 @@ extension FactorKind {
     /// Single-use codes for when the usual factors are lost (a phone): `require = totp or recovery`.
     public static let recovery = FactorKind(rawValue: "recovery")
 }
+
+extension RecoverySet {
+    /// A set's spendable parts are its codes, each named by its hash with one use; fixed are the version and how many
+    /// were made. A code used is 0 in the store and left out of the record (`SpendableLayout`).
+    static let spendable = SpendableLayout(
+        .recovery,
+        split: { bytes in
+            guard let set = try? RecoverySet(decoding: bytes), set.encoded == bytes else { return nil }
+            return SpendableParts(
+                fixed: Array(bytes.prefix(2)), items: set.hashes.map { SpendableItem($0, 1, .fallsByOne) })
+        },
+        join: { parts in
+            guard parts.fixed.count == 2, parts.fixed[0] == 1, parts.fixed[1] > 0,
+                parts.items.count <= Int(parts.fixed[1]),
+                parts.items.allSatisfy({ ($0.value == 0 || $0.value == 1) && !$0.name.isEmpty })
+            else { return nil }
+            let set = RecoverySet(
+                made: Int(parts.fixed[1]), hashes: parts.items.filter { $0.value == 1 }.map { $0.name })
+            guard (try? RecoverySet(decoding: set.encoded)) == set else { return nil }
+            return set.encoded
+        })
+}

@@ -16,6 +16,7 @@ extension RecoveryAuthenticator {
                 try vault.enroll(first, of: .recovery, for: user, label: nil, by: "conformance")
                 return .init(right: first, wrong: .secret(Secret(copying: Array("abcd-efgh-jkmn".utf8))))
             },
+            spendable: RecoverySet.spendable,
             personSide: { side in RecoveryAuthenticator(vault: side.vault) },
             vaultSide: { side in RecoveryKeeper(store: side.store, clock: side.clock, hasher: side.hasher) })
     }

@@ -81,6 +81,9 @@ public struct FactorPlugin: Sendable {
     public let personSide: @Sendable (PersonSide) -> any Authenticator
     /// Builds the vault's side.
     public let vaultSide: @Sendable (VaultSide) -> any FactorKeeper
+    /// How its record splits into the parts a use changes (uses left, a counter), for a factor whose records are
+    /// spent; nil for one whose uses change nothing in its record.
+    public let spendable: SpendableLayout?
 
     /// How a factor is enrolled.
     public enum EnrollmentKind: Sendable, Equatable {
@@ -117,9 +120,11 @@ public struct FactorPlugin: Sendable {
         codes: FactorCodes = FactorCodes(), device: String? = nil,
         settings: [Setting], userSettings: [UserSetting] = [], specimen: Specimen, arming: Arming? = nil,
         servesRemoteSessions: @escaping @Sendable (FactorSettings) -> Bool = { _ in true },
+        spendable: SpendableLayout? = nil,
         personSide: @escaping @Sendable (PersonSide) -> any Authenticator,
         vaultSide: @escaping @Sendable (VaultSide) -> any FactorKeeper
     ) {
+        self.spendable = spendable
         self.kind = kind
         self.enrollment = enrollment
         self.part = part

@@ -165,7 +165,41 @@ struct PassRecord: Equatable {
             made: made, hash: lines[5])
     }
 
-    var encoded: [UInt8] {
-        Array("1\n\(inPlaceOf.rawValue)\n\(expires.milliseconds)\n\(uses)\n\(made)\n\(hash)".utf8)
+    var encoded: [UInt8] { Self.lines(of: self, uses: String(uses)) }
+}
+
+extension PassKeeper {
+    /// A pass's spendable part is its uses left; the rest, with `-` where the uses were, is fixed (`SpendableLayout`).
+    public static let spendable = SpendableLayout(
+        .pass,
+        split: { bytes in
+            guard let record = try? PassRecord(decoding: bytes), record.encoded == bytes else { return nil }
+            return SpendableParts(
+                fixed: PassRecord.lines(of: record, uses: "-"),
+                items: [SpendableItem("uses", Int64(record.uses), .fallsByOne)])
+        },
+        join: { parts in
+            var lines = parts.fixed.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false)
+            guard parts.items.count == 1, parts.items[0].name == "uses", lines.count == 6,
+                Array(lines[3]) == [UInt8(ascii: "-")],
+                parts.items[0].value >= 0, parts.items[0].value <= Int64(PassKeeper.mostUses)
+            else { return nil }
+            lines[3] = ArraySlice(String(parts.items[0].value).utf8)
+            var bytes: [UInt8] = []
+            for (index, line) in lines.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: "\n")) }
+                bytes += line
+            }
+            guard let record = try? PassRecord(decoding: bytes), record.encoded == bytes else { return nil }
+            return bytes
+        })
+}
+
+extension PassRecord {
+    /// The record's lines with `uses` in place of its uses left.
+    static func lines(of record: PassRecord, uses: String) -> [UInt8] {
+        Array(
+            "1\n\(record.inPlaceOf.rawValue)\n\(record.expires.milliseconds)\n\(uses)\n\(record.made)\n\(record.hash)"
+                .utf8)
     }
 }

@@ -22,4 +22,12 @@ public enum Factors {
             TOTPAuthenticator.plugin, RecoveryAuthenticator.plugin, FIDO2Plugin.plugin,
         ]
     }
+
+    /// How the records of the factors whose uses change them split into their spendable parts: the plugins' and the
+    /// pass's (`SpendableLayout`). A fleet's store is opened and migrated with these.
+    public static var spendable: SpendableLayouts {
+        var layouts: [SpendableLayout] = [PassKeeper.spendable]
+        for plugin in all { if let layout = plugin.spendable { layouts.append(layout) } }
+        return SpendableLayouts(layouts)
+    }
 }

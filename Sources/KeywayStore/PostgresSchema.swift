@@ -556,6 +556,132 @@ enum PostgresSchema {
         REVOKE ALL ON FUNCTION keyway_code_record(text, text), keyway_reserve_code(text, text, text, boolean),
             keyway_check_code(text, text, text, integer, boolean) FROM PUBLIC;
         """,
+        // 5: the store knows no factor's format (docs/ARCHITECTURE.md §17, "Spendable parts"). What a use changes of
+        // a record (uses left, a signature counter, a clone mark) is kept apart from the rest as rows, each with its
+        // rule, written by the factor's own split (SpendableLayout) when the record is enrolled, copied or migrated
+        // (PostgresStore.migrate splits the records already here). A host changes a record only by one use of one
+        // row, judged by the row's rule (keyway_spend); no function parses a factor's bytes any more.
+        """
+        CREATE TABLE spendables (
+            account text COLLATE "C" NOT NULL,
+            factor text COLLATE "C" NOT NULL,
+            position integer NOT NULL CHECK (position >= 0),
+            name text NOT NULL CHECK (name <> '' AND strpos(name, E'\\n') = 0),
+            value bigint NOT NULL CHECK (value >= 0),
+            rule text NOT NULL CHECK (rule IN ('falls', 'rises')),
+            step bigint CHECK (step > 0),
+            ceiling bigint CHECK (ceiling >= 0),
+            CHECK ((rule = 'falls') = (step IS NULL AND ceiling IS NULL)),
+            CHECK (value <= ceiling OR ceiling IS NULL),
+            PRIMARY KEY (account, factor, position),
+            FOREIGN KEY (account, factor) REFERENCES enrollments (account, factor) ON DELETE CASCADE
+        );
+
+        -- The spendable parts of an account's records (of one factor, or all), in each record's order.
+        CREATE FUNCTION keyway_spendable_rows(p_account text, p_factor text)
+            RETURNS TABLE (account text, factor text, name text, value bigint, rule text, step bigint, ceiling bigint)
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+            SELECT account, factor, name, value, rule, step, ceiling FROM spendables
+            WHERE account = p_account AND (p_factor IS NULL OR factor = p_factor) ORDER BY factor, position $$;
+
+        -- The spendable parts of every record of one factor, in each record's order.
+        CREATE FUNCTION keyway_spendables_of(p_factor text)
+            RETURNS TABLE (account text, factor text, name text, value bigint, rule text, step bigint, ceiling bigint)
+            LANGUAGE sql STABLE SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+            SELECT account, factor, name, value, rule, step, ceiling FROM spendables
+            WHERE factor = p_factor ORDER BY account, position $$;
+
+        -- One use of a record, as any role makes it: the record still the one the caller read (its fixed part and
+        -- when it was made), and one part named p_name taken from p_from to p_to as its rule allows ("falls": by
+        -- exactly one, never below 0; "rises": by 1 to step, never beyond ceiling). A p_name of NULL is a use that
+        -- changes nothing (a key that keeps no counter): true while the record is current, and nothing written.
+        -- False when the record or the part is no longer what the caller read (another use came first). The audit
+        -- row is dated by the database; a host's is under the name the administrator gave its role (host_names),
+        -- at most 120 a minute per role.
+        CREATE FUNCTION keyway_spend(p_account text, p_factor text, p_fixed bytea, p_changed_at bigint,
+            p_name text, p_from bigint, p_to bigint, p_host text, p_actor text, p_action text, p_detail text)
+            RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+        DECLARE
+            old enrollments%ROWTYPE;
+            part spendables%ROWTYPE;
+            allowed boolean;
+            now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+            v_host text := p_host;
+        BEGIN
+            IF p_action IS DISTINCT FROM 'use' AND p_action IS DISTINCT FROM 'mark' THEN
+                RAISE EXCEPTION 'a spent part is recorded as a use or a mark, not %', p_action USING ERRCODE = '22023';
+            END IF;
+            SELECT * INTO old FROM enrollments WHERE account = p_account AND factor = p_factor FOR UPDATE;
+            IF NOT FOUND OR old.payload <> p_fixed OR old.changed_at <> p_changed_at THEN RETURN false; END IF;
+            IF p_name IS NULL THEN RETURN true; END IF;
+            SELECT * INTO part FROM spendables s
+            WHERE s.account = p_account AND s.factor = p_factor AND s.name = p_name AND s.value = p_from
+            ORDER BY s.position LIMIT 1 FOR UPDATE;
+            IF NOT FOUND THEN RETURN false; END IF;
+            -- (Computed first: PL/pgSQL ends an IF's condition at the first THEN, a CASE's included.)
+            allowed := CASE part.rule
+                WHEN 'falls' THEN p_to = part.value - 1 AND p_to >= 0
+                ELSE p_to > part.value AND p_to - part.value <= part.step AND p_to <= part.ceiling END;
+            IF NOT allowed THEN
+                RAISE EXCEPTION 'one use of the % of % may not take "%" from % to % (its rule: %)', p_factor,
+                    p_account, p_name, p_from, p_to, CASE part.rule WHEN 'falls' THEN 'falls by one'
+                    ELSE format('rises by at most %s, to at most %s', part.step, part.ceiling) END
+                    USING ERRCODE = '42501';
+            END IF;
+            IF NOT keyway_privileged() THEN
+                IF (SELECT count(*) FROM audit WHERE role = session_user AND audit.at > now_ms - 60000) >= 120 THEN
+                    RAISE EXCEPTION 'more than 120 uses a minute from %', session_user USING ERRCODE = 'KWB01';
+                END IF;
+                v_host := coalesce((SELECT h.host FROM host_names h WHERE h.role = session_user), session_user);
+            END IF;
+            UPDATE spendables SET value = p_to
+            WHERE account = p_account AND factor = p_factor AND position = part.position;
+            INSERT INTO audit (at, host, actor, account, action, factor, detail)
+            VALUES (now_ms, v_host, p_actor, p_account, p_action, p_factor, p_detail);
+            RETURN true;
+        END $$;
+
+        -- As in migration 4, for an administrator's role alone: a host changes a record only by spending one use of
+        -- it (keyway_spend).
+        CREATE OR REPLACE FUNCTION keyway_replace(p_account text, p_factor text, p_old bytea, p_new bytea,
+            p_changed_at bigint, p_changed_by text, p_at bigint, p_host text, p_actor text, p_action text,
+            p_detail text)
+            RETURNS boolean LANGUAGE plpgsql SECURITY DEFINER SET search_path = @schema, pg_temp AS $$
+        DECLARE
+            old enrollments%ROWTYPE;
+        BEGIN
+            IF NOT keyway_privileged() THEN
+                RAISE EXCEPTION 'a host may not change the % of %: it spends one use of a record (keyway_spend); '
+                    'only an administrator''s role changes enrollments', p_factor, p_account USING ERRCODE = '42501';
+            END IF;
+            SELECT * INTO old FROM enrollments WHERE account = p_account AND factor = p_factor FOR UPDATE;
+            IF NOT FOUND OR old.payload <> p_old THEN RETURN false; END IF;
+            UPDATE enrollments SET payload = p_new, changed_at = p_changed_at, changed_by = p_changed_by
+            WHERE account = p_account AND factor = p_factor;
+            INSERT INTO audit (at, host, actor, account, action, factor, detail)
+            VALUES (p_at, p_host, p_actor, p_account, p_action, p_factor, p_detail);
+            RETURN true;
+        END $$;
+        DROP FUNCTION keyway_is_use(text, bytea, bytea);
+
+        REVOKE ALL ON FUNCTION keyway_spendable_rows(text, text), keyway_spendables_of(text),
+            keyway_spend(text, text, bytea, bigint, text, bigint, bigint, text, text, text, text) FROM PUBLIC;
+        -- Grants follow the functions a host already had: every role that could read a record reads its parts and
+        -- spends them.
+        DO $$
+        DECLARE
+            grantee text;
+        BEGIN
+            FOR grantee IN SELECT DISTINCT p.grantee FROM information_schema.routine_privileges p
+                WHERE p.routine_name = 'keyway_enrollment_rows' AND p.routine_schema = current_schema()
+                    AND p.privilege_type = 'EXECUTE' AND p.grantee NOT IN (current_user, 'PUBLIC')
+            LOOP
+                EXECUTE format('GRANT EXECUTE ON FUNCTION keyway_spendable_rows(text, text), '
+                    'keyway_spendables_of(text), keyway_spend(text, text, bytea, bigint, text, bigint, bigint, text, '
+                    'text, text, text) TO %I', grantee);
+            END LOOP;
+        END $$;
+        """,
     ]
 
     /// keyway_put_attempts (migration 2, restated by 4 with a smaller margin): a success may be at most
@@ -638,10 +764,13 @@ enum PostgresSchema {
             keyway_put_attempts(text, text, integer, bigint, bytea, bigint),
             keyway_reserve_code(text, text, text, boolean), keyway_check_code(text, text, text, integer, boolean),
             keyway_replace(text, text, bytea, bytea, bigint, text, bigint, text, text, text, text),
+            keyway_spendable_rows(text, text), keyway_spendables_of(text),
+            keyway_spend(text, text, bytea, bigint, text, bigint, bigint, text, text, text, text),
             keyway_prune_counters(integer, integer), keyway_failing_accounts(integer, integer)
             """
         let tables =
-            "enrollments, attempts, audit, preferences, sealed, code_budgets, code_reservations, code_marks, host_names"
+            "enrollments, attempts, audit, preferences, sealed, code_budgets, code_reservations, code_marks, host_names, "
+            + "spendables"
         var sql = """
             REVOKE ALL ON \(tables) FROM \(role);
             REVOKE ALL ON SEQUENCE audit_id_seq FROM \(role);
@@ -653,7 +782,7 @@ enum PostgresSchema {
         case .writer:
             sql += """
 
-                GRANT SELECT, INSERT, UPDATE, DELETE ON enrollments, attempts, audit, preferences TO \(role);
+                GRANT SELECT, INSERT, UPDATE, DELETE ON enrollments, attempts, audit, preferences, spendables TO \(role);
                 GRANT USAGE ON SEQUENCE audit_id_seq TO \(role);
                 """
         }

@@ -34,6 +34,10 @@ public final class PostgresStore: LoadableStore {
         /// started later still refuses a former primary (`check`); nil keeps them in memory only. keywayd's is
         /// `/var/lib/keyway/fleet-timeline`.
         public var timelineFile: String? = nil
+        /// How the records of factors whose uses change them split into their spendable parts (`Factors.spendable`):
+        /// the database keeps those parts as rows it judges by rule (`SpendableLayout`). A record with such parts
+        /// read by a process without its factor's layout is a store failure, never a record read short.
+        public var spendable = SpendableLayouts([])
 
         /// The default password file.
         public static var defaultPassfile: String { "/etc/keyway/pgpass" }
@@ -155,44 +159,49 @@ public final class PostgresStore: LoadableStore {
     // MARK: Enrollments
 
     /// Enrollments are read through the schema's functions, which give a host's role a sealed factor's header only
-    /// (a TOTP's digits and period, never its secret: `checkOneTimeCode`).
+    /// (a TOTP's digits and period, never its secret: `checkOneTimeCode`), each with its spendable parts (uses left,
+    /// a counter), which the factor's layout joins back into its record (`SpendableLayout`).
     static let enrollmentColumns = "SELECT account, factor, payload, changed_at, changed_by FROM "
-
-    static func enrollment(from row: [String?]) -> Enrollment? {
-        guard row.count == 5, let user = row[0], let factor = row[1],
-            let payload = row[2].flatMap(PostgresConnection.bytes(fromBytea:)),
-            let changedAt = row[3].flatMap({ Int64($0) }), let changedBy = row[4]
-        else { return nil }
-        return Enrollment(
-            user: user, factor: FactorKind(rawValue: factor), payload: payload,
-            changedAt: Timestamp(milliseconds: changedAt), changedBy: changedBy)
-    }
+    static let spendableColumns = "SELECT account, factor, name, value, rule, step, ceiling FROM "
 
     public func enrollment(user: String, factor: FactorKind) throws(AuthenticationError) -> Enrollment? {
         try run("cannot read an enrollment") { db, deadline throws(PostgresError) in
-            try db.query(
-                Self.enrollmentColumns + "keyway_enrollment_rows($1, $2)", [user, factor.rawValue],
-                deadline: deadline
-            ).first.flatMap(Self.enrollment(from:))
+            let rows = try db.pipeline(
+                [
+                    .init(
+                        sql: Self.enrollmentColumns + "keyway_enrollment_rows($1, $2)",
+                        parameters: [user, factor.rawValue]),
+                    .init(
+                        sql: Self.spendableColumns + "keyway_spendable_rows($1, $2)",
+                        parameters: [user, factor.rawValue]),
+                ], deadline: deadline)
+            return try joined(rows[0], rows[1]).first
         }
     }
 
     public func enrollments(user: String) throws(AuthenticationError) -> [Enrollment] {
         try run("cannot read enrollments") { db, deadline throws(PostgresError) in
-            try db.query(Self.readEnrollments(user), deadline: deadline).compactMap(Self.enrollment(from:))
+            let rows = try db.pipeline(Self.readEnrollments(user), deadline: deadline)
+            return try joined(rows[0], rows[1])
         }
     }
 
-    static func readEnrollments(_ user: String) -> PostgresConnection.Statement {
-        PostgresConnection.Statement(
-            sql: Self.enrollmentColumns + "keyway_enrollment_rows($1, NULL)", parameters: [user])
+    /// The account's records and their spendable parts: two statements, sent together.
+    static func readEnrollments(_ user: String) -> [PostgresConnection.Statement] {
+        [
+            .init(sql: Self.enrollmentColumns + "keyway_enrollment_rows($1, NULL)", parameters: [user]),
+            .init(sql: Self.spendableColumns + "keyway_spendable_rows($1, NULL)", parameters: [user]),
+        ]
     }
 
     public func enrollments(of factor: FactorKind) throws(AuthenticationError) -> [Enrollment] {
         try run("cannot read enrollments") { db, deadline throws(PostgresError) in
-            try db.query(
-                Self.enrollmentColumns + "keyway_enrollments_of($1)", [factor.rawValue], deadline: deadline
-            ).compactMap(Self.enrollment(from:))
+            let rows = try db.pipeline(
+                [
+                    .init(sql: Self.enrollmentColumns + "keyway_enrollments_of($1)", parameters: [factor.rawValue]),
+                    .init(sql: Self.spendableColumns + "keyway_spendables_of($1)", parameters: [factor.rawValue]),
+                ], deadline: deadline)
+            return try joined(rows[0], rows[1])
         }
     }
 
@@ -206,6 +215,7 @@ public final class PostgresStore: LoadableStore {
     }
 
     public func save(_ enrollment: Enrollment) throws(AuthenticationError) {
+        let parts = try split(enrollment)
         try run("cannot save the enrollment") { db, deadline throws(PostgresError) in
             try transaction(db, deadline) { () throws(PostgresError) in
                 try db.query(
@@ -214,9 +224,10 @@ public final class PostgresStore: LoadableStore {
                         + "payload = excluded.payload, changed_at = excluded.changed_at, "
                         + "changed_by = excluded.changed_by",
                     [
-                        enrollment.user, enrollment.factor.rawValue, PostgresConnection.bytea(enrollment.payload),
+                        enrollment.user, enrollment.factor.rawValue, PostgresConnection.bytea(parts.fixed),
                         String(enrollment.changedAt.milliseconds), enrollment.changedBy,
                     ], deadline: deadline)
+                try writeSpendables(parts.items, of: enrollment.user, enrollment.factor, db, deadline)
                 try audit(
                     db,
                     AuditEntry(
@@ -230,17 +241,63 @@ public final class PostgresStore: LoadableStore {
         throws(AuthenticationError) -> Bool
     {
         guard new.user == current.user, new.factor == current.factor else { return false }
+        let (old, parts) = (try split(current), try split(new))
+        if entry.action == .use || entry.action == .mark, new.changedAt == current.changedAt,
+            new.changedBy == current.changedBy, let use = SpendableUse.between(old, parts)
+        {
+            return try spend(current, old.fixed, use, recording: entry)
+        }
         return try run("cannot save the enrollment") { db, deadline throws(PostgresError) in
-            // keyway_replace: a host's role may swap a record only for itself with one use taken out.
+            // keyway_replace, for an administrator's role (a host spends: keyway_spend). The record is swapped only if
+            // its fixed part and its spendable parts are still what `current` holds.
+            let stale = "KW004"
+            do throws(PostgresError) {
+                return try transaction(db, deadline) { () throws(PostgresError) in
+                    let swapped =
+                        try db.query(
+                            "SELECT keyway_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                            [
+                                current.user, current.factor.rawValue, PostgresConnection.bytea(old.fixed),
+                                PostgresConnection.bytea(parts.fixed), String(new.changedAt.milliseconds),
+                                new.changedBy,
+                                String(entry.at.milliseconds), entry.host ?? options.host, entry.actor,
+                                entry.action.rawValue, entry.detail,
+                            ], deadline: deadline
+                        ).first?[0] == "t"
+                    guard swapped else { return false }
+                    guard options.spendable[current.factor] != nil else { return true }
+                    let stored = try db.query(
+                        Self.spendableColumns + "keyway_spendable_rows($1, $2)",
+                        [current.user, current.factor.rawValue],
+                        deadline: deadline)
+                    let read = try joined(
+                        [[current.user, current.factor.rawValue, PostgresConnection.bytea(old.fixed), "0", ""]], stored)
+                    guard read.first?.payload == current.payload else {
+                        throw PostgresError(state: stale, "the record changed since it was read")
+                    }
+                    try writeSpendables(parts.items, of: new.user, new.factor, db, deadline)
+                    return true
+                }
+            } catch {
+                if error.state == stale { return false }
+                throw error
+            }
+        }
+    }
+
+    /// One use of a record (`SpendableUse`), as the database judges it by the part's rule (keyway_spend).
+    func spend(_ current: Enrollment, _ fixed: [UInt8], _ use: SpendableUse, recording entry: AuditEntry)
+        throws(AuthenticationError) -> Bool
+    {
+        try run("cannot spend a use of the enrollment") { db, deadline throws(PostgresError) in
             try inOneTrip(
                 db, deadline,
                 PostgresConnection.Statement(
-                    sql: "SELECT keyway_replace($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                    sql: "SELECT keyway_spend($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
                     parameters: [
-                        current.user, current.factor.rawValue, PostgresConnection.bytea(current.payload),
-                        PostgresConnection.bytea(new.payload), String(new.changedAt.milliseconds), new.changedBy,
-                        String(entry.at.milliseconds), entry.host ?? options.host, entry.actor,
-                        entry.action.rawValue, entry.detail,
+                        current.user, current.factor.rawValue, PostgresConnection.bytea(fixed),
+                        String(current.changedAt.milliseconds), use.name, String(use.from), String(use.to),
+                        entry.host ?? options.host, entry.actor, entry.action.rawValue, entry.detail,
                     ])
             ).first?[0] == "t"
         }
@@ -556,14 +613,14 @@ public final class PostgresStore: LoadableStore {
         return result
     }
 
-    /// The three reads in one round trip (a pipeline).
+    /// The reads in one round trip (a pipeline).
     public func account(user: String) throws(AuthenticationError) -> AccountRecord {
         try run("cannot read the account") { db, deadline throws(PostgresError) in
             let rows = try db.pipeline(
-                [Self.readEnrollments(user), Self.readBook(user), Self.readPreferences(user)], deadline: deadline)
+                Self.readEnrollments(user) + [Self.readBook(user), Self.readPreferences(user)], deadline: deadline)
             return AccountRecord(
-                enrollments: rows[0].compactMap(Self.enrollment(from:)), attempts: Self.book(from: rows[1]),
-                preferences: Self.preferences(from: rows[2]))
+                enrollments: try joined(rows[0], rows[1]), attempts: Self.book(from: rows[2]),
+                preferences: Self.preferences(from: rows[3]))
         }
     }
 
@@ -598,7 +655,8 @@ public final class PostgresStore: LoadableStore {
 
     // MARK: Migration and copying
 
-    /// Creates or upgrades the schema (as the database's owner), then grants each host's role in `roles` what a host
+    /// Creates or upgrades the schema (as the database's owner), splits the records kept whole before migration 5 by
+    /// `Options.spendable` (`splitWholeRecords`), then grants each host's role in `roles` what a host
     /// needs and no table, and each of `writers` the tables' rows as well (self-service on that host, or an
     /// administrator's role). Refuses a schema newer than this build's. Returns the version found before.
     public func migrate(granting roles: [String], writers: [String] = []) throws(AuthenticationError) -> Int {
@@ -644,6 +702,7 @@ public final class PostgresStore: LoadableStore {
                 }
                 try db.query(
                     "UPDATE keyway_schema SET version = \(PostgresSchema.currentVersion)", deadline: deadline)
+                _ = try splitWholeRecords(db, deadline)
                 for role in roles { try db.query(PostgresSchema.grants(to: "\"\(role)\"", .host), deadline: deadline) }
                 for role in writers {
                     try db.query(PostgresSchema.grants(to: "\"\(role)\"", .writer), deadline: deadline)
@@ -675,12 +734,19 @@ public final class PostgresStore: LoadableStore {
 
     func insert(_ contents: StoreContents, into db: PostgresConnection, deadline: Int64) throws(PostgresError) {
         for enrollment in contents.enrollments {
+            let parts: SpendableParts
+            do throws(AuthenticationError) {
+                parts = try split(enrollment)
+            } catch {
+                throw PostgresError(state: "KW003", error.reason)
+            }
             try db.query(
                 "INSERT INTO enrollments (account, factor, payload, changed_at, changed_by) VALUES ($1, $2, $3, $4, $5)",
                 [
-                    enrollment.user, enrollment.factor.rawValue, PostgresConnection.bytea(enrollment.payload),
+                    enrollment.user, enrollment.factor.rawValue, PostgresConnection.bytea(parts.fixed),
                     String(enrollment.changedAt.milliseconds), enrollment.changedBy,
                 ], deadline: deadline)
+            try writeSpendables(parts.items, of: enrollment.user, enrollment.factor, db, deadline)
         }
         for (user, book) in contents.attempts {
             for (factor, state) in book.states {

@@ -49,6 +49,8 @@ public enum Stores {
         public var passfile = PostgresStore.Options.defaultPassfile
         /// Where a database's timeline is kept between runs (`PostgresStore.Options.timelineFile`).
         public var timelineFile: String? = nil
+        /// How spendable records split, for a database (`PostgresStore.Options.spendable`).
+        public var spendable = SpendableLayouts([])
 
         /// Options for `location`.
         public init(location: String) { self.location = location }
@@ -61,6 +63,7 @@ public enum Stores {
         if PostgresStore.isDatabaseURI(options.location) {
             var database = PostgresStore.Options(uri: options.location, host: options.host, passfile: options.passfile)
             database.timelineFile = options.timelineFile
+            database.spendable = options.spendable
             let store = try PostgresStore(database)
             return (store, store.clock)
         }

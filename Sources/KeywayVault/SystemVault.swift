@@ -47,6 +47,7 @@ public enum SystemVault {
         storeOptions.host = options.host
         storeOptions.passfile = options.passfile
         storeOptions.timelineFile = options.timelineFile
+        storeOptions.spendable = Factors.spendable
         let (opened, storeClock) = try Stores.open(storeOptions)
         let store = observing?(opened) ?? opened
         // A shared store dates lockouts by the database's clock, so every host agrees on when a wait ends.

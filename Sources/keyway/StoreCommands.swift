@@ -1,5 +1,6 @@
 import Glibc
 import KeywayCore
+import KeywayFactors
 import KeywayPlatform
 import KeywayStore
 
@@ -10,6 +11,7 @@ extension Command {
     private func storeOptions(_ location: String, create: Bool) -> Stores.Options {
         var options = Stores.Options(location: location)
         options.create = create
+        options.spendable = Factors.spendable
         if let passfile = parsed.value("--passfile") { options.passfile = passfile }
         return options
     }
@@ -31,6 +33,7 @@ extension Command {
         }
         return attempt { () throws(AuthenticationError) in
             var options = PostgresStore.Options(uri: uri)
+            options.spendable = Factors.spendable
             if let passfile = parsed.value("--passfile") { options.passfile = passfile }
             let store = try PostgresStore(options)
             let roles = (parsed.value("--grant") ?? "").split(separator: ",").map(String.init)

@@ -20,7 +20,7 @@ struct PostgresLeastPrivilegeTests {
         init() throws {
             let cluster = try PostgresCluster()
             do {
-                admin = try PostgresStore(.init(uri: cluster.ownerURI, host: "admin", passfile: cluster.passfile))
+                admin = try Fleet.open(cluster.ownerURI, cluster, host: "admin")
                 #expect(try admin.migrate(granting: ["keyway_host"]) == 0)
                 host = try Fleet.open(cluster.uri, cluster, host: "host-a")
                 fleet = Fleet(cluster: cluster, store: host)
@@ -306,14 +306,21 @@ extension PostgresLeastPrivilegeTests {
         let fido2 = try enroll("carol", "fido2", Granted.securityKey(counter: 5))
         refused(fido2, Granted.securityKey(publicKey: [6, 6, 6], counter: 6), "a key's public key replaced")
         refused(fido2, Granted.securityKey(counter: 4), "a counter moved back")
-        #expect(try swap(fido2, Granted.securityKey(counter: 6, flag: 1)), "a counter raised and a mark set")
+        refused(fido2, Granted.securityKey(counter: 6, flag: 1), "a counter raised and a mark set in one use")
+        #expect(try swap(fido2, Granted.securityKey(counter: 6)), "a counter raised")
+        let raised = try #require(try granted.host.enrollment(user: "carol", factor: FactorKind(rawValue: "fido2")))
+        #expect(raised.payload == Granted.securityKey(counter: 6), "read back joined as the factor wrote it")
+        #expect(try swap(raised, Granted.securityKey(counter: 6, flag: 1)), "a clone mark set")
+        refused(
+            try #require(try granted.host.enrollment(user: "carol", factor: FactorKind(rawValue: "fido2"))),
+            Granted.securityKey(counter: 6), "a clone mark taken off")
         // Another factor's record is not a use at all.
         refused(
             try #require(try granted.admin.enrollment(user: "alice", factor: .gesture)), Array("mine".utf8),
             "a pattern replaced")
         let uses = try granted.fleet.cluster.sql(
             "SELECT count(*) FROM audit WHERE action = 'use' AND role = 'keyway_host'")
-        #expect(uses == "3", "each use is one audit row in the host's role's name")
+        #expect(uses == "4", "each use is one audit row in the host's role's name")
     }
 }
 
@@ -341,33 +348,56 @@ extension PostgresLeastPrivilegeTests {
             try granted.admin.save(record)
             return record
         }
-        let hex = Granted.hex
-        func use(_ record: Enrollment, _ payload: [UInt8], at: String = "1577836800000", host: String = "host-b")
-            -> String
-        {
-            "SELECT keyway_replace('\(record.user)', '\(record.factor.rawValue)', \(hex(record.payload)), "
-                + "\(hex(payload)), \(record.changedAt.milliseconds), 'root', \(at), '\(host)', "
-                + "'root via keyway enroll', 'use', NULL)"
+        // A host writes through keyway_spend: the record it read (its fixed part, when it was made), one part by
+        // name, from and to. It names no time, and the host it names is not the one written.
+        func use(_ user: String, _ factor: String, _ name: String?, _ from: Int64, _ to: Int64) -> String {
+            "SELECT keyway_spend('\(user)', '\(factor)', payload, changed_at, "
+                + (name.map { "'\($0)'" } ?? "NULL") + ", \(from), \(to), 'host-b', 'root via keyway enroll', 'use', "
+                + "NULL) FROM keyway_enrollment_rows('\(user)', '\(factor)')"
         }
-        let recovery = try enroll("carol", "recovery", [1, 4] + Array("h1\nh2\nh3\nh4".utf8))
-        let (spent, output) = granted.fleet.psql(as: "keyway_host", use(recovery, [1, 4] + Array("h1\nh3\nh4".utf8)))
+        _ = try enroll("carol", "recovery", [1, 4] + Array("h1\nh2\nh3\nh4".utf8))
+        let (spent, output) = granted.fleet.psql(as: "keyway_host", use("carol", "recovery", "h2", 1, 0))
         #expect(spent == 0 && output.contains("t"), "a real use: \(output)")
         let row = try granted.fleet.cluster.sql(
             "SELECT host || ' ' || role || ' ' || (at > \(nowMs) - 60000)::text FROM audit "
                 + "WHERE account = 'carol' AND action = 'use'")
         #expect(row == "host-a keyway_host true", "the row names the role's host and the database's time: \(row)")
-        // A use that keeps one code three times; a use that changes nothing; a counter raised past the bound.
-        let current = try #require(
-            try granted.admin.enrollment(user: "carol", factor: FactorKind(rawValue: "recovery")))
-        granted.refused(use(current, [1, 4] + Array("h1\nh1".utf8)), "may not change the recovery of carol")
-        granted.refused(use(current, current.payload), "may not change the recovery of carol")
+        #expect(
+            try granted.admin.enrollment(user: "carol", factor: FactorKind(rawValue: "recovery"))?.payload
+                == [1, 4] + Array("h1\nh3\nh4".utf8))
+        // A spent code given back, a use that changes nothing, two uses of one code in one: each refused by rule.
+        granted.refused(
+            use("carol", "recovery", "h2", 0, 1), "may not take \"h2\" from 0 to 1 (its rule: falls by one)")
+        granted.refused(use("carol", "recovery", "h1", 1, 1), "may not take \"h1\" from 1 to 1")
+        granted.refused(use("carol", "recovery", "h1", 1, -1), "may not take \"h1\" from 1 to -1")
+        let (again, againSaid) = granted.fleet.psql(as: "keyway_host", use("carol", "recovery", "h2", 1, 0))
+        #expect(again == 0 && againSaid.contains("f"), "a code already spent is no use: \(againSaid)")
+        let (nothing, nothingSaid) = granted.fleet.psql(as: "keyway_host", use("carol", "recovery", nil, 0, 0))
+        #expect(nothing == 0 && nothingSaid.contains("t"), "a use that changes nothing: \(nothingSaid)")
+        #expect(
+            try granted.fleet.cluster.sql("SELECT count(*) FROM audit WHERE account = 'carol' AND action = 'use'")
+                == "1", "only the real use wrote a row")
+        // The rows and their rules are the administrator's: a host neither reads the table nor writes it.
+        granted.refused("UPDATE spendables SET value = 1", "permission denied")
+        granted.refused("UPDATE spendables SET rule = 'rises', step = 9, ceiling = 9", "permission denied")
+        granted.refused(
+            "INSERT INTO spendables VALUES ('carol', 'recovery', 9, 'mine', 1, 'falls', NULL, NULL)",
+            "permission denied")
+        granted.refused("DELETE FROM spendables", "permission denied")
+        granted.refused(
+            "SELECT keyway_spend('carol', 'recovery', payload, changed_at, 'h1', 1, 0, 'x', 'x', 'enroll', NULL) "
+                + "FROM keyway_enrollment_rows('carol', 'recovery')", "recorded as a use or a mark, not enroll")
 
-        let fido2 = try enroll("carol", "fido2", Granted.securityKey(counter: 5))
-        granted.refused(use(fido2, fido2.payload), "may not change the fido2 of carol")
-        granted.refused(use(fido2, Granted.securityKey(counter: 0xFFFF_FFFF)), "may not change the fido2 of carol")
+        _ = try enroll("carol", "fido2", Granted.securityKey(counter: 5))
+        granted.refused(use("carol", "fido2", "counter of key", 5, 5), "may not take \"counter of key\" from 5 to 5")
+        granted.refused(
+            use("carol", "fido2", "counter of key", 5, 0xFFFF_FFFF),
+            "from 5 to 4294967295 (its rule: rises by at most 65536, to at most 4294967295)")
         let (raised, raisedSaid) = granted.fleet.psql(
-            as: "keyway_host", use(fido2, Granted.securityKey(counter: 5 + 65_536)))
-        #expect(raised == 0, "a raise within the bound: \(raisedSaid)")
+            as: "keyway_host", use("carol", "fido2", "counter of key", 5, 5 + 65_536))
+        #expect(raised == 0 && raisedSaid.contains("t"), "a raise within the bound: \(raisedSaid)")
+        granted.refused(
+            use("carol", "fido2", "clone mark of key", 0, 2), "may not take \"clone mark of key\" from 0 to 2")
         // Pruning decides by its own constant: a name with 7 failures stays whatever the caller says decides.
         try granted.host.updateAttempts(user: "ghost", durable: true) { $0[.gesture].consecutiveFailures = 7 }
         let (_, pruned) = granted.fleet.psql(as: "keyway_host", "SELECT keyway_prune_counters(100, 0)")
@@ -383,7 +413,7 @@ extension PostgresLeastPrivilegeTests {
     func usesPerMinute() throws {
         let granted = try Granted()
         defer { granted.fleet.cluster.stop() }
-        // One key; its signature counter, at byte 27, raised by one per use.
+        // One key; its signature counter raised by one per use.
         let keys = Granted.securityKey(counter: 5)
         try granted.admin.save(
             Enrollment(
@@ -394,17 +424,15 @@ extension PostgresLeastPrivilegeTests {
             script: """
                 DO $$
                 DECLARE
-                    old bytea;
+                    fixed bytea;
                     made bigint;
-                    maker text;
                     uses integer := 0;
                 BEGIN
                     FOR counter IN 6 .. 200 LOOP
-                        SELECT payload, changed_at, changed_by INTO old, made, maker
-                        FROM keyway_enrollment_rows('carol', 'fido2');
+                        SELECT payload, changed_at INTO fixed, made FROM keyway_enrollment_rows('carol', 'fido2');
                         BEGIN
-                            PERFORM keyway_replace('carol', 'fido2', old, overlay(old PLACING int4send(counter)
-                                FROM 27 FOR 4), made, maker, 0, 'anywhere', 'carol', 'use', NULL);
+                            PERFORM keyway_spend('carol', 'fido2', fixed, made, 'counter of key', counter - 1, counter,
+                                'anywhere', 'carol', 'use', NULL);
                             uses := uses + 1;
                         EXCEPTION WHEN OTHERS THEN
                             RAISE NOTICE 'refused: %', SQLERRM;

@@ -1,5 +1,6 @@
 import Foundation
 import KeywayCore
+import KeywayFactors
 import KeywayPlatform
 import KeywayTestSupport
 import Synchronization
@@ -34,7 +35,9 @@ struct Fleet {
     static func open(_ uri: String, _ cluster: PostgresCluster, host: String) throws(AuthenticationError)
         -> PostgresStore
     {
-        try PostgresStore(.init(uri: uri, host: host, passfile: cluster.passfile))
+        var options = PostgresStore.Options(uri: uri, host: host, passfile: cluster.passfile)
+        options.spendable = Factors.spendable
+        return try PostgresStore(options)
     }
 
     /// psql as `role` (its password from the cluster's pgpass), returning the status and what psql said.

@@ -61,6 +61,7 @@ public enum FIDO2Plugin {
             ],
             specimen: specimen, arming: arming,
             servesRemoteSessions: { settings in settings.choice(remoteSetting) == "allow" },
+            spendable: FIDO2Keys.spendable,
             personSide: { side in
                 FIDO2Authenticator(
                     vault: side.vault, timeout: side.settings.duration(timeoutSetting) ?? .seconds(30),

@@ -189,3 +189,40 @@ enum FIDO2Bytes {
         mutating func text() -> String? { field().flatMap { String(validating: $0, as: UTF8.self) } }
     }
 }
+
+extension FIDO2Keys {
+    /// Each key's spendable parts are its signature counter, raised by a use by at most 65,536 (a key counts each
+    /// signature, but may share its counter with other sites), and its clone mark, set once; the rest of the record,
+    /// with both at 0, is fixed (`SpendableLayout`).
+    public static let spendable = SpendableLayout(
+        .fido2,
+        split: { bytes in
+            guard var keys = try? FIDO2Keys(decoding: bytes), keys.encoded == bytes else { return nil }
+            var items: [SpendableItem] = []
+            for index in keys.credentials.indices {
+                let credential = keys.credentials[index]
+                items.append(SpendableItem("counter of \(credential.name)", Int64(credential.counter), counterRule))
+                items.append(
+                    SpendableItem("clone mark of \(credential.name)", credential.cloneSuspected ? 1 : 0, markRule))
+                keys.credentials[index].counter = 0
+                keys.credentials[index].cloneSuspected = false
+            }
+            return SpendableParts(fixed: keys.encoded, items: items)
+        },
+        join: { parts in
+            guard var keys = try? FIDO2Keys(decoding: parts.fixed), parts.items.count == keys.credentials.count * 2
+            else { return nil }
+            for index in keys.credentials.indices {
+                let (counter, mark) = (parts.items[index * 2], parts.items[index * 2 + 1])
+                guard keys.credentials[index].counter == 0, !keys.credentials[index].cloneSuspected,
+                    let value = UInt32(exactly: counter.value), mark.value == 0 || mark.value == 1
+                else { return nil }
+                keys.credentials[index].counter = value
+                keys.credentials[index].cloneSuspected = mark.value == 1
+            }
+            return keys.encoded
+        })
+
+    static let counterRule = SpendRule.rises(step: 65_536, ceiling: Int64(UInt32.max))
+    static let markRule = SpendRule.rises(step: 1, ceiling: 1)
+}
