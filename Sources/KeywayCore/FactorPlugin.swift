@@ -84,6 +84,8 @@ public struct FactorPlugin: Sendable {
     /// How its record splits into the parts a use changes (uses left, a counter), for a factor whose records are
     /// spent; nil for one whose uses change nothing in its record.
     public let spendable: SpendableLayout?
+    /// Its part of a fleet's database schema, for a factor checked inside the database (TOTP); nil for the rest.
+    public let database: DatabaseSchema?
 
     /// How a factor is enrolled.
     public enum EnrollmentKind: Sendable, Equatable {
@@ -120,11 +122,12 @@ public struct FactorPlugin: Sendable {
         codes: FactorCodes = FactorCodes(), device: String? = nil,
         settings: [Setting], userSettings: [UserSetting] = [], specimen: Specimen, arming: Arming? = nil,
         servesRemoteSessions: @escaping @Sendable (FactorSettings) -> Bool = { _ in true },
-        spendable: SpendableLayout? = nil,
+        spendable: SpendableLayout? = nil, database: DatabaseSchema? = nil,
         personSide: @escaping @Sendable (PersonSide) -> any Authenticator,
         vaultSide: @escaping @Sendable (VaultSide) -> any FactorKeeper
     ) {
         self.spendable = spendable
+        self.database = database
         self.kind = kind
         self.enrollment = enrollment
         self.part = part

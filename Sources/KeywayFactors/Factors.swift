@@ -30,4 +30,12 @@ public enum Factors {
         for plugin in all { if let layout = plugin.spendable { layouts.append(layout) } }
         return SpendableLayouts(layouts)
     }
+
+    /// The factors' parts of a fleet's database schema (TOTP's), which `keyway store migrate` composes into the
+    /// migrations.
+    public static var database: [DatabaseSchema] {
+        var parts: [DatabaseSchema] = []
+        for plugin in all { if let part = plugin.database { parts.append(part) } }
+        return parts
+    }
 }

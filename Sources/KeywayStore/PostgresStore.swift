@@ -655,11 +655,14 @@ public final class PostgresStore: LoadableStore {
 
     // MARK: Migration and copying
 
-    /// Creates or upgrades the schema (as the database's owner), splits the records kept whole before migration 5 by
+    /// Creates or upgrades the schema (as the database's owner), the SQL of the factors checked inside the database
+    /// (`parts`: `Factors.database`, TOTP's) composed into its migrations, splits the records kept whole before migration 5 by
     /// `Options.spendable` (`splitWholeRecords`), then grants each host's role in `roles` what a host
     /// needs and no table, and each of `writers` the tables' rows as well (self-service on that host, or an
     /// administrator's role). Refuses a schema newer than this build's. Returns the version found before.
-    public func migrate(granting roles: [String], writers: [String] = []) throws(AuthenticationError) -> Int {
+    public func migrate(granting roles: [String], writers: [String] = [], parts: [DatabaseSchema])
+        throws(AuthenticationError) -> Int
+    {
         for role in roles + writers {
             guard let first = role.utf8.first, first >= UInt8(ascii: "a") && first <= UInt8(ascii: "z") || first == 95,
                 role.utf8.allSatisfy({ ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 95 }),
@@ -695,17 +698,18 @@ public final class PostgresStore: LoadableStore {
                 // Functions name the schema they run in (their search_path): the one the tables are made in.
                 let schema =
                     try db.query("SELECT quote_ident(current_schema())", deadline: deadline).first?[0] ?? nil
+                let migrations = PostgresSchema.migrations(with: parts)
                 for index in found..<PostgresSchema.currentVersion {
-                    try db.query(
-                        PostgresSchema.migrations[index].replacing("@schema", with: schema ?? "public"),
-                        deadline: deadline)
+                    try db.query(migrations[index].replacing("@schema", with: schema ?? "public"), deadline: deadline)
                 }
                 try db.query(
                     "UPDATE keyway_schema SET version = \(PostgresSchema.currentVersion)", deadline: deadline)
                 _ = try splitWholeRecords(db, deadline)
-                for role in roles { try db.query(PostgresSchema.grants(to: "\"\(role)\"", .host), deadline: deadline) }
+                for role in roles {
+                    try db.query(PostgresSchema.grants(to: "\"\(role)\"", .host, parts: parts), deadline: deadline)
+                }
                 for role in writers {
-                    try db.query(PostgresSchema.grants(to: "\"\(role)\"", .writer), deadline: deadline)
+                    try db.query(PostgresSchema.grants(to: "\"\(role)\"", .writer, parts: parts), deadline: deadline)
                 }
                 return found
             }

@@ -38,7 +38,7 @@ extension Command {
             let store = try PostgresStore(options)
             let roles = (parsed.value("--grant") ?? "").split(separator: ",").map(String.init)
             let writers = (parsed.value("--grant-writer") ?? "").split(separator: ",").map(String.init)
-            let found = try store.migrate(granting: roles, writers: writers)
+            let found = try store.migrate(granting: roles, writers: writers, parts: Factors.database)
             let current = PostgresStore.schemaVersion
             print(
                 found == current

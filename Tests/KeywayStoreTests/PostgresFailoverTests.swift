@@ -268,7 +268,7 @@ struct PostgresFailoverTests {
             .init(
                 uri: "postgresql://keyway_owner@localhost:\(port)/keyway?sslrootcert=\(cluster.directory)/ca.crt",
                 passfile: cluster.passfile))
-        #expect(try owner.migrate(granting: ["keyway_host"]) == 0)
+        #expect(try owner.migrate(granting: ["keyway_host"], parts: Fleet.parts) == 0)
         // keywayd's role: sslmode=verify-full unless the URI says otherwise.
         let store = try PostgresStore(.init(uri: cluster.uri, host: "host-t", passfile: cluster.passfile))
         try store.updateAttempts(user: "alice", durable: true) { $0[.passcode].consecutiveFailures = 1 }

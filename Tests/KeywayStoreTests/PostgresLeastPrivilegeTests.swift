@@ -21,7 +21,7 @@ struct PostgresLeastPrivilegeTests {
             let cluster = try PostgresCluster()
             do {
                 admin = try Fleet.open(cluster.ownerURI, cluster, host: "admin")
-                #expect(try admin.migrate(granting: ["keyway_host"]) == 0)
+                #expect(try admin.migrate(granting: ["keyway_host"], parts: Fleet.parts) == 0)
                 host = try Fleet.open(cluster.uri, cluster, host: "host-a")
                 fleet = Fleet(cluster: cluster, store: host)
                 let at = admin.clock.now()

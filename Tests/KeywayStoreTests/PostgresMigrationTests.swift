@@ -40,6 +40,32 @@ struct PostgresMigrationTests {
     @Test("today's fleet (version 4) migrated: records split, nothing lost; a code, a recovery code, a key's assertion")
     func fromVersion4() throws { try migrated(from: 4, grants: Self.version4Grants) }
 
+    @Test("the store's own SQL names no factor: TOTP's comes from its folder, and no function parses a record")
+    func factorsComposed() throws {
+        let cluster = try PostgresCluster()
+        defer { cluster.stop() }
+        // A function whose source names a factor in quotes reads that factor's record by name.
+        let naming = """
+            SELECT coalesce(string_agg(p.proname, ',' ORDER BY p.proname), 'none') FROM pg_proc p
+            JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = current_schema() AND p.prosrc ~ '''(totp|recovery|pass|fido2|gesture|biometric)'''
+            """
+        let codeFunctions = "SELECT count(*) FROM pg_proc WHERE proname IN ('keyway_reserve_code', 'keyway_check_code')"
+        let owner = try Fleet.open(cluster.ownerURI, cluster, host: "admin")
+        // The store's migrations alone: no factor named, nothing sealed, no code to check.
+        #expect(try owner.migrate(granting: [], parts: []) == 0)
+        #expect(try cluster.sql(naming) == "none")
+        #expect(try cluster.sql(codeFunctions) == "0")
+        #expect(try cluster.sql("SELECT count(*) FROM sealed") == "0")
+        // With TOTP's part, as keyway store migrate composes it: its functions, and still none that names a factor.
+        let fleet = try PostgresCluster()
+        defer { fleet.stop() }
+        #expect(try Fleet.open(fleet.ownerURI, fleet, host: "admin").migrate(granting: [], parts: Fleet.parts) == 0)
+        #expect(try fleet.sql(naming) == "none")
+        #expect(try fleet.sql(codeFunctions) == "2")
+        #expect(try fleet.sql("SELECT factor || ' ' || header || ' ' || code_window FROM sealed") == "totp 3 1")
+    }
+
     /// A database at schema `version`, granted to keyway_host as that version did, holding what that Keyway wrote,
     /// moved forward by `keyway store migrate` as the owner: every record reads back as it was written, every counter
     /// and audit row is kept, and as the host each factor still works once.
@@ -49,7 +75,7 @@ struct PostgresMigrationTests {
         var schema =
             "CREATE TABLE keyway_schema (version integer NOT NULL, "
             + "one boolean PRIMARY KEY DEFAULT true CHECK (one)); INSERT INTO keyway_schema VALUES (\(version));"
-        for migration in PostgresSchema.migrations.prefix(version) {
+        for migration in PostgresSchema.migrations(with: Fleet.parts).prefix(version) {
             schema += migration.replacing("@schema", with: "public")
         }
         _ = try cluster.sql(schema + grants)
@@ -103,7 +129,7 @@ struct PostgresMigrationTests {
         let before = try cluster.sql(rows)
         let admin = try Fleet.open(cluster.ownerURI, cluster, host: "admin")
         // Migrated with no --grant: the host's role keeps what it could do, through the new functions.
-        #expect(try admin.migrate(granting: []) == version)
+        #expect(try admin.migrate(granting: [], parts: Fleet.parts) == version)
         #expect(try cluster.sql("SELECT version FROM keyway_schema") == String(PostgresSchema.currentVersion))
         #expect(try cluster.sql(rows) == before, "every enrollment, counter and audit row as it was")
         #expect(try cluster.sql("SELECT step FROM code_marks WHERE account = 'alice'") == String(used))
@@ -126,7 +152,7 @@ struct PostgresMigrationTests {
         // A second migrate finds nothing to split and changes nothing.
         let split = try cluster.sql(
             "SELECT string_agg(encode(payload, 'hex'), ',' ORDER BY account, factor) FROM enrollments")
-        #expect(try admin.migrate(granting: []) == PostgresSchema.currentVersion)
+        #expect(try admin.migrate(granting: [], parts: Fleet.parts) == PostgresSchema.currentVersion)
         #expect(
             try cluster.sql("SELECT string_agg(encode(payload, 'hex'), ',' ORDER BY account, factor) FROM enrollments")
                 == split)

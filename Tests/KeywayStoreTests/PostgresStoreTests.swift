@@ -19,7 +19,7 @@ struct Fleet {
         cluster = try PostgresCluster(port: port)
         do {
             let owner = try PostgresStore(.init(uri: cluster.ownerURI, passfile: cluster.passfile))
-            #expect(try owner.migrate(granting: [], writers: ["keyway_host"]) == 0)
+            #expect(try owner.migrate(granting: [], writers: ["keyway_host"], parts: Fleet.parts) == 0)
             store = try Self.open(cluster.uri, cluster, host: host)
         } catch {
             cluster.stop()
@@ -31,6 +31,9 @@ struct Fleet {
         self.cluster = cluster
         self.store = store
     }
+
+    /// The factors' parts of the schema, as `keyway store migrate` composes them.
+    static let parts = Factors.database
 
     static func open(_ uri: String, _ cluster: PostgresCluster, host: String) throws(AuthenticationError)
         -> PostgresStore
@@ -192,7 +195,9 @@ struct PostgresStoreTests {
         let fleet = try Fleet()
         defer { fleet.cluster.stop() }
         let owner = try PostgresStore(.init(uri: fleet.cluster.ownerURI, passfile: fleet.cluster.passfile))
-        #expect(try owner.migrate(granting: [], writers: ["keyway_host"]) == PostgresSchema.currentVersion)
+        #expect(
+            try owner.migrate(granting: [], writers: ["keyway_host"], parts: Fleet.parts)
+                == PostgresSchema.currentVersion)
         try fleet.cluster.sql("UPDATE keyway_schema SET version = 99")
         let newer = try Fleet.open(fleet.cluster.uri, fleet.cluster, host: "host-b")
         #expect(throws: AuthenticationError.self) { try newer.users() }
@@ -201,7 +206,7 @@ struct PostgresStoreTests {
             #expect(error.reason.contains("schema version 99"), "\(error.reason)")
         }
         do {
-            _ = try owner.migrate(granting: [])
+            _ = try owner.migrate(granting: [], parts: Fleet.parts)
             Issue.record("migrate accepted a newer schema")
         } catch {
             #expect(error.reason.contains("newer Keyway"), "\(error.reason)")
@@ -237,7 +242,7 @@ struct PostgresStoreTests {
         defer { fleet.cluster.stop() }
         let bURI = try fleet.cluster.role("host_b")
         _ = try PostgresStore(.init(uri: fleet.cluster.ownerURI, passfile: fleet.cluster.passfile))
-            .migrate(granting: ["host_b"])
+            .migrate(granting: ["host_b"], parts: Fleet.parts)
         let b = try Fleet.open(bURI, fleet.cluster, host: "host-b")
         #expect(try b.attempts(user: "alice") == AttemptBook())
         try fleet.cluster.sql(
