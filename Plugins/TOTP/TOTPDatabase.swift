@@ -5,17 +5,23 @@ public import KeywayCore
 /// schema's migrations by version (`DatabaseSchema`). The fleet's store calls the two functions a one-time code needs
 /// (`Store.reserveOneTimeCode`: keyway_reserve_code; `Store.checkOneTimeCode`: keyway_check_code).
 enum TOTPDatabase {
-    /// The part: what migrations 2 and 4 add for TOTP, and what a host's role is granted of it.
-    static let schema = DatabaseSchema(
-        migrations: [2: version2, 4: version4],
-        hostFunctions: [
-            "keyway_reserve_code(text, text, text, boolean)", "keyway_check_code(text, text, text, integer, boolean)",
-        ],
-        tables: ["code_budgets", "code_reservations", "code_marks"])
+    /// The part: what migrations 2 and 4 add for TOTP, and what a host's role is granted of it. Computed, as the
+    /// module's statics must be when they allocate (docs/ARCHITECTURE.md §8): libpam loads the module again for
+    /// every transaction, so a stored dictionary or built string would be lost at each unload.
+    static var schema: DatabaseSchema {
+        DatabaseSchema(
+            migrations: [2: version2, 4: version4],
+            hostFunctions: [
+                "keyway_reserve_code(text, text, text, boolean)",
+                "keyway_check_code(text, text, text, integer, boolean)",
+            ],
+            tables: ["code_budgets", "code_reservations", "code_marks"])
+    }
 
     /// Migration 2: a TOTP's secret sealed (a host reads its 3-byte header: version, digits, period), and checked by
     /// the database. (Replaced in migration 4.)
-    static let version2 = """
+    static var version2: String {
+        """
         INSERT INTO sealed VALUES ('totp', 3);
         CREATE TABLE code_checks (
             account text COLLATE "C" NOT NULL,
@@ -84,10 +90,12 @@ enum TOTPDatabase {
 
         REVOKE ALL ON FUNCTION keyway_check_code(text, text, text, integer) FROM PUBLIC;
         """
+    }
 
     /// Migration 4: a code booked in a transaction of its own before it is checked, a budget per role and
     /// channel, the window the database's, and the step of each accepted code marked by the database.
-    static let version4 = """
+    static var version4: String {
+        """
         ALTER TABLE sealed ADD COLUMN code_window integer NOT NULL DEFAULT 1 CHECK (code_window BETWEEN 0 AND 10);
         CREATE TABLE code_budgets (
             account text COLLATE "C" NOT NULL,
@@ -250,4 +258,5 @@ enum TOTPDatabase {
         REVOKE ALL ON FUNCTION keyway_code_record(text, text), keyway_reserve_code(text, text, text, boolean),
             keyway_check_code(text, text, text, integer, boolean) FROM PUBLIC;
         """
+    }
 }
