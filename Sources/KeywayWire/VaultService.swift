@@ -123,11 +123,15 @@ public struct VaultService: Sendable {
             }
         }
 
-        /// Spends a proof of any factor of `user` by `uid`.
-        func spendAny(uid: UInt32, user: String) -> Bool {
+        /// Spends a proof by `uid` of a factor of `user` among `factors` (any, when nil).
+        func spendAny(uid: UInt32, user: String, among factors: [FactorKind]? = nil) -> Bool {
             let time = now()
             return table.withLock { table in
-                guard let key = table.keys.first(where: { $0.uid == uid && $0.user == user }) else { return false }
+                guard
+                    let key = table.keys.first(where: {
+                        $0.uid == uid && $0.user == user && (factors?.contains($0.factor) ?? true)
+                    })
+                else { return false }
                 let at = table.removeValue(forKey: key) ?? 0
                 return time - at < VaultService.proofWindow
             }
@@ -174,9 +178,23 @@ public struct VaultService: Sendable {
         guard !caller.isRoot else { return nil }
         switch request {
         case .offer(let factor, let user, _) where caller.owns(user) && isSharedSecret(factor):
-            guard proofs.spendAny(uid: caller.uid, user: user) else {
-                return "enrolling your own \(factor) needs a factor of the account verified first (within "
-                    + "\(Self.proofWindow / 1000) seconds): keyway enroll asks for one"
+            // A second factor the account already has is replaced, or joined, only on the proof of one of them (a
+            // pass typed in its place counts as it): never on a pattern or a passcode, which someone who saw the
+            // screen unlocked may know.
+            let held: [FactorKind]
+            do throws(AuthenticationError) {
+                held = try secondFactors(of: user)
+            } catch {
+                return "the factors of \(user) cannot be read now (\(error.reason)); nothing was offered"
+            }
+            guard proofs.spendAny(uid: caller.uid, user: user, among: held.isEmpty ? nil : held) else {
+                guard !held.isEmpty else {
+                    return "enrolling your own \(factor) needs a factor of the account verified first (within "
+                        + "\(Self.proofWindow / 1000) seconds): keyway enroll asks for one"
+                }
+                return "\(user) has \(held.map { $0.rawValue }.joined(separator: " and ")): a new \(factor) needs "
+                    + "one of them verified first (within \(Self.proofWindow / 1000) seconds), or an administrator's "
+                    + "pass typed in its place; another factor of the account does not replace it"
             }
             return ""
         case .enroll(let factor, let user, nil, .secret, _) where caller.owns(user) && isSharedSecret(factor):
@@ -187,6 +205,16 @@ public struct VaultService: Sendable {
     }
 
     private func isSharedSecret(_ factor: FactorKind) -> Bool { factors.plugin(factor)?.enrollment == .sharedSecret }
+
+    /// The shared-secret factors `user` has enrolled (TOTP, recovery codes): the second factors a self-service
+    /// change must be proved with.
+    func secondFactors(of user: String) throws(AuthenticationError) -> [FactorKind] {
+        var held: [FactorKind] = []
+        for plugin in factors where plugin.enrollment == .sharedSecret {
+            if try vault.record(of: plugin.kind, for: user) != nil { held.append(plugin.kind) }
+        }
+        return held
+    }
 
     /// Why `factor`'s device may not answer this authentication, as the refusal its plugin's codes name, or nil for a
     /// factor without a device. A presentation proves only that someone is at the device, so the plugin's

@@ -37,7 +37,8 @@ extension Command {
                 throw AuthenticationError(.invalidPolicy, "Keyway has no \(factor)")
             }
             // A person's own TOTP or recovery codes: keywayd offers a new one only just after they prove who they
-            // are, with the current code or another factor of theirs (VaultService.selfService).
+            // are: with the current code or a recovery code when the account has one, with another factor of
+            // theirs only for a first one (VaultService.selfService).
             if getuid() != 0 && plugin?.enrollment == .sharedSecret && parsed.value("--store") == nil {
                 try prove(user, before: "set your \(factor)", preferring: factor, in: runtime)
             }
@@ -56,9 +57,13 @@ extension Command {
     {
         let context = UserContext(name: user, service: "keyway", startedBy: getuid())
         let typed = Factors.all.filter { $0.input == .typed }.map(\.kind)
-        let candidates = ([first] + typed.filter { $0 != first }).filter {
+        var candidates = ([first] + typed.filter { $0 != first }).filter {
             runtime.vault.availability(of: $0, for: context) == .available
         }
+        // An account with a second factor proves a new one with a second factor (VaultService.selfService): the
+        // pattern or the passcode is not offered.
+        let second = Set(Factors.all.filter { $0.enrollment == .sharedSecret }.map(\.kind))
+        if candidates.contains(where: second.contains) { candidates.removeAll { !second.contains($0) } }
         guard !candidates.isEmpty else {
             throw AuthenticationError(
                 .notPermitted,

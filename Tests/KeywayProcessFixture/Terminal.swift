@@ -117,14 +117,19 @@ func enrollRecoveryInTerminal(_ command: String, typingBack: Int) throws -> [Str
     let terminal = try Terminal(command)
     defer { terminal.close() }
     let screen = try terminal.waitFor("Type one of them")
-    let codes = screen.split(separator: "\n").compactMap { line -> String? in
-        let fields = line.split(separator: " ")
-        guard fields.count == 2, fields[0].hasSuffix("."), Int(fields[0].dropLast()) != nil else { return nil }
-        return String(fields[1])
-    }
+    let codes = recoveryCodes(onScreen: screen)
     #expect(codes.count == 10, "\(screen)")
     guard codes.indices.contains(typingBack) else { return codes }
     try terminal.type(codes[typingBack])
     #expect(try terminal.waitFor("[exit ").contains("[exit 0]"))
     return codes
+}
+
+/// The recovery codes `keyway enroll recovery` shows, numbered ("1. abcd-efgh-jkmn"), read off a screen.
+func recoveryCodes(onScreen screen: String) -> [String] {
+    screen.split(separator: "\n").compactMap { line -> String? in
+        let fields = line.split(separator: " ")
+        guard fields.count == 2, fields[0].hasSuffix("."), Int(fields[0].dropLast()) != nil else { return nil }
+        return String(fields[1])
+    }
 }

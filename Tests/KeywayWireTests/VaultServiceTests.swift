@@ -152,20 +152,24 @@ struct VaultServiceTests {
         #expect(try store.enrollment(user: "alice", factor: .gesture)?.changedBy == "alice via a")
     }
 
-    @Test("own TOTP: offered only just after a factor of the account is verified, once; never another's")
-    func selfServiceSharedSecret() throws {
-        let clock = Mutex<Int64>(0)
+    /// A service over the store with the pattern and every shared-secret factor's keeper, on `clock`, its proofs
+    /// timed by `now`.
+    func sharedSecretService(_ clock: ManualClock, now: @escaping @Sendable () -> Int64) throws -> VaultService {
         let hasher = try Argon2idHasher(cost: .minimum)
-        let manual = ManualClock()
-        var keepers: [any FactorKeeper] = [GestureAuthenticator.keeper(store: store, clock: manual, hasher: hasher)]
+        var keepers: [any FactorKeeper] = [GestureAuthenticator.keeper(store: store, clock: clock, hasher: hasher)]
         for plugin in Factors.all where plugin.enrollment == .sharedSecret {
             keepers.append(
                 plugin.vaultSide(
-                    FactorPlugin.VaultSide(store: store, clock: manual, hasher: hasher, settings: FactorSettings())))
+                    FactorPlugin.VaultSide(store: store, clock: clock, hasher: hasher, settings: FactorSettings())))
         }
-        let service = VaultService(
-            vault: LocalVault(store: store, clock: manual, keepers: keepers), factors: Factors.all,
-            now: { clock.withLock { $0 } })
+        return VaultService(
+            vault: LocalVault(store: store, clock: clock, keepers: keepers), factors: Factors.all, now: now)
+    }
+
+    @Test("own TOTP: offered only just after a factor of the account is verified, once; never another's")
+    func selfServiceSharedSecret() throws {
+        let clock = Mutex<Int64>(0)
+        let service = try sharedSecretService(ManualClock()) { clock.withLock { $0 } }
         let totp = FactorKind(rawValue: "totp")
         func refused(_ response: Response) -> Bool {
             if case .failure(let error) = response { return error.code == .notPermitted } else { return false }
@@ -200,6 +204,64 @@ struct VaultServiceTests {
         clock.withLock { $0 += VaultService.proofWindow }
         #expect(refused(service.answer(offer, from: alice)), "an expired proof")
         #expect(!refused(service.answer(offer, from: root)), "root needs none")
+    }
+
+    @Test("a second factor the account has is replaced only on the proof of one: never on the pattern")
+    func secondFactorsProveSecondFactors() throws {
+        let manual = ManualClock()
+        let service = try sharedSecretService(manual) { 0 }
+        let totp = FactorKind(rawValue: "totp")
+        let recovery = FactorKind(rawValue: "recovery")
+        func refusal(_ response: Response) -> String? {
+            if case .failure(let error) = response, error.code == .notPermitted { return error.reason }
+            return nil
+        }
+        let pattern = Evidence.secret(Secret(copying: Array("2493".utf8)))
+        func provePattern() {
+            #expect(
+                service.answer(.verify(.gesture, UserContext(name: "alice"), pattern), from: alice)
+                    == .verdict(.success))
+        }
+        // The first second factor, on the pattern: alice has none yet.
+        provePattern()
+        guard case .offered(let secret) = service.answer(.offer(totp, user: "alice", via: "t"), from: alice) else {
+            Issue.record("no first TOTP offered on the pattern")
+            return
+        }
+        let phone = OneTimeCode(secret: secret)
+        func code() -> Evidence { .secret(Secret(copying: phone.code(step: phone.step(at: manual.now())))) }
+        #expect(service.answer(.enroll(totp, user: "alice", label: nil, code(), via: "t"), from: alice) == .done)
+        // Now a new TOTP, or new recovery codes, on the pattern: refused, saying what would do.
+        for factor in [totp, recovery] {
+            provePattern()
+            let why = refusal(service.answer(.offer(factor, user: "alice", via: "t"), from: alice))
+            #expect(
+                why?.contains("alice has totp: a new \(factor) needs one of them verified first") == true,
+                "\(why ?? "offered")")
+        }
+        // On the current code: recovery codes made; then each replaced on a proof of a second factor.
+        manual.advance(by: .seconds(30))
+        #expect(service.answer(.verify(totp, UserContext(name: "alice"), code()), from: alice) == .verdict(.success))
+        guard case .offered(let codes) = service.answer(.offer(recovery, user: "alice", via: "t"), from: alice) else {
+            Issue.record("no recovery codes on the current code")
+            return
+        }
+        let first = Array(codes.split(separator: UInt8(ascii: "\n"))[0])
+        #expect(
+            service.answer(
+                .enroll(recovery, user: "alice", label: nil, .secret(Secret(copying: first)), via: "t"), from: alice)
+                == .done)
+        provePattern()
+        #expect(
+            refusal(service.answer(.offer(totp, user: "alice", via: "t"), from: alice))?.contains(
+                "alice has totp and recovery") == true)
+        #expect(
+            service.answer(.verify(recovery, UserContext(name: "alice"), .secret(Secret(copying: first))), from: alice)
+                == .verdict(.success))
+        guard case .offered = service.answer(.offer(totp, user: "alice", via: "t"), from: alice) else {
+            Issue.record("no new TOTP on a recovery code")
+            return
+        }
     }
 
     @Test("turning a factor off needs it verified by the same caller just before; once; root needs no proof")

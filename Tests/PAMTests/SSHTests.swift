@@ -391,6 +391,58 @@ struct SSHTests {
         try inShell(terminal, as: Self.coder)
     }
 
+    @Test("a pattern does not rebind the ssh code: only a second factor is asked; a code, then a pass, replace them")
+    func patternDoesNotRebind() throws {
+        defer { tearDown() }
+        let old = try setUp()
+        // The person also has a screen-lock pattern, which someone who watched could know.
+        let pattern = try run(
+            cliPath, ["--socket", fixture.socket, "enroll", "gesture", "--user", Self.coder, "--stdin"],
+            input: "2-5-8-9-6\n")
+        #expect(pattern.status == 0, "\(pattern.text)")
+        let issued = try run(
+            cliPath, ["--socket", fixture.socket, "pass", "issue", "--user", Self.coder, "--for", "2h", "--uses", "2"])
+        let pass = String(
+            try #require(issued.output.first { $0.hasPrefix("Pass for \(Self.coder): ") }, "\(issued.text)")
+                .split(separator: " ").last ?? "")
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: try example("sshd"), users: [Self.coder])
+        defer { sshd.stop() }
+        let terminal = try Terminal(sshd.command(Self.coder))
+        defer { terminal.close() }
+        try terminal.waitFor("Verification code:", seconds: 20)
+        try terminal.type(pass)
+        try inShell(terminal, as: Self.coder)
+        // New recovery codes: keyway asks for the code alone (the pattern is not offered), and the current code does.
+        let enroll = "\(cliPath) --socket \(fixture.socket) enroll"
+        try terminal.type("clear; printf 'RECOVERY%s\\n' -STARTS; \(enroll) recovery --user \(Self.coder)")
+        try terminal.waitFor("RECOVERY-STARTS")
+        let asked = try terminal.waitFor("Verification code")
+        #expect(!asked.contains("gesture") && !asked.contains("pattern"), "the pattern was offered:\n\(asked)")
+        try terminal.type(try oathtool(old, offset: 30))
+        let shown = try terminal.waitFor("Type one of them")
+        let codes = recoveryCodes(onScreen: shown)
+        #expect(codes.count == 10, "\(shown)")
+        try terminal.type(codes.first ?? "")
+        try terminal.waitFor("recovery codes of \(Self.coder) are set")
+        // A new key, proved with the pass typed at the code's prompt (its second use).
+        try terminal.type("clear; printf 'TOTP%s\\n' -STARTS; \(enroll) totp --user \(Self.coder)")
+        try terminal.waitFor("TOTP-STARTS")
+        let proving = try terminal.waitFor("Verification code (Enter: use recovery):")
+        #expect(!proving.contains("gesture"), "\(proving)")
+        try terminal.type(pass)
+        let screen = try terminal.waitFor("Code from the app:")
+        let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
+        let key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
+        #expect(key != old)
+        try terminal.type(try oathtool(key))
+        try terminal.waitFor("The totp of \(Self.coder) is set")
+        let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", Self.coder]).text
+        #expect(audit.contains("\(Self.coder) via keyway enroll enroll \(Self.coder) recovery"), "\(audit)")
+        #expect(audit.contains("\(Self.coder) via keyway enroll enroll \(Self.coder) totp"), "\(audit)")
+        #expect(audit.contains("a pass in place of totp, 0 of 2 uses left"), "\(audit)")
+    }
+
     @Test("keywayd stopped: the ssh client shows that Keyway is not available; no shell")
     func reasonWhenUnavailable() throws {
         defer { tearDown() }
