@@ -145,7 +145,9 @@ install: module cli daemon lock
 	install -D -m 644 -o root -g root build/pam_keyway.so $(DESTDIR)$(PAM_DIR)/pam_keyway.so
 	install -D -m 755 -o root -g root build/keyway-lock $(DESTDIR)$(PREFIX)/bin/keyway-lock
 	install -D -m 644 man/keyway-lock.1 $(DESTDIR)$(PREFIX)/share/man/man1/keyway-lock.1
-	install -D -m 755 -o root -g root build/keyway $(DESTDIR)$(PREFIX)/sbin/keyway
+	# keyway in bin: users run it for their own factors (keyway(8)); an older install's sbin copy is replaced.
+	install -D -m 755 -o root -g root build/keyway $(DESTDIR)$(PREFIX)/bin/keyway
+	rm -f $(DESTDIR)$(PREFIX)/sbin/keyway
 	install -D -m 755 -o root -g root build/keywayd $(DESTDIR)$(PREFIX)/sbin/keywayd
 	install -D -m 644 man/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8
 	install -D -m 644 man/keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
@@ -177,7 +179,8 @@ uninstall:
 		exit 1; fi
 	@if [ -z "$(DESTDIR)" ] && [ -d /run/systemd/system ]; then \
 		systemctl disable --now keywayd.socket keywayd.service 2>/dev/null || true; fi
-	rm -f $(DESTDIR)$(PAM_DIR)/pam_keyway.so $(DESTDIR)$(PREFIX)/sbin/keyway $(DESTDIR)$(PREFIX)/sbin/keywayd
+	rm -f $(DESTDIR)$(PAM_DIR)/pam_keyway.so $(DESTDIR)$(PREFIX)/bin/keyway $(DESTDIR)$(PREFIX)/sbin/keyway \
+		$(DESTDIR)$(PREFIX)/sbin/keywayd
 	rm -f $(DESTDIR)$(PREFIX)/bin/keyway-lock $(DESTDIR)$(PREFIX)/share/man/man1/keyway-lock.1
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/pam_keyway.8 $(DESTDIR)$(PREFIX)/share/man/man8/keyway.8
 	rm -f $(DESTDIR)$(PREFIX)/share/man/man8/keywayd.8 $(DESTDIR)$(PREFIX)/share/man/man5/keyway.conf.5

@@ -152,7 +152,7 @@ touch "$marker"
 apt_get install "./$deb" >"$work/apt-install.log" 2>&1 || { cat "$work/apt-install.log" >&2; fail "apt-get install failed"; }
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 expect_mode "/lib/$multiarch/security/pam_keyway.so" "644 root"
-expect_mode /usr/sbin/keyway "755 root"
+expect_mode /usr/bin/keyway "755 root"
 expect_mode /usr/sbin/keywayd "755 root"
 expect_mode /usr/share/pam-configs/keyway "644 root"
 expect_mode /etc/keyway "755 root"
@@ -191,6 +191,13 @@ printf 'Defaults:%s !lecture, passwd_tries=1\n%s ALL=(ALL) ALL\n' "$user" "$user
 visudo -cqf "$work/sudoers" || fail "the sudoers drop-in does not check"
 install -m 440 "$work/sudoers" "$sudoers"
 echo "$pattern" | keyway enroll gesture --user "$user" --stdin >"$work/enroll.log" 2>&1 || fail "enrolling the pattern failed"
+# The person runs keyway for their own account from a login shell (its PATH from /etc/login.defs, no sbin).
+found=$(runuser -l "$user" -c 'command -v keyway' 2>/dev/null) || fail "keyway is not on $user's PATH"
+[ "$found" = /usr/bin/keyway ] || fail "keyway on $user's PATH is '$found', not /usr/bin/keyway"
+runuser -l "$user" -c 'keyway status' >"$work/status.log" 2>&1 ||
+    fail "keyway status as $user failed: $(cat "$work/status.log")"
+grep -q gesture "$work/status.log" || fail "keyway status as $user does not show the pattern: $(cat "$work/status.log")"
+echo "test-deb: $user's login shell finds /usr/bin/keyway, and keyway status shows their pattern"
 
 # --- real sudo, through /etc/pam.d/sudo and the generated common-auth ---
 out=$(as_user_sudo "$pattern") || fail "sudo with the right pattern failed: $(cat "$work/sudo.err")"

@@ -14,7 +14,8 @@ expect_mode() {  # path mode owner
 make -s install DESTDIR="$stage" >/dev/null
 pamdir=$(make -s print-pam-dir)
 expect_mode "$pamdir/pam_keyway.so" 644 root
-expect_mode /usr/local/sbin/keyway 755 root
+expect_mode /usr/local/bin/keyway 755 root
+[ ! -e "$stage/usr/local/sbin/keyway" ] || fail "keyway is in sbin too, off a user's PATH"
 expect_mode /usr/local/bin/keyway-lock 755 root
 expect_mode /usr/local/share/man/man1/keyway-lock.1 644 root
 expect_mode /usr/local/share/doc/keyway/examples/keyway-lock 644 root
@@ -46,7 +47,7 @@ echo "# kept" > "$stage/etc/keyway/keyway.conf"
 make -s uninstall DESTDIR="$stage" > "$stage/report" 2>&1 \
     || fail "uninstall refused with only another copy in use: $(cat "$stage/report")"
 [ ! -e "$stage$pamdir/pam_keyway.so" ] || fail "uninstall left the module"
-[ ! -e "$stage/usr/local/sbin/keyway" ] || fail "uninstall left the CLI"
+[ ! -e "$stage/usr/local/bin/keyway" ] || fail "uninstall left the CLI"
 [ ! -e "$stage/usr/local/bin/keyway-lock" ] || fail "uninstall left the lock screen"
 [ ! -e "$stage/usr/local/share/bash-completion/completions/keyway" ] || fail "uninstall left the completion"
 [ -e "$stage/var/lib/keyway/keyway.db" ] || fail "uninstall removed the store"
