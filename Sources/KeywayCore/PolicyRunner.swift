@@ -27,7 +27,18 @@ final class PolicyRunner {
         RuleCombinator.combine(
             rule, fallback: fallback,
             leaf: { kind, attempts, next in runFactor(kind, attempts: attempts, fallback: next) },
-            together: { [self] members, next in runTogether(members, fallback: next) })
+            together: { [self] members, next in runTogether(members, fallback: next) },
+            offerable: { [self] kind in offerable(kind) })
+    }
+
+    /// Whether `kind` may be offered as the next factor to try: not when the person does not have it, unless
+    /// concealment keeps every name looking alike (then it is offered as it would be to anyone).
+    private func offerable(_ kind: FactorKind) -> Bool {
+        guard let plugin = registry[kind] else { return false }
+        guard let unavailable = plugin.availability(for: user).error(for: kind, codes: plugin.codes) else {
+            return true
+        }
+        return !RuleCombinator.absent.contains(unavailable.code) || user.concealsEnrollment
     }
 
     /// The label offered for leaving a factor: the options', "Use <next factor>", or the handover.
@@ -264,7 +275,7 @@ final class PolicyRunner {
 
     /// The codes that tell whether a factor is enrolled.
     private static var revealsEnrollment: Set<AuthenticationError.Code> {
-        [.biometryNotEnrolled, .passcodeNotSet, .factorNotEnrolled]
+        RuleCombinator.absent
     }
 
     private var cancelled: AuthenticationError? {

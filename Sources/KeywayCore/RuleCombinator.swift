@@ -16,14 +16,20 @@ enum RuleCombinator {
     /// attempts; then 3 failed passcode attempts"), otherwise the last rule's error (so "biometrics unavailable,
     /// passcode not set" reports `.passcodeNotSet`).
     /// Without `together`, `first of` is combined as `anyOf` of its factors: what could succeed is the same.
+    /// A factor is offered as the next one to try (`fallback`) only when `offerable` says the person can use it: a
+    /// person with no recovery codes is not told "Enter: use recovery". The first later alternative that is
+    /// offerable is named, else the caller's own fallback.
     static func combine(
-        _ rule: Policy.Rule, fallback: FactorKind? = nil, leaf: Leaf, together: Together? = nil
+        _ rule: Policy.Rule, fallback: FactorKind? = nil, leaf: Leaf, together: Together? = nil,
+        offerable: (FactorKind) -> Bool = { _ in true }
     ) -> AuthenticationError? {
         switch rule {
         case .factor(let kind, let attempts):
             return leaf(kind, attempts, fallback)
         case .firstOf(let rules):
-            guard let together else { return combine(.atLeast(1, of: rules), fallback: fallback, leaf: leaf) }
+            guard let together else {
+                return combine(.atLeast(1, of: rules), fallback: fallback, leaf: leaf, offerable: offerable)
+            }
             var members: [(factor: FactorKind, attempts: Int)] = []
             for case .factor(let kind, let attempts) in rules { members.append((kind, attempts)) }
             guard members.count == rules.count else {
@@ -40,8 +46,18 @@ enum RuleCombinator {
                 let remainingAfter = rules.count - index - 1
                 guard successes < required, successes + remainingAfter + 1 >= required else { break }
                 let failureLeavesHope = successes + remainingAfter >= required
-                let childFallback = failureLeavesHope && remainingAfter > 0 ? rules[index + 1].factors.first : fallback
-                if let error = combine(child, fallback: childFallback, leaf: leaf, together: together) {
+                var childFallback = fallback
+                if failureLeavesHope {
+                    for later in rules[(index + 1)...] {
+                        if let next = later.factors.first, offerable(next) {
+                            childFallback = next
+                            break
+                        }
+                    }
+                }
+                if let error = combine(
+                    child, fallback: childFallback, leaf: leaf, together: together, offerable: offerable)
+                {
                     if error.code.stopsEvaluation { return error }
                     errors.append(error)
                 } else {
@@ -55,12 +71,21 @@ enum RuleCombinator {
 
     /// The one error that explains why rules that ended with `errors` (in order) were not satisfied, or nil for none.
     static func explain(_ errors: [AuthenticationError]) -> AuthenticationError? {
-        // A lockout at the end is what the person can act on ("try again after ..."), so it wins.
-        if let last = errors.last, [.throttled, .lockedOut].contains(last.code) { return last }
+        // A lockout at the end is what the person can act on ("try again after ..."), so it wins; so does one followed
+        // only by alternatives the person does not have (a throttled code, then no recovery codes).
+        if let at = errors.lastIndex(where: { [.throttled, .lockedOut].contains($0.code) }),
+            errors[(at + 1)...].allSatisfy({ absent.contains($0.code) })
+        {
+            return errors[at]
+        }
         let failed = errors.filter { $0.code == .authenticationFailed }
         if !failed.isEmpty {
             return AuthenticationError(.authenticationFailed, failed.map { $0.reason }.joined(separator: "; then "))
         }
         return errors.last
     }
+
+    /// What a factor the person does not have ends with. Computed: a stored set would be lost at each unload of the
+    /// module (docs/ARCHITECTURE.md §8).
+    static var absent: Set<AuthenticationError.Code> { [.biometryNotEnrolled, .passcodeNotSet, .factorNotEnrolled] }
 }

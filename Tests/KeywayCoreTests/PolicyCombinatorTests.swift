@@ -1,6 +1,7 @@
-import KeywayCore
 import KeywayTestSupport
 import Testing
+
+@testable import KeywayCore
 
 let gesture = FactorKind.gesture
 let token = FactorKind(rawValue: "token")
@@ -16,6 +17,40 @@ struct PolicyCombinatorTests {
         #expect(conversation.prompts.map(\.text) == ["gesture: ", "passcode: "])
         #expect(conversation.remainingAnswers == 1)
         #expect(evaluation.factorsUsed == [gesture, .passcode])
+    }
+
+    @Test("a factor the person does not have is not offered next; one they have, or under concealment, is")
+    func offersWhatThePersonHas() {
+        let policy = Policy(name: "p", rule: .anyOf([.factor(gesture, attempts: 1), .factor(.passcode, attempts: 1)]))
+        let (_, without) = Rig(enrollPasscode: false, extra: [gesture]).evaluate(policy, [.wrong()])
+        #expect(without.prompts.map(\.fallbackLabel) == [nil], "the passcode offered to someone who has none")
+        let (_, with) = Rig(extra: [gesture]).evaluate(policy, [.wrong(), .wrong()])
+        #expect(with.prompts.first?.fallbackLabel == "Use passcode")
+        // A later alternative the person has is offered past one they do not.
+        let three = Policy(
+            name: "p",
+            rule: .anyOf([.factor(gesture, attempts: 1), .factor(.passcode, attempts: 1), .factor(token, attempts: 1)]))
+        let (_, past) = Rig(enrollPasscode: false, extra: [gesture, token]).evaluate(three, [.wrong(), .wrong()])
+        #expect(past.prompts.first?.fallbackLabel == "Use token", "\(past.prompts.map(\.fallbackLabel))")
+        // Under concealment every name is offered the same, so the offer tells nothing about what is enrolled.
+        let rig = Rig(enrollPasscode: false, extra: [gesture])
+        let conversation = ScriptedConversation([.wrong()])
+        var concealed = rig.user
+        concealed.concealsEnrollment = true
+        _ = rig.context.evaluate(policy, for: concealed, reason: "test", conversation: conversation)
+        #expect(conversation.prompts.first?.fallbackLabel == "Use passcode")
+    }
+
+    @Test("a lockout followed only by factors the person does not have is what the evaluation ends with")
+    func lockoutExplains() {
+        let locked = AuthenticationError(.throttled, "try again later")
+        let none = AuthenticationError(.factorNotEnrolled, "no recovery is enrolled")
+        #expect(RuleCombinator.explain([locked, none])?.code == .throttled)
+        #expect(RuleCombinator.explain([locked, none, none])?.code == .throttled)
+        #expect(RuleCombinator.explain([none, locked])?.code == .throttled)
+        let failed = AuthenticationError(.authenticationFailed, "wrong")
+        #expect(RuleCombinator.explain([locked, failed])?.code == .authenticationFailed)
+        #expect(RuleCombinator.explain([none])?.code == .factorNotEnrolled)
     }
 
     @Test("all-of needs every factor, in order")

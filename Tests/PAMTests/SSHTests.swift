@@ -161,11 +161,10 @@ struct SSHTests {
         #expect(coder.text.contains("Verification code:"), "\(coder.text)")
     }
 
-    @Test("`require = totp or recovery`: Enter at the code, a recovery code → a shell once; the same code → refused")
+    @Test("`require = totp or recovery`: no recovery offered until there are codes; one → a shell once, then refused")
     func recoveryCode() throws {
         defer { tearDown() }
         _ = try setUp()
-        let codes = try enrollRecovery(Self.coder)
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
         let config = fixture.writeConfig("[policy ssh]\nrequire = totp or recovery\n")
@@ -173,6 +172,14 @@ struct SSHTests {
         let sshd = try SSHServer(
             settings: try sshdSettings() + ["PasswordAuthentication no"], pam: stack, users: [Self.coder])
         defer { sshd.stop() }
+        // Without recovery codes, the code's prompt offers nothing it could not keep.
+        do {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            let screen = try terminal.waitFor("Verification code:", seconds: 20)
+            #expect(!screen.contains("recovery"), "recovery offered to someone who has none:\n\(screen)")
+        }
+        let codes = try enrollRecovery(Self.coder)
         do {
             let terminal = try Terminal(sshd.command(Self.coder))
             defer { terminal.close() }
