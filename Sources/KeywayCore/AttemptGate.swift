@@ -66,7 +66,7 @@ public struct AttemptGate: Sendable {
             now: clock.now())
         switch decision {
         case .allowed: return ready
-        case .wait(let until): return .lockedOut(until: until, reason: "too many failed attempts")
+        case .wait(let until): return .lockedOut(until: until, reason: "too many failed attempts" + channel.words)
         case .lockedUntilCleared: return .lockedOut(until: nil, reason: lockReason(.lockedUntilCleared))
         case .lockedOut: return .lockedOut(until: nil, reason: lockReason(.lockedOut))
         }
@@ -77,7 +77,7 @@ public struct AttemptGate: Sendable {
         let decision = AttemptDecision.decide(
             try store.attempts(user: user).viewed(from: channel), factor: factor, schedule: schedule,
             accountLimit: accountLimit, now: clock.now())
-        guard decision == .allowed else { throw error(for: decision) }
+        guard decision == .allowed else { throw error(for: decision, in: channel) }
     }
 
     /// Counts an attempt now, or throws the lockout that forbids it. The count is committed (every reader sees it,
@@ -103,7 +103,7 @@ public struct AttemptGate: Sendable {
             book.accountStreak += 1
             stored.absorb(book, from: channel)
         }
-        guard decision == .allowed else { throw error(for: decision) }
+        guard decision == .allowed else { throw error(for: decision, in: channel) }
         return Reservation(user: user, channel: channel, onDisk: onDisk)
     }
 
@@ -185,14 +185,14 @@ public struct AttemptGate: Sendable {
         return failure
     }
 
-    /// The error that a refusing decision is reported as.
-    public func error(for decision: AttemptDecision) -> AuthenticationError {
+    /// The error that a refusing decision is reported as, naming the channel whose counters decided a wait.
+    public func error(for decision: AttemptDecision, in channel: AttemptBook.Channel = .local) -> AuthenticationError {
         switch decision {
         case .allowed:
             return AuthenticationError(.internalFailure, "an allowed attempt reported as an error")
         case .wait(let until):
             return AuthenticationError(
-                .throttled, "too many failed \(factor) attempts; try again after \(until)",
+                .throttled, "too many failed \(factor) attempts\(channel.words); try again after \(until)",
                 retryAt: until)
         case .lockedUntilCleared:
             return AuthenticationError(codes.locked, lockReason(decision))

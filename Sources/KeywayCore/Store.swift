@@ -323,6 +323,14 @@ extension AttemptBook {
 
         /// The channel of a session judged remote or not.
         public init(remote: Bool) { self = remote ? .remote : .local }
+
+        /// How a reason names the channel: nothing for the local one, " from remote sessions" for the other.
+        public var words: String {
+            switch self {
+            case .local: ""
+            case .remote: " from remote sessions"
+            }
+        }
     }
 
     static let remoteSuffix = "@remote"

@@ -24,8 +24,15 @@ struct AttemptChannelTests {
     func remoteThrottleSparesLocal() throws {
         let gate = gate()
         try fail(gate, 5, remote: true)
-        #expect(throws: AuthenticationError(.throttled)) {
-            try gate.reserve(for: UserContext(name: "alice", isRemote: true))
+        do {
+            _ = try gate.reserve(for: UserContext(name: "alice", isRemote: true))
+            Issue.record("a sixth remote attempt was allowed")
+        } catch {
+            // The log's reason says which channel is throttled, and until when.
+            #expect(error.code == .throttled)
+            #expect(
+                error.reason.contains("passcode attempts from remote sessions; try again after "), "\(error.reason)")
+            #expect(error.retryAt != nil)
         }
         let book = try store.attempts(user: "alice")
         #expect(book[.passcode].consecutiveFailures == 0, "the local counter is untouched")
