@@ -33,7 +33,7 @@ extension TOTPAuthenticator {
                 try vault.enroll(confirm, of: .totp, for: user, label: nil, by: "conformance")
                 return .init(right: .secret(Secret(copying: generator.code(step: step + 1))), wrong: confirm)
             },
-            database: TOTPDatabase.schema,
+            database: { TOTPDatabase.schema },
             personSide: { side in TOTPAuthenticator(vault: side.vault, digits: digits(side.settings)) },
             vaultSide: { side in
                 TOTPKeeper(

@@ -85,7 +85,8 @@ public struct FactorPlugin: Sendable {
     /// spent; nil for one whose uses change nothing in its record.
     public let spendable: SpendableLayout?
     /// Its part of a fleet's database schema, for a factor checked inside the database (TOTP); nil for the rest.
-    public let database: DatabaseSchema?
+    /// Made when asked (`keyway store migrate`), not with the plugin: the module builds its plugins on every call.
+    public let database: (@Sendable () -> DatabaseSchema)?
 
     /// How a factor is enrolled.
     public enum EnrollmentKind: Sendable, Equatable {
@@ -122,7 +123,7 @@ public struct FactorPlugin: Sendable {
         codes: FactorCodes = FactorCodes(), device: String? = nil,
         settings: [Setting], userSettings: [UserSetting] = [], specimen: Specimen, arming: Arming? = nil,
         servesRemoteSessions: @escaping @Sendable (FactorSettings) -> Bool = { _ in true },
-        spendable: SpendableLayout? = nil, database: DatabaseSchema? = nil,
+        spendable: SpendableLayout? = nil, database: (@Sendable () -> DatabaseSchema)? = nil,
         personSide: @escaping @Sendable (PersonSide) -> any Authenticator,
         vaultSide: @escaping @Sendable (VaultSide) -> any FactorKeeper
     ) {

@@ -35,7 +35,7 @@ public enum Factors {
     /// migrations.
     public static var database: [DatabaseSchema] {
         var parts: [DatabaseSchema] = []
-        for plugin in all { if let part = plugin.database { parts.append(part) } }
+        for plugin in all { if let part = plugin.database { parts.append(part()) } }
         return parts
     }
 }
