@@ -214,7 +214,7 @@ let package = Package(
                 "KeywayConfig", "KeywayConfigFiles", "KeywayCore", "KeywayFactors", "KeywayRuntime",
                 "KeywayTestSupport", "KeywayCrypto", "KeywayGesture", "KeywayBiometric", "KeywayBiometricSimulator",
             ]),
-        tests("KeywayPlatformTests", ["KeywayPlatform", "KeywayCore"]),
+        tests("KeywayPlatformTests", ["KeywayPlatform", "KeywayCore", "KeywayTestSupport"]),
         tests("KeywayCryptoTests", ["KeywayCrypto", "KeywayCore"]),
         // keywayd's own tests: the server in-process, and keywayd as a process under hostile peers, floods, shares of
         // the hash pool, notes and arming (with the built programs, through the fixture below).

@@ -20,6 +20,16 @@ public final class AvailabilityNotes: Sendable {
     /// The factors `user` could use now, from the store; throws when the store cannot say.
     private let judge: @Sendable (String) throws(AuthenticationError) -> (concealing: [FactorKind], plain: [FactorKind])
     private let state: Mutex<State>
+    /// Refreshes asked for after an answer (`refreshSoon`), drained by one thread at a time.
+    private let soon = Mutex(Soon())
+
+    private struct Soon {
+        /// Names waiting, in the order asked, each once.
+        var names: [String] = []
+        var waiting: Set<String> = []
+        /// Whether a thread is draining `names`.
+        var draining = false
+    }
 
     private struct State {
         /// The open directory; -1 once the notes are removed.
@@ -147,6 +157,36 @@ public final class AvailabilityNotes: Sendable {
             else { return }
             state.noted[oldest] = nil
             if let file = AvailabilityNote.fileName(for: oldest) { unlinkat(state.dir, file, 0) }
+        }
+    }
+
+    /// Refreshes `user`'s note once more, off any client's time: after a request that only read, whose note the last
+    /// change already wrote (the refresh catches what time changed: a lockout that ended, a pass that expired).
+    /// Coalesced: a name already waiting is not added again, and while one thread drains the names every other
+    /// returns at once, so a client's questions in a row never leave threads queued behind one slow store read
+    /// (docs/ARCHITECTURE.md §10, "Notes"). At most `limit` names wait, the latest, as the notes kept are: the
+    /// oldest waiting is dropped for one more, which leaves its note as the last refresh wrote it.
+    public func refreshSoon(_ user: String) {
+        let drain = soon.withLock { soon -> Bool in
+            if soon.waiting.insert(user).inserted {
+                if soon.names.count >= limit { soon.waiting.remove(soon.names.removeFirst()) }
+                soon.names.append(user)
+            }
+            if soon.draining { return false }
+            soon.draining = true
+            return true
+        }
+        guard drain else { return }
+        while let next = soon.withLock({ soon -> String? in
+            guard !soon.names.isEmpty else {
+                soon.draining = false
+                return nil
+            }
+            let name = soon.names.removeFirst()
+            soon.waiting.remove(name)
+            return name
+        }) {
+            refresh(next)
         }
     }
 }

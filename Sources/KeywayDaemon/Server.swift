@@ -256,9 +256,12 @@ public final class Server: Sendable {
                     continue
                 }
             }
-            ServedCaller.serving(root: place == .root) { serve(fd, peer, place) }
+            let later = ServedCaller.serving(root: place == .root) { serve(fd, peer, place) }
             UnixSocket.dispose(fd)  // on this connection's thread, before it is handed anyone else's work
             release(place)
+            // The note a read asks for is written after the connection's place is given back: a client asking again
+            // at once is never refused because its last answer's refresh is still running.
+            if let later { notes?.refreshSoon(later) }
             guard joinAccepting() else { return }
         }
     }
@@ -283,15 +286,16 @@ public final class Server: Sendable {
         AuthenticationError(.serviceUnavailable, "keywayd is busy (\(why)); nothing was counted, try again")
     }
 
-    /// Reads one request, answers it, and returns; the caller closes the connection.
-    func serve(_ fd: Int32, _ peer: UnixSocket.Peer, _ place: Place) {
+    /// Reads one request, answers it, and returns the account whose note to refresh once the connection is closed
+    /// (a request that only read); the caller closes the connection.
+    func serve(_ fd: Int32, _ peer: UnixSocket.Peer, _ place: Place) -> String? {
         let deadline = MonotonicClock.milliseconds() + options.requestTimeout
         var body: [UInt8]
         switch UnixSocket.receiveFrame(from: fd, limit: Wire.maximumRequest, until: deadline) {
         case .success(let bytes): body = bytes
         case .failure(let failure):
             Self.logLimited("pid \(peer.pid) uid \(peer.uid): request refused: \(failure.reason)")
-            return
+            return nil
         }
         let decoded = Result<Request, WireError> { () throws(WireError) in try Request(decoding: body) }
         body.withUnsafeMutableBytes { secureZero($0) }
@@ -303,18 +307,23 @@ public final class Server: Sendable {
             Self.logLimited("pid \(peer.pid) uid \(peer.uid): malformed request: \(error)")
             let refusal = AuthenticationError(.internalFailure, "keywayd refused a malformed request: \(error)")
             reply(.failure(refusal), to: fd)
-            return
+            return nil
         }
         if case .arm(let factor, let user, _, let waits, let typed) = request {
-            return serveArm(
-                request, factor: factor, user: user, waits: waits, typed: typed, from: caller, at: place, on: fd)
+            serveArm(request, factor: factor, user: user, waits: waits, typed: typed, from: caller, at: place, on: fd)
+            return nil
         }
         if case .enrollAtDevice(let factor, _, _, _, _) = request {
-            return serveEnrollmentAtDevice(request, factor: factor, from: caller, on: fd)
+            serveEnrollmentAtDevice(request, factor: factor, from: caller, on: fd)
+            return nil
         }
         switch request {
-        case .metrics: return reply(.text(telemetry?.exposition() ?? ""), to: fd)
-        case .health: return reply(.health(health()), to: fd)
+        case .metrics:
+            reply(.text(telemetry?.exposition() ?? ""), to: fd)
+            return nil
+        case .health:
+            reply(.health(health()), to: fd)
+            return nil
         default: break
         }
         let began = MonotonicClock.milliseconds()
@@ -343,8 +352,8 @@ public final class Server: Sendable {
             Self.logLimited("pid \(peer.pid) \(caller.label): \(request.name) refused: \(error.reason)")
         }
         // The account's note from what the store holds now: before the answer when the request may have changed it
-        // (the client's next question must find it current), after it, off the client's time, when it only read.
-        // A refused request changed nothing.
+        // (the client's next question must find it current), after it, once the connection is closed, when it only
+        // read. A refused request changed nothing.
         let noted = VaultService.refusal(of: request, by: caller) == nil ? request.user : nil
         let changed = VaultService.changesAccount(request)
         if changed, let noted { notes?.refresh(noted) }
@@ -353,7 +362,7 @@ public final class Server: Sendable {
         telemetry?.answered(
             request, by: caller, answer, milliseconds: MonotonicClock.milliseconds() - began, before: before)
         reply(answer, to: fd)
-        if !changed, let noted { notes?.refresh(noted) }
+        return changed ? nil : noted
     }
 
     func reply(_ response: Response, to fd: Int32) {

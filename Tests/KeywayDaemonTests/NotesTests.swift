@@ -220,9 +220,8 @@ struct NotesTests {
         // A name no account can have is refused, and gets no note.
         let refused = client.availability(of: .passcode, for: UserContext(name: "x/y", concealsEnrollment: true))
         #expect(refused != .available, "\(refused)")
-        // Written after each answer, on the thread that served it: waited for. Two threads serve, and a refresh can
-        // be delayed past later ones, so which eight are kept is nearly, not exactly, the last eight.
-        // A refresh delayed past later ones is pruned in turn: waited for, down to eight.
+        // Written after each answer, once its connection is closed, by one thread draining the names asked (at most
+        // eight wait, the latest): waited for. Which eight are kept is nearly, not exactly, the last eight.
         _ = awaitNote(names.last!) { $0 != nil }
         var files: [String] = []
         waitUntil("the notes pruned to 8", seen: { "\(files)" }) {

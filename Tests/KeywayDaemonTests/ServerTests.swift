@@ -5,6 +5,7 @@ import KeywayPlatform
 import KeywayRuntime
 import KeywayTestSupport
 import KeywayWire
+import Synchronization
 import Testing
 
 /// keywayd's server driven in-process: the real accept loop, connection threads and pool on a real socket, answering
@@ -25,7 +26,10 @@ struct ServerTests {
 
     /// Serves until idle for `idle` milliseconds; `done` is signalled when `run` returns. With `slow`, a secret
     /// starting "slow" takes a worker that many milliseconds before it is judged (a slow hash).
-    func serve(idle: Int64, done: DispatchSemaphore, slow: UInt32 = 0) throws {
+    func serve(
+        idle: Int64, done: DispatchSemaphore, slow: UInt32 = 0, notes: AvailabilityNotes? = nil,
+        rootConnections: Int = Server.Options().maximumRootConnections
+    ) throws {
         let gate = AttemptGate(factor: kind, store: store, clock: clock, schedule: .passcode)
         let keeper: any FactorKeeper =
             slow > 0 ? SlowKeeper(gate: gate, milliseconds: slow) : ScriptedKeeper(gate: gate)
@@ -33,7 +37,8 @@ struct ServerTests {
         var options = Server.Options()
         options.idleExit = idle
         options.requestTimeout = 300
-        let server = Server(service: VaultService(vault: vault), options: options, maintenance: {})
+        options.maximumRootConnections = rootConnections
+        let server = Server(service: VaultService(vault: vault), options: options, notes: notes, maintenance: {})
         guard case .success(let listener) = UnixSocket.listen(at: socket, mode: 0o666) else {
             throw AuthenticationError(.serviceUnavailable, "cannot listen at \(socket)")
         }
@@ -79,6 +84,36 @@ struct ServerTests {
         #expect(poll(&entry, 1, 3000) == 1, "the server closes the silent connection")
         #expect(read(silent, &byte, 1) <= 0)
         #expect(done.wait(timeout: .now() + 10) == .success)
+    }
+
+    @Test("questions in a row while the notes' store read hangs: every one answered, none busy; one refresh waits")
+    func questionsInARowWhileNotesHang() throws {
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The note's store read blocks until the test lets it go, as a loaded store's would take its time.
+        let held = DispatchSemaphore(value: 0)
+        let reads = Mutex(0)
+        let notes = try AvailabilityNotes(directory: directory + "/notes") { _ throws(AuthenticationError) in
+            reads.withLock { $0 += 1 }
+            held.wait()
+            return (concealing: [], plain: [FactorKind(rawValue: "scripted")])
+        }
+        let done = DispatchSemaphore(value: 0)
+        // Two connections at once for root (this test's uid): a refresh that kept its connection's place would
+        // leave the third question busy.
+        try serve(idle: 1500, done: done, notes: notes, rootConnections: 2)
+        let client = DaemonVault(socketPath: socket, via: "test")
+        let alice = UserContext(name: "alice")
+        let answers = (0..<12).map { _ in client.availability(of: kind, for: alice) }
+        #expect(answers.allSatisfy { $0 == .available }, "\(answers)")
+        // One thread reads for the note; the other eleven questions each left a name that was already waiting.
+        #expect(eventually { reads.withLock { $0 } >= 1 })
+        #expect(reads.withLock { $0 } == 1)
+        for _ in 0..<12 { held.signal() }
+        let note = directory + "/notes/" + (AvailabilityNote.fileName(for: "alice") ?? "")
+        #expect(eventually { reads.withLock { $0 } >= 2 && FileManager.default.fileExists(atPath: note) })
+        #expect(reads.withLock { $0 } == 2, "the name asked while the first read hung: one more read, not eleven")
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        notes.removeAll()
     }
 
     @Test("an answer a worker gives at once (a repeat) is sent in the time a guess takes, the worker freed first")

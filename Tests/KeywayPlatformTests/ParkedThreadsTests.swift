@@ -1,4 +1,5 @@
 import Glibc
+import KeywayTestSupport
 import Synchronization
 import Testing
 
@@ -8,15 +9,6 @@ import Testing
 /// threads.
 @Suite("ParkedThreads")
 struct ParkedThreadsTests {
-    /// Polls `condition` every millisecond for up to 10 seconds.
-    private func eventually(_ condition: () -> Bool) -> Bool {
-        for _ in 0..<10_000 {
-            if condition() { return true }
-            usleep(1000)
-        }
-        return condition()
-    }
-
     @Test("a thread that finished its body runs the next one, instead of a new thread")
     func reuses() {
         let pool = ParkedThreads(limit: 4, idleMilliseconds: 10_000)

@@ -1,4 +1,5 @@
 import Glibc
+import KeywayTestSupport
 import Synchronization
 import Testing
 
@@ -31,7 +32,7 @@ struct SubordinateIDsTests {
         // Changed: read again (after the once-a-second look), on a thread of its own.
         Self.write("alice:500000:10\n", to: path)
         usleep(1_100_000)
-        #expect(Self.eventually { ids.person(of: 500_001) == 1000 })
+        #expect(eventually { ids.person(of: 500_001) == 1000 })
         #expect(ids.person(of: 100_000) == 100_000, "the old range is gone")
     }
 
@@ -39,15 +40,6 @@ struct SubordinateIDsTests {
         let fd = open(path, O_WRONLY | O_TRUNC | O_CREAT, 0o644)
         _ = text.withCString { Glibc.write(fd, $0, strlen($0)) }
         close(fd)
-    }
-
-    /// Whether `condition` holds within 5 s.
-    static func eventually(_ condition: () -> Bool) -> Bool {
-        for _ in 0..<500 {
-            if condition() { return true }
-            usleep(10_000)
-        }
-        return false
     }
 
     @Test("a name lookup that waits (NSS's server away) never holds up the caller: the old ranges answer meanwhile")
@@ -73,6 +65,6 @@ struct SubordinateIDsTests {
         let start = MonotonicClock.milliseconds()
         #expect(ids.person(of: 100_001) == 1000, "the ranges it has, while the new ones are read")
         #expect(MonotonicClock.milliseconds() - start < 500, "the caller waited for the lookup")
-        #expect(Self.eventually { ids.person(of: 100_001) == 1001 }, "the new ranges, once read")
+        #expect(eventually { ids.person(of: 100_001) == 1001 }, "the new ranges, once read")
     }
 }

@@ -7,16 +7,6 @@ import Testing
 
 @testable import KeywayStore
 
-/// Polls `condition` every 50 ms for at most `seconds`; whether it came true.
-private func eventually(within seconds: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
-        if try condition() { return true }
-        usleep(50_000)
-    }
-    return try condition()
-}
-
 /// Starts `body` on `count` threads of their own at once (not a dispatch queue's, whose width is the machine's
 /// cores); the group is left when each returns.
 private func onThreads(_ count: Int, _ group: DispatchGroup, _ body: @escaping @Sendable (Int) -> Void) {
