@@ -173,23 +173,15 @@ extension Builder {
             case "require":
                 requireEntry = entry
             case "when":
-                guard let value = Configuration.When(rawValue: entry.value) else {
-                    badChoice(entry, Configuration.When.allCases.map { $0.rawValue })
-                    continue
-                }
-                definition.when = value
+                if let value = choice(entry, Configuration.When.self) { definition.when = value }
             case "mode":
-                guard let value = Configuration.Mode(rawValue: entry.value) else {
-                    badChoice(entry, Configuration.Mode.allCases.map { $0.rawValue })
-                    continue
-                }
-                definition.mode = value
+                if let value = choice(entry, Configuration.Mode.self) { definition.mode = value }
             case "unenrolled":
-                guard let value = Configuration.Unenrolled(rawValue: entry.value) else {
-                    badChoice(entry, Configuration.Unenrolled.allCases.map { $0.rawValue })
-                    continue
-                }
-                definition.unenrolled = value
+                if let value = choice(entry, Configuration.Unenrolled.self) { definition.unenrolled = value }
+            case "first-enrollment":
+                if let value = choice(entry, Configuration.FirstEnrollment.self) { definition.firstEnrollment = value }
+            case "failmode":
+                if let value = choice(entry, Configuration.FailMode.self) { definition.failMode = value }
             default:
                 readOverride(entry, into: &definition)
             }
@@ -237,6 +229,15 @@ extension Builder {
         return definition
     }
 
+    /// `entry`'s value as one of `T`'s choices, or nil once it is reported as none of them.
+    mutating func choice<T: RawRepresentable<String> & CaseIterable>(_ entry: INI.Entry, _: T.Type) -> T? {
+        guard let value = T(rawValue: entry.value) else {
+            badChoice(entry, T.allCases.map { $0.rawValue })
+            return nil
+        }
+        return value
+    }
+
     mutating func badChoice(_ entry: INI.Entry, _ choices: [String]) {
         diagnostics.append(
             entry.valuePlace.error(
@@ -246,7 +247,7 @@ extension Builder {
 
     /// `factor.key = value` in a policy.
     mutating func readOverride(_ entry: INI.Entry, into definition: inout Configuration.Definition) {
-        let policyKeys = ["require", "when", "mode", "unenrolled"]
+        let policyKeys = ["require", "when", "mode", "unenrolled", "first-enrollment", "failmode"]
         let parts = entry.key.split(separator: ".", maxSplits: 1).map(String.init)
         guard parts.count == 2, let plugin = plugins.plugin(FactorKind(rawValue: parts[0])) else {
             let overridable = plugins.flatMap { plugin in

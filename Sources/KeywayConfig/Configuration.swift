@@ -22,6 +22,23 @@ public struct Configuration: Sendable {
         /// default; the module logs every use (`outcome=allowed`), and `keyway doctor` warns while it is set.
         case allow
     }
+    /// `failmode =` (Duo's word): what a stack gets while keywayd is not running.
+    public enum FailMode: String, Sendable, CaseIterable {
+        /// Refused (PAM_AUTHINFO_UNAVAIL), as any failure of Keyway itself: the default.
+        case secure
+        /// Let in without Keyway (PAM_SUCCESS), logged, only while keywayd is not running at all (no socket, or
+        /// nobody listening on it): never when it is busy, slow, stopped or answers anything.
+        case safe
+    }
+    /// `first-enrollment =`: who enrolls the first second factor (TOTP, recovery codes) of an account that has none.
+    public enum FirstEnrollment: String, Sendable, CaseIterable {
+        /// An administrator (root), or the person after proving a factor they have (the default).
+        case root
+        /// The person themselves, as themselves, while the account has no second factor: a roll-out where people
+        /// enroll their own phone (keywayd checks it: `VaultService.selfService`). Only the first: any later one
+        /// needs one the account has.
+        case person = "self"
+    }
 
     /// Where a value was set: `file:line`, or the default.
     public struct Origin: Sendable, Equatable, CustomStringConvertible {
@@ -77,6 +94,10 @@ public struct Configuration: Sendable {
         public var mode: Mode = .enforce
         /// `unenrolled =`, or nil when not set (the caller's default applies).
         public var unenrolled: Unenrolled?
+        /// `first-enrollment =`, or nil when not set (root).
+        public var firstEnrollment: FirstEnrollment?
+        /// `failmode =`, or nil when not set (secure, unless the module's `failmode=` says).
+        public var failMode: FailMode?
         /// Factor settings set for this policy only (`gesture.attempts = 5`).
         public var overrides: [FactorKind: FactorSettings] = [:]
         /// Where each key was set (`require`, `when`, `gesture.attempts`…).
@@ -89,8 +110,9 @@ public struct Configuration: Sendable {
         /// Creates a definition; the builder's, or one restored from a compiled form (ConfigurationCache).
         public init(
             name: String, variant: Variant? = nil, rule: Policy.Rule, when: When = .any, mode: Mode = .enforce,
-            unenrolled: Unenrolled? = nil, overrides: [FactorKind: FactorSettings] = [:],
-            origins: [String: Origin] = [:], origin: Origin, impossible: [String] = []
+            unenrolled: Unenrolled? = nil, firstEnrollment: FirstEnrollment? = nil, failMode: FailMode? = nil,
+            overrides: [FactorKind: FactorSettings] = [:], origins: [String: Origin] = [:], origin: Origin,
+            impossible: [String] = []
         ) {
             self.name = name
             self.variant = variant
@@ -98,6 +120,8 @@ public struct Configuration: Sendable {
             self.when = when
             self.mode = mode
             self.unenrolled = unenrolled
+            self.firstEnrollment = firstEnrollment
+            self.failMode = failMode
             self.overrides = overrides
             self.origins = origins
             self.origin = origin
@@ -252,6 +276,32 @@ public struct Configuration: Sendable {
             let known = policies.map { $0.base.name }.joined(separator: ", ")
             return .failure(AuthenticationError(.invalidPolicy, "unknown policy '\(name)'; the policies are \(known)"))
         }
+        let definition: Definition
+        switch self.definition(of: named, for: subject) {
+        case .success(let found): definition = found
+        case .failure(let error): return .failure(error)
+        }
+        switch definition.when {
+        case .local where subject.isRemote():
+            return .failure(
+                AuthenticationError(
+                    .notPermitted,
+                    "policy '\(name)' applies to local sessions only (when = local), and this one is remote"))
+        case .remote where !subject.isRemote():
+            return .failure(
+                AuthenticationError(
+                    .notPermitted,
+                    "policy '\(name)' applies to remote sessions only (when = remote), and this one is local"))
+        case .local, .remote, .any:
+            break
+        }
+        return .success(Resolved(definition: definition, settings: settings(for: definition)))
+    }
+
+    /// The definition of `named` that applies to `subject`: the first matching variant, or the base (`when` is not
+    /// checked here). A group membership that cannot be told fails: never the weaker variant or base below it.
+    public func definition(of named: NamedPolicy, for subject: Subject) -> Result<Definition, AuthenticationError> {
+        let name = named.base.name
         // The first variant that matches, in order; a membership that cannot be told stops here (unknown means no:
         // never the weaker variant or base below it).
         var matched: Definition? = nil
@@ -278,22 +328,18 @@ public struct Configuration: Sendable {
             }
             break
         }
-        let definition = matched ?? named.base
-        switch definition.when {
-        case .local where subject.isRemote():
-            return .failure(
-                AuthenticationError(
-                    .notPermitted,
-                    "policy '\(name)' applies to local sessions only (when = local), and this one is remote"))
-        case .remote where !subject.isRemote():
-            return .failure(
-                AuthenticationError(
-                    .notPermitted,
-                    "policy '\(name)' applies to remote sessions only (when = remote), and this one is local"))
-        case .local, .remote, .any:
-            break
+        return .success(matched ?? named.base)
+    }
+
+    /// Whether a policy that applies to `subject` lets the person enroll `factor` as their first second factor
+    /// (`first-enrollment = self` in a policy whose rule names it). A policy with errors, or whose variant cannot be
+    /// told, lets nobody.
+    public func letsEnrollFirst(_ factor: FactorKind, for subject: Subject) -> Bool {
+        policies.contains { named in
+            guard unusable[named.base.name] == nil, case .success(let definition) = definition(of: named, for: subject)
+            else { return false }
+            return definition.firstEnrollment == .person && definition.rule.factors.contains(factor)
         }
-        return .success(Resolved(definition: definition, settings: settings(for: definition)))
     }
 
     /// The global settings overlaid with the definition's.

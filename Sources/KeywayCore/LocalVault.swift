@@ -125,6 +125,10 @@ public final class LocalVault: Vault {
         try store.enrollment(user: user, factor: factor)
     }
 
+    public func passLetsReplace(_ factor: FactorKind, of user: String) throws(AuthenticationError) -> Bool {
+        try PassKeeper.letsReplace(factor, of: user, in: store, now: clock.now())
+    }
+
     public func enrollAtDevice(
         _ factor: FactorKind, for user: String, label: String?, by actor: String, typed: Secret?,
         progress: (String) -> Void, cancelled: () -> Bool

@@ -98,6 +98,20 @@ public final class PassKeeper: FactorKeeper {
         return pass.inPlaceOf == factor && pass.uses > 0 && gate.clock.now() < pass.expires
     }
 
+    /// True when `user`'s pass stands in for `factor`, has been used, has not lapsed, and was issued after `factor`'s
+    /// record was last written: the lost-phone pass that let the person in lets them replace what it stood in for,
+    /// once (the replacement is a newer record), even when its last use was the login (`VaultService.selfService`).
+    public static func letsReplace(_ factor: FactorKind, of user: String, in store: any Store, now: Timestamp)
+        throws(AuthenticationError) -> Bool
+    {
+        guard let record = try store.enrollment(user: user, factor: .pass),
+            let pass = try? PassRecord(decoding: record.payload),
+            pass.inPlaceOf == factor, pass.uses < pass.made, now < pass.expires
+        else { return false }
+        guard let current = try store.enrollment(user: user, factor: factor) else { return false }
+        return current.changedAt < record.changedAt
+    }
+
     /// A pass typed for a name that holds none, under concealment: counted, and refused after the same slow hash a
     /// wrong pass costs, as a wrong pass is.
     public func concealedAbsence(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {

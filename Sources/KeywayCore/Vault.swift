@@ -50,6 +50,8 @@ public protocol Vault: AnyObject, Sendable {
     /// The stored record of `user`'s enrollment of `factor`, for keywayd's own device listeners (a security key signs
     /// only for the credentials it is told of); nil when there is none or the vault does not say.
     func record(of factor: FactorKind, for user: String) throws(AuthenticationError) -> Enrollment?
+    /// True when an administrator's pass `user` has used lets them replace `factor` (`PassKeeper.letsReplace`).
+    func passLetsReplace(_ factor: FactorKind, of user: String) throws(AuthenticationError) -> Bool
     /// Enrolls `label` of `factor` for `user` at a device the vault drives (fprintd's reader), telling the person
     /// each step through `progress`; `cancelled` is asked while the device waits. Root only; only a vault beside
     /// the device can. `typed` as for `arm`.
@@ -71,6 +73,9 @@ extension Vault {
 
     /// Only a vault beside the store says.
     public func record(of factor: FactorKind, for user: String) throws(AuthenticationError) -> Enrollment? { nil }
+
+    /// Only a vault beside the store says.
+    public func passLetsReplace(_ factor: FactorKind, of user: String) throws(AuthenticationError) -> Bool { false }
 
     public func enrollAtDevice(
         _ factor: FactorKind, for user: String, label: String?, by actor: String, typed: Secret?,

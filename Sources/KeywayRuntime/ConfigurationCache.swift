@@ -25,7 +25,7 @@ public struct ConfigurationCache: Sendable {
     static let maximumSize = 1 << 20
     /// The first bytes of a form, after the wire version and kind: the format's name and revision. Computed, as the
     /// module keeps no stored value that allocates (docs/ARCHITECTURE.md §8).
-    static var magic: [UInt8] { Array("keyway.conf compiled 2".utf8) }
+    static var magic: [UInt8] { Array("keyway.conf compiled 3".utf8) }
 
     /// A cache in `directory`, for code identified by `build`.
     public init(directory: String, build: [UInt8]) {
@@ -213,6 +213,8 @@ public struct ConfigurationCache: Sendable {
         out.string(definition.when.rawValue)
         out.string(definition.mode.rawValue)
         out.optional(definition.unenrolled) { $0.string($1.rawValue) }
+        out.optional(definition.firstEnrollment) { $0.string($1.rawValue) }
+        out.optional(definition.failMode) { $0.string($1.rawValue) }
         let overridden = definition.overrides.keys.sorted()
         out.u32(overridden.count)
         for factor in overridden {
@@ -241,6 +243,12 @@ public struct ConfigurationCache: Sendable {
         let unenrolled = try reader.optional("unenrolled") { reader throws(WireError) in
             try choice(&reader, Configuration.Unenrolled.self)
         }
+        let firstEnrollment = try reader.optional("first-enrollment") { reader throws(WireError) in
+            try choice(&reader, Configuration.FirstEnrollment.self)
+        }
+        let failMode = try reader.optional("failmode") { reader throws(WireError) in
+            try choice(&reader, Configuration.FailMode.self)
+        }
         var overrides: [FactorKind: FactorSettings] = [:]
         for _ in 0..<(try reader.count("overrides", limit: limit)) {
             let factor = FactorKind(rawValue: try text(&reader, "a factor"))
@@ -254,7 +262,9 @@ public struct ConfigurationCache: Sendable {
         }
         return Configuration.Definition(
             name: name, variant: variant, rule: rule, when: when, mode: mode, unenrolled: unenrolled,
-            overrides: overrides, origins: origins, origin: origin, impossible: impossible)
+            firstEnrollment: firstEnrollment, failMode: failMode, overrides: overrides, origins: origins,
+            origin: origin,
+            impossible: impossible)
     }
 
     private static func choice<T: RawRepresentable<String>>(_ reader: inout WireReader, _: T.Type) throws(WireError)

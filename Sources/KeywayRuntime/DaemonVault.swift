@@ -2,6 +2,7 @@ import CKeywayLibc
 public import KeywayCore
 import KeywayPlatform
 public import KeywayWire
+import Synchronization
 
 /// The vault as keywayd keeps it: every call is one request on a fresh connection to its socket, so this process
 /// never holds a lock or a connection between calls, and stopping it stalls nobody (docs/ARCHITECTURE.md §10).
@@ -19,6 +20,13 @@ public final class DaemonVault: Vault {
     /// Where keywayd leaves its availability notes, when this client reads them (the module does; beside the
     /// socket): a factor a note lists is available without asking (docs/ARCHITECTURE.md §10, "Notes").
     public let notesDirectory: String?
+    /// What the connections so far found: whether one reached a listener, and whether one found none.
+    private let reached = Mutex<(listening: Bool, absent: Bool)>((false, false))
+
+    /// True when every connection this client tried found keywayd not running: no socket at its path, or nobody
+    /// listening on it (ENOENT, ECONNREFUSED). Never once one connected: busy, slow, stopped (SIGSTOP) and wrong
+    /// answers are not "not running", and a full queue of connections is EAGAIN (`failmode = safe`).
+    public var foundNotRunning: Bool { reached.withLock { !$0.listening && $0.absent } }
 
     /// Creates a client of the daemon at `socketPath`; with `readsNotes`, one that reads keywayd's notes beside it.
     public init(
@@ -64,8 +72,12 @@ public final class DaemonVault: Vault {
         }
         let fd: Int32
         switch UnixSocket.connect(to: socketPath) {
-        case .success(let connected): fd = connected
-        case .failure(let failure): throw unavailable(failure)
+        case .success(let connected):
+            fd = connected
+            reached.withLock { $0.listening = true }
+        case .failure(let failure):
+            if failure.errno == ENOENT || failure.errno == ECONNREFUSED { reached.withLock { $0.absent = true } }
+            throw unavailable(failure)
         }
         var keep = false
         defer { if !keep { close(fd) } }

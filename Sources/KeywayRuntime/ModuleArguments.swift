@@ -17,6 +17,9 @@ public struct ModuleArguments: Equatable, Sendable {
     /// What to do for a user with none of the policy's factors enrolled (`unenrolled=`), replacing the policy's
     /// `unenrolled =`; nil when not given.
     public var unenrolled: Configuration.Unenrolled?
+    /// What the stack gets while keywayd is not running (`failmode=`), replacing the policy's `failmode =`; nil when
+    /// not given.
+    public var failMode: Configuration.FailMode?
     /// What comes after Keyway in the stack (`next=password`), offered at every prompt no factor of the policy
     /// follows as "Enter: use password"; nil offers nothing there.
     public var next: String?
@@ -27,7 +30,8 @@ public struct ModuleArguments: Equatable, Sendable {
 
     /// Every argument the module knows, for messages.
     public static let known = [
-        "policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "next=", "read-tty", "debug",
+        "policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "failmode=", "next=", "read-tty",
+        "debug",
     ]
 
     /// The defaults (what an empty argument list means).
@@ -78,6 +82,11 @@ public struct ModuleArguments: Equatable, Sendable {
                     return bad("'\(argument)': unenrolled= takes conceal, fail, skip or allow")
                 }
                 parsed.unenrolled = choice
+            case ("failmode", let mode?):
+                guard let choice = Configuration.FailMode(rawValue: mode) else {
+                    return bad("'\(argument)': failmode= takes secure or safe")
+                }
+                parsed.failMode = choice
             case ("next", let name?):
                 // Shown in a prompt: lowercase words only, so no argument can put control characters on the screen.
                 let allowed = name.utf8.allSatisfy {

@@ -43,6 +43,9 @@ public struct StackDoctor: Sendable {
         public var fix: String
         /// The stacks this applies to (a line in common-auth is in every stack that includes it).
         public var stacks: [String] = []
+        /// Every login through the line fails now, root's included (a policy with errors on a `required` line):
+        /// `critical:` rather than `warning:`, and CRITICAL in `keyway health`.
+        public var critical = false
 
         /// `DIR/FILE:LINE: warning: reason (in …)` and the fix on the next line.
         public func text(in directory: String) -> String {
@@ -53,7 +56,7 @@ public struct StackDoctor: Sendable {
             if kind == .lockOut, let way = stacks.first(where: { StackDoctor.rootWaysIn.contains($0) }) {
                 reason += "; \(way) is one of root's ways in: this could lock out root"
             }
-            return "\(place)warning: \(reason)\n  fix: \(fix)"
+            return "\(place)\(critical ? "critical" : "warning"): \(reason)\n  fix: \(fix)"
         }
     }
 
@@ -439,6 +442,15 @@ public struct StackDoctor: Sendable {
         func finding(_ kind: Finding.Kind, _ reason: String, fix: String) -> Finding {
             Finding(kind: kind, file: line.file, line: line.number, reason: reason, fix: fix)
         }
+        // A failing policy on a line whose failure fails the stack: nobody gets in through it now.
+        func failing(_ kind: Finding.Kind, _ reason: String, fix: String) -> Finding {
+            var found = finding(kind, reason, fix: fix)
+            if fatality(PAMControl(line.control)) != .passes {
+                found.critical = true
+                found.reason += "; the line is \(line.control), so every login through it fails now, root's included"
+            }
+            return found
+        }
         let path = arguments.config ?? ConfigurationFiles.defaultPath
         let configuration: Configuration
         switch loaded {
@@ -448,7 +460,7 @@ public struct StackDoctor: Sendable {
             let more = problems.errors.count > 1 ? " (and \(problems.errors.count - 1) more)" : ""
             let check = arguments.config.map { "keyway --config \($0) policy check" } ?? "keyway policy check"
             return [
-                finding(
+                failing(
                     .configuration,
                     "the configuration \(path) does not load, so the module fails closed with "
                         + "PAM_SERVICE_ERR: \(first)\(more)",
@@ -458,7 +470,7 @@ public struct StackDoctor: Sendable {
         if let errors = configuration.unusable[arguments.policy], let first = errors.first {
             let check = arguments.config.map { "keyway --config \($0) policy check" } ?? "keyway policy check"
             return [
-                finding(
+                failing(
                     .policy,
                     "policy '\(arguments.policy)' has errors, so this stack fails closed with PAM_SERVICE_ERR (stacks "
                         + "with other policies go on): \(first.headline)"
@@ -469,7 +481,7 @@ public struct StackDoctor: Sendable {
         guard let named = configuration.policy(named: arguments.policy) else {
             let names = configuration.policies.map(\.base.name)
             return [
-                finding(
+                failing(
                     .policy,
                     "policy '\(arguments.policy)' is not defined in \(path), so the module fails closed with "
                         + "PAM_SERVICE_ERR (the policies are \(names.joined(separator: ", ")))",

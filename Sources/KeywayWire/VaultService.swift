@@ -61,6 +61,13 @@ public struct VaultService: Sendable {
     public let leases: Leases
     /// An account's uid, for a device's rule (`armingRefusal`); nil when it cannot be told.
     public let accountUID: @Sendable (String) -> UInt32?
+    /// Whether a policy lets the person enroll this factor as the account's first second factor, as themselves
+    /// (keyway.conf's `first-enrollment = self`; `selfService`).
+    public let firstEnrollment: @Sendable (_ user: String, _ factor: FactorKind) -> Bool
+    /// The second factors each account held when its owner was offered a new one, by caller, account and factor:
+    /// the enrollment that confirms the offer is refused if one more has been enrolled since (`selfService`).
+    let offersMade: PendingOffers<[FactorKind]>
+    let now: @Sendable () -> Int64
     /// How many changes each user other than root has made lately: each writes an audit row.
     let writes: WriteBudget
     /// Changes (`set`, `change`) one user other than root may make per `writeWindow`; beyond them a change is
@@ -74,9 +81,15 @@ public struct VaultService: Sendable {
     /// Creates the service. `now` reads a monotonic clock in milliseconds (tests pass their own).
     public init(
         vault: any Vault, factors: [FactorPlugin] = [], userSettings: [UserSetting]? = nil,
-        now: @escaping @Sendable () -> Int64 = { 0 }, accountUID: @escaping @Sendable (String) -> UInt32? = { _ in nil }
+        now: @escaping @Sendable () -> Int64 = { 0 },
+        accountUID: @escaping @Sendable (String) -> UInt32? = { _ in nil },
+        firstEnrollment: @escaping @Sendable (String, FactorKind) -> Bool = { _, _ in false }
     ) {
         self.accountUID = accountUID
+        self.firstEnrollment = firstEnrollment
+        self.now = now
+        // Longer than any keeper keeps its offer: a confirmation never outlives the record of what was held.
+        offersMade = PendingOffers(lifetime: 3_600_000)
         self.factors = factors
         self.vault = vault
         self.userSettings = userSettings ?? factors.userSettings
@@ -172,8 +185,11 @@ public struct VaultService: Sendable {
 
     /// A user's own shared secret (TOTP, recovery codes; `FactorPlugin.EnrollmentKind.sharedSecret`), enrolled or
     /// replaced without root: the offer only just after the caller verified a factor of the account (a proof,
-    /// spent), the enrollment only with a code of what was offered (the keeper's check), which only whoever saw the
-    /// offer can make. "" lets the request through; nil leaves it to `refusal`.
+    /// spent), or after an administrator's pass in place of it was used (`Vault.passLetsReplace`: a login with the
+    /// lost phone's pass, once), or, for an account with no second factor yet, where a policy lets the person enroll the first
+    /// (`firstEnrollment`); the enrollment only with a code of what was offered (the keeper's check), which only whoever
+    /// saw the offer can make, and only while the account holds no second factor it did not hold at the offer. ""
+    /// lets the request through; nil leaves it to `refusal`.
     func selfService(_ request: Request, by caller: Caller) -> String? {
         guard !caller.isRoot else { return nil }
         switch request {
@@ -187,21 +203,52 @@ public struct VaultService: Sendable {
             } catch {
                 return "the factors of \(user) cannot be read now (\(error.reason)); nothing was offered"
             }
-            guard proofs.spendAny(uid: caller.uid, user: user, among: held.isEmpty ? nil : held) else {
+            var proved = proofs.spendAny(uid: caller.uid, user: user, among: held.isEmpty ? nil : held)
+            // The administrator's pass that let a person who lost their phone in: its use was the proof.
+            if !proved && held.contains(factor) {
+                do throws(AuthenticationError) {
+                    proved = try vault.passLetsReplace(factor, of: user)
+                } catch {
+                    return "the pass of \(user) cannot be read now (\(error.reason)); nothing was offered"
+                }
+            }
+            guard proved || (held.isEmpty && firstEnrollment(user, factor)) else {
                 guard !held.isEmpty else {
-                    return "enrolling your own \(factor) needs a factor of the account verified first (within "
-                        + "\(Self.proofWindow / 1000) seconds): keyway enroll asks for one"
+                    return "\(user) has no second factor yet, and no policy lets a person enroll their own first "
+                        + "\(factor) (first-enrollment = self, keyway.conf(5)): an administrator enrolls it "
+                        + "(keyway enroll \(factor) --user \(user)), or issues a pass to prove it with"
                 }
                 return "\(user) has \(held.map { $0.rawValue }.joined(separator: " and ")): a new \(factor) needs "
                     + "one of them verified first (within \(Self.proofWindow / 1000) seconds), or an administrator's "
                     + "pass typed in its place; another factor of the account does not replace it"
             }
+            offersMade.keep(held, for: offerKey(caller, user, factor), now: now())
             return ""
         case .enroll(let factor, let user, nil, .secret, _) where caller.owns(user) && isSharedSecret(factor):
+            // Two offers made while the account had nothing (a first TOTP, first recovery codes) confirm only the
+            // first: the second then needs the factor enrolled meanwhile, as any later change does.
+            let held: [FactorKind]
+            do throws(AuthenticationError) {
+                held = try secondFactors(of: user)
+            } catch {
+                return "the factors of \(user) cannot be read now (\(error.reason)); nothing was enrolled"
+            }
+            let before = offersMade.current(for: offerKey(caller, user, factor), now: now()) ?? []
+            let since = held.filter { !before.contains($0) }
+            guard since.isEmpty else {
+                return "\(user) has enrolled \(since.map { $0.rawValue }.joined(separator: " and ")) since this "
+                    + "\(factor) was offered: nothing was enrolled; run keyway enroll \(factor) again, which asks "
+                    + "for it"
+            }
             return ""
         default:
             return nil
         }
+    }
+
+    /// Names one caller's offer of `factor` to `user` in `offersMade`.
+    private func offerKey(_ caller: Caller, _ user: String, _ factor: FactorKind) -> String {
+        "\(caller.uid)\u{0}\(user)\u{0}\(factor.rawValue)"
     }
 
     private func isSharedSecret(_ factor: FactorKind) -> Bool { factors.plugin(factor)?.enrollment == .sharedSecret }

@@ -11,13 +11,15 @@ extension Subcommand {
             summary: "enroll a factor for an account",
             operands: [factor],
             options: [
-                user, stdin, name, finger, simulateTouches,
+                .init(
+                    name: "--user", placeholder: "USER", help: "the account (default: your own; root gives it)",
+                    completion: .users),
+                stdin, name, finger, simulateTouches,
                 .init(
                     name: "--qr-file", placeholder: "FILE",
                     help: "write a TOTP's QR code to FILE as an SVG image (new, 0600) instead of the terminal",
                     completion: .files),
             ],
-            required: ["--user"],
             details: "The account must exist on this system. "
                 + Factors.all.map { "\($0.kind): \($0.enrollmentHelp)." }.joined(separator: " ")
                 + " --name applies to a factor enrolled in named parts ("
@@ -63,10 +65,17 @@ extension Subcommand {
         Subcommand(
             path: ["health"],
             summary: "ask keywayd how it is: exit 0 OK, 1 WARNING, 2 CRITICAL (for a monitoring system)",
-            options: [.init(name: "--json", help: "one JSON object instead of lines")],
+            options: [
+                .init(name: "--json", help: "one JSON object instead of lines"),
+                .init(
+                    name: "--pam-dir", placeholder: "DIR", help: "the PAM directory (default /etc/pam.d)",
+                    completion: .files),
+            ],
             details: """
                 Checks keywayd answering, the store read and written, the configuration valid and the one keywayd \
-                enforces, the readers configured, and a fleet's database with its synchronous standbys. The first \
+                enforces, the readers configured, and a fleet's database with its synchronous standbys; then, read \
+                here, the PAM stacks: a Keyway line whose failure fails the stack, naming a policy with errors (or \
+                a configuration that does not load), fails every login through it, and is CRITICAL. The first \
                 line is the monitoring plugins' (KEYWAY OK - ...); keywayd not answering is CRITICAL. Any user may \
                 ask; keywayd computes at most one answer a second.
                 """,

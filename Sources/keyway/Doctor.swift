@@ -55,8 +55,12 @@ extension Command {
         let stacks = report.stacks.count
         guard stacks > 0 else { return "no stack uses Keyway in \(path)" }
         let used = "\(stacks) stack\(stacks == 1 ? "" : "s") in \(path) use\(stacks == 1 ? "s" : "") Keyway"
-        let warnings = report.findings.count
-        return warnings == 0 ? "\(used); nothing to fix" : "\(used); \(warnings) warning\(warnings == 1 ? "" : "s")"
+        let critical = report.findings.filter(\.critical).count
+        let warnings = report.findings.count - critical
+        var counts: [String] = []
+        if critical > 0 { counts.append("\(critical) critical (logins failing now)") }
+        if warnings > 0 { counts.append("\(warnings) warning\(warnings == 1 ? "" : "s")") }
+        return counts.isEmpty ? "\(used); nothing to fix" : "\(used); " + counts.joined(separator: ", ")
     }
 
     /// Why keywayd at `socket` cannot serve: unreachable, or its store failing (one question about root's

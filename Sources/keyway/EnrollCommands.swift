@@ -18,7 +18,8 @@ extension Command {
 
     func enroll() -> Int32 {
         let factor = factor()
-        let user = user()
+        // A person enrolls their own without naming it; root always names the account (never its own by mistake).
+        let user = parsed.value("--user") == nil && getuid() != 0 ? callerName() : user()
         guard Accounts.exists(user) else {
             // An enrollment for a name that is no account would never be asked for; a typo ("KWALICE") would
             // leave the real account's owner with "Not recognized".
@@ -36,25 +37,36 @@ extension Command {
             guard let authenticator = runtime.authenticator(factor) else {
                 throw AuthenticationError(.invalidPolicy, "Keyway has no \(factor)")
             }
-            // A person's own TOTP or recovery codes: keywayd offers a new one only just after they prove who they
-            // are: with the current code or a recovery code when the account has one, with another factor of
-            // theirs only for a first one (VaultService.selfService).
-            if getuid() != 0 && plugin?.enrollment == .sharedSecret && parsed.value("--store") == nil {
-                try prove(user, before: "set your \(factor)", preferring: factor, in: runtime)
-            }
             let request = EnrollmentRequest(
                 user: user, actor: actor, label: partName, scripted: parsed.has("--simulate-touches"))
-            let lines = try authenticator.enroll(
-                request, conversation: repeatingConversation(factor, of: user, in: runtime))
+            let talk = repeatingConversation(factor, of: user, in: runtime)
+            let lines: [String]
+            // A person's own TOTP or recovery codes: keywayd offers a new one when they have proved who they are:
+            // with the current code or a recovery code when the account has one (or the administrator's pass that
+            // let them in), with another factor of theirs, or nothing where a policy says first-enrollment = self,
+            // only for a first one (VaultService.selfService). keywayd is asked first; the proof only when it
+            // refuses for want of one.
+            if getuid() != 0 && plugin?.enrollment == .sharedSecret && parsed.value("--store") == nil {
+                do throws(AuthenticationError) {
+                    lines = try authenticator.enroll(request, conversation: talk)
+                } catch  where error.code == .notPermitted {
+                    try prove(user, before: "set your \(factor)", preferring: factor, in: runtime, refused: error)
+                    lines = try authenticator.enroll(request, conversation: talk)
+                }
+            } else {
+                lines = try authenticator.enroll(request, conversation: talk)
+            }
             for line in lines { print(line) }
         }
     }
 
     /// Verifies `user` with a typed factor of theirs that is available now (`first` if it is, then the others in
     /// order, each offered after the last): keywayd records the success as the proof a self-service change needs.
-    func prove(_ user: String, before reason: String, preferring first: FactorKind, in runtime: Runtime)
-        throws(AuthenticationError)
-    {
+    /// With none, `refused` (keywayd's refusal without a proof) is what the person is told.
+    func prove(
+        _ user: String, before reason: String, preferring first: FactorKind, in runtime: Runtime,
+        refused: AuthenticationError
+    ) throws(AuthenticationError) {
         let context = UserContext(name: user, service: "keyway", startedBy: getuid())
         let typed = Factors.all.filter { $0.input == .typed }.map(\.kind)
         var candidates = ([first] + typed.filter { $0 != first }).filter {
@@ -64,12 +76,7 @@ extension Command {
         // pattern or the passcode is not offered.
         let second = Set(Factors.all.filter { $0.enrollment == .sharedSecret }.map(\.kind))
         if candidates.contains(where: second.contains) { candidates.removeAll { !second.contains($0) } }
-        guard !candidates.isEmpty else {
-            throw AuthenticationError(
-                .notPermitted,
-                "\(user) has no factor to prove who they are with (a code, a passcode, a pattern, a recovery code); "
-                    + "root can enroll it: keyway enroll \(first) --user \(user)")
-        }
+        guard !candidates.isEmpty else { throw refused }
         let rules: [Policy.Rule] = candidates.map { .factor($0, attempts: 3) }
         let proof = Policy(name: "prove it is you", rule: rules.count == 1 ? rules[0] : .atLeast(1, of: rules))
         let evaluation = runtime.context().evaluate(

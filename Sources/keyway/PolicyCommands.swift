@@ -67,6 +67,13 @@ extension Command {
             "unenrolled = \(definition.unenrolled?.rawValue ?? "conceal")  "
                 + "(\(definition.origins["unenrolled"].map { "\($0)" } ?? "default; the module's unenrolled= replaces it"))"
         )
+        print(
+            "failmode = \(definition.failMode?.rawValue ?? "secure")  "
+                + "(\(definition.origins["failmode"].map { "\($0)" } ?? "default; the module's failmode= replaces it"))"
+        )
+        print(
+            "first-enrollment = \(definition.firstEnrollment?.rawValue ?? "root")  "
+                + "(\(definition.origins["first-enrollment"] ?? .defaulted))")
         print("")
         print("what happens, in order:")
         for line in Self.tree(definition.rule, depth: 1, isTop: true) { print(line) }

@@ -1,5 +1,7 @@
+import KeywayConfigFiles
 import KeywayCore
 import KeywayRuntime
+import KeywayTools
 import KeywayWire
 
 /// `keyway metrics` and `keyway health`: what an operator's monitoring asks keywayd (keyway(8), keywayd(8) HEALTH
@@ -34,6 +36,7 @@ extension Command {
         } catch {
             checks = [HealthCheck("keywayd", .critical, "does not answer at \(socket): \(error.reason)")]
         }
+        if let stacks = Self.failingStacks(in: parsed.value("--pam-dir") ?? Self.pamDirectory) { checks.append(stacks) }
         let worst = checks.map(\.level).max() ?? .critical
         let troubled = checks.filter { $0.level == worst && worst != .ok }
         let summary =
@@ -55,6 +58,20 @@ extension Command {
             }
         }
         return Int32(worst.rawValue)
+    }
+
+    /// CRITICAL when a Keyway line fails every login through it now (`StackDoctor.Finding.critical`: a policy with
+    /// errors, or a configuration that does not load, on a line whose failure fails the stack). keywayd does not
+    /// read the PAM stacks, so this command does, as `keyway doctor` does; nil when none does (or none can be read).
+    static func failingStacks(in directory: String) -> HealthCheck? {
+        guard case .success(let files) = readPAMFiles(directory) else { return nil }
+        let report = StackDoctor(directory: PAMDirectory(path: directory, files: files)).examine(
+            configuration: { ConfigurationFiles.load($0) }, keywayd: { _ in nil })
+        let failing = report.findings.filter(\.critical)
+        guard let first = failing.first else { return nil }
+        let place = first.file.map { "\(directory)/\($0):\(first.line): " } ?? ""
+        let more = failing.count > 1 ? " (and \(failing.count - 1) more)" : ""
+        return HealthCheck("stacks", .critical, place + first.reason + more + "; keyway doctor")
     }
 
     /// `text` as a JSON string.

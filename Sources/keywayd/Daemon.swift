@@ -134,8 +134,10 @@ struct Keywayd {
             default: fail("unknown argument '\(word)'")
             }
         }
+        let loaded: Configuration
         switch ConfigurationFiles.load(configPath) {
         case .success(let configuration):
+            loaded = configuration
             for warning in configuration.warnings { Server.log(warning.description) }
             for (name, errors) in configuration.unusable.sorted(by: { $0.key < $1.key }) {
                 Server.log(
@@ -260,7 +262,15 @@ struct Keywayd {
             service: VaultService(
                 vault: vault, factors: Factors.all,
                 now: MonotonicClock.milliseconds,
-                accountUID: { name in if case .success(let uid?) = Accounts.uid(of: name) { uid } else { nil } }),
+                accountUID: { name in if case .success(let uid?) = Accounts.uid(of: name) { uid } else { nil } },
+                firstEnrollment: { user, factor in
+                    // The policies that apply to the account, as the module would choose its variant.
+                    loaded.letsEnrollFirst(
+                        factor,
+                        for: Configuration.Subject(user: user) {
+                            Accounts.isMember(user, of: $0).mapError { AuthenticationError(.invalidPolicy, "\($0)") }
+                        })
+                }),
             options: options, arming: arming, notes: notes, telemetry: telemetry,
             checks: { [vaultOptions, configPath, backends = arming.backends] in
                 Health.checks(

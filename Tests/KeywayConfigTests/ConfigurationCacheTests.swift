@@ -54,7 +54,8 @@ struct ConfigurationCacheTests {
                 lines.append(
                     "\(definition.name) \(definition.variant?.description ?? "base") builtIn=\(policy.isBuiltIn) "
                         + "\(definition.rule) when=\(definition.when) mode=\(definition.mode) "
-                        + "unenrolled=\(definition.unenrolled?.rawValue ?? "-") \(overrides) \(origins) "
+                        + "unenrolled=\(definition.unenrolled?.rawValue ?? "-") "
+                        + "first=\(definition.firstEnrollment?.rawValue ?? "-") \(overrides) \(origins) "
                         + "at=\(definition.origin) impossible=\(definition.impossible)")
             }
         }

@@ -114,6 +114,18 @@ struct ExampleTests {
         #expect(rig.configuration.policy(named: "ssh")?.base.unenrolled == .conceal)
     }
 
+    @Test("ssh-roll-out.conf: a code or a recovery code; in without one meanwhile; the person enrolls the first")
+    func sshRollOut() throws {
+        let rig = try ConfigRig(try example("ssh-roll-out.conf"))
+        let ssh = try #require(rig.configuration.policy(named: "ssh"))
+        #expect(ssh.base.rule.factors == ["totp", "recovery"].map(FactorKind.init(rawValue:)))
+        #expect(ssh.base.unenrolled == .allow)
+        let anyone = Configuration.Subject(user: "carol")
+        #expect(rig.configuration.letsEnrollFirst(FactorKind(rawValue: "totp"), for: anyone))
+        #expect(rig.configuration.letsEnrollFirst(FactorKind(rawValue: "recovery"), for: anyone))
+        #expect(!rig.configuration.letsEnrollFirst(.gesture, for: anyone))
+    }
+
     @Test("wheel.conf: members of wheel need the pattern and the passcode; everyone else either")
     func wheel() throws {
         let rig = try ConfigRig(try example("wheel.conf"))

@@ -175,6 +175,10 @@ struct MalformedConfigTests {
                 "t.conf:3:14: error: 'ignore' is not valid for unenrolled: expected conceal, fail, skip or allow"
             ),
             (
+                "[policy ssh]\nrequire = totp\nfirst-enrollment = user\n",
+                "t.conf:3:20: error: 'user' is not valid for first-enrollment: expected root or self"
+            ),
+            (
                 "[policy sudo]\nrequire = gesture\ngesture.min-dots = 5\n",
                 "t.conf:3:1: error: gesture.min-dots cannot be set per policy"
             ),
@@ -320,6 +324,40 @@ struct MalformedConfigTests {
             Issue.record("good does not resolve")
             return
         }
+    }
+
+    @Test("first-enrollment = self lets the person enroll the policy's own factors, where its variant applies")
+    func firstEnrollment() throws {
+        let text = """
+            [policy ssh]
+            require = totp or recovery
+            unenrolled = allow
+            [policy ssh for group team]
+            first-enrollment = self
+            [policy sudo]
+            require = gesture
+
+            """
+        guard
+            case .success(let configuration) = Configuration.parse(
+                [ConfigSource(path: "t.conf", text: text)], plugins: Factors.all)
+        else {
+            Issue.record("the configuration does not parse")
+            return
+        }
+        let member = Configuration.Subject(user: "carol") { .success($0 == "team") }
+        let other = Configuration.Subject(user: "dave") { _ in .success(false) }
+        let unknown = Configuration.Subject(user: "erin") { _ in
+            .failure(AuthenticationError(.invalidPolicy, "no answer"))
+        }
+        for factor in ["totp", "recovery"].map(FactorKind.init(rawValue:)) {
+            #expect(configuration.letsEnrollFirst(factor, for: member))
+            #expect(!configuration.letsEnrollFirst(factor, for: other), "the base says root")
+            #expect(!configuration.letsEnrollFirst(factor, for: unknown), "membership unknown: no")
+        }
+        #expect(!configuration.letsEnrollFirst(.gesture, for: member), "a factor of another policy")
+        #expect(configuration.policy(named: "ssh")?.variants.first?.firstEnrollment == .person)
+        #expect(configuration.policy(named: "ssh")?.base.firstEnrollment == nil)
     }
 
     @Test("an error outside every policy still fails the whole configuration: a factor's section, the file's form")

@@ -229,6 +229,23 @@ struct StackDoctorTests {
         #expect(finding.reason.contains("/etc/keyway/keyway.conf:2:11: error: unknown factor 'pascode'"))
     }
 
+    @Test("a typo in a policy a required line names is critical: every login through it fails, root's included")
+    func brokenRequiredPolicy() throws {
+        let files = Self.directory([
+            "sshd": "auth required pam_keyway.so policy=ssh\naccount required pam_keyway.so policy=ssh\n",
+            "sudo": "auth [success=done default=ignore] pam_keyway.so policy=ssh\n@include common-auth\n",
+        ])
+        let report = Self.examine(files, config: "[policy ssh]\nrequire = totp or recovrey\n")
+        let critical = report.findings.filter(\.critical)
+        #expect(critical.map(\.file) == ["sshd", "sshd"], "\(Self.texts(report))")
+        let text = try #require(critical.first).text(in: "/etc/pam.d")
+        #expect(text.hasPrefix("/etc/pam.d/sshd:1: critical: policy 'ssh' has errors"), "\(text)")
+        #expect(text.contains("the line is required, so every login through it fails now, root's included"))
+        // Where the password follows, the same typo is a warning: people still get in.
+        let sudo = try #require(report.findings.first { $0.file == "sudo" })
+        #expect(!sudo.critical && sudo.text(in: "/etc/pam.d").contains("warning: policy 'ssh' has errors"))
+    }
+
     @Test("a policy that can never succeed in a remote session warns")
     func impossiblePolicy() throws {
         let stack = "auth [success=done default=ignore] pam_keyway.so policy=biometrics-only\n@include common-auth\n"

@@ -153,8 +153,11 @@ struct VaultServiceTests {
     }
 
     /// A service over the store with the pattern and every shared-secret factor's keeper, on `clock`, its proofs
-    /// timed by `now`.
-    func sharedSecretService(_ clock: ManualClock, now: @escaping @Sendable () -> Int64) throws -> VaultService {
+    /// timed by `now`; `first` says which first enrollments a policy lets the person make.
+    func sharedSecretService(
+        _ clock: ManualClock, first: @escaping @Sendable (String, FactorKind) -> Bool = { _, _ in false },
+        now: @escaping @Sendable () -> Int64
+    ) throws -> VaultService {
         let hasher = try Argon2idHasher(cost: .minimum)
         var keepers: [any FactorKeeper] = [GestureAuthenticator.keeper(store: store, clock: clock, hasher: hasher)]
         for plugin in Factors.all where plugin.enrollment == .sharedSecret {
@@ -163,7 +166,47 @@ struct VaultServiceTests {
                     FactorPlugin.VaultSide(store: store, clock: clock, hasher: hasher, settings: FactorSettings())))
         }
         return VaultService(
-            vault: LocalVault(store: store, clock: clock, keepers: keepers), factors: Factors.all, now: now)
+            vault: LocalVault(store: store, clock: clock, keepers: keepers), factors: Factors.all, now: now,
+            firstEnrollment: first)
+    }
+
+    @Test("first-enrollment = self: the first second factor without proof, only the one the policy names, only once")
+    func firstEnrollmentBySelf() throws {
+        let manual = ManualClock()
+        let totp = FactorKind(rawValue: "totp")
+        let recovery = FactorKind(rawValue: "recovery")
+        func refusal(_ response: Response) -> String? {
+            if case .failure(let error) = response, error.code == .notPermitted { return error.reason }
+            return nil
+        }
+        // No policy lets alice: refused, saying what would do.
+        let closed = try sharedSecretService(manual) { 0 }
+        let why = refusal(closed.answer(.offer(totp, user: "alice", via: "t"), from: alice))
+        #expect(why?.contains("no policy lets a person enroll their own first totp (first-enrollment = self") == true)
+        // A policy names both for alice (a roll-out of `totp or recovery`), and nothing for bob's account.
+        let service = try sharedSecretService(manual, first: { user, _ in user == "alice" }) { 0 }
+        #expect(refusal(service.answer(.offer(totp, user: "bob", via: "t"), from: alice)) != nil, "bob's account")
+        guard case .offered(let secret) = service.answer(.offer(totp, user: "alice", via: "t"), from: alice),
+            case .offered(let codes) = service.answer(.offer(recovery, user: "alice", via: "t"), from: alice)
+        else {
+            Issue.record("no first offers without proof")
+            return
+        }
+        let phone = OneTimeCode(secret: secret)
+        let code = Evidence.secret(Secret(copying: phone.code(step: phone.step(at: manual.now()))))
+        #expect(
+            service.answer(.enroll(totp, user: "alice", label: nil, code, via: "keyway enroll"), from: alice) == .done)
+        #expect(try store.enrollment(user: "alice", factor: totp)?.changedBy == "alice via keyway enroll")
+        // Both were offered while alice had nothing: only the first confirmed counts as the first.
+        let first = Evidence.secret(Secret(copying: Array(codes.split(separator: UInt8(ascii: "\n"))[0])))
+        let late = refusal(service.answer(.enroll(recovery, user: "alice", label: nil, first, via: "t"), from: alice))
+        #expect(late?.contains("alice has enrolled totp since this recovery was offered") == true, "\(late ?? "done")")
+        #expect(try store.enrollment(user: "alice", factor: recovery) == nil)
+        // Now a new TOTP, or recovery codes, without proof: refused, as for anyone who has one.
+        for factor in [totp, recovery] {
+            let again = refusal(service.answer(.offer(factor, user: "alice", via: "t"), from: alice))
+            #expect(again?.contains("alice has totp: a new \(factor) needs one of them verified") == true)
+        }
     }
 
     @Test("own TOTP: offered only just after a factor of the account is verified, once; never another's")

@@ -359,7 +359,8 @@ struct OperatorTests {
         fixture.startDaemon()
         chmod(fixture.directory, 0o711)  // the socket within reach of a user other than root
         func health(_ socket: String, json: Bool = false, as uid: String? = nil) throws -> Run {
-            let arguments = ["--socket", socket, "health"] + (json ? ["--json"] : [])
+            // The stacks read from the fixture's own (empty) PAM directory: what other tests put in /etc/pam.d is theirs.
+            let arguments = ["--socket", socket, "health", "--pam-dir", fixture.services] + (json ? ["--json"] : [])
             guard let uid else { return try run(cliPath, arguments) }
             return try run(
                 "/usr/bin/setpriv", ["--reuid", uid, "--regid", uid, "--clear-groups", cliPath] + arguments)
@@ -405,7 +406,7 @@ struct OperatorTests {
 
         let fleet = try FleetHosts(count: 1, writers: false)
         defer { fleet.remove() }
-        let serving = try fleet.keyway(0, ["health"])
+        let serving = try fleet.keyway(0, ["health", "--pam-dir", fixture.services])
         #expect(serving.status == 0, "\(serving.text)")
         #expect(serving.text.contains("OK: database: the database answers"), "\(serving.text)")
         #expect(serving.text.contains("no synchronous standby"), "\(serving.text)")
@@ -426,10 +427,10 @@ struct OperatorTests {
             (try? cluster.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")) == "1"
         }
         usleep(1_100_000)  // past the answer keywayd keeps for a second
-        let first = try fleet.keyway(0, ["health"])
+        let first = try fleet.keyway(0, ["health", "--pam-dir", fixture.services])
         #expect(first.status == 0, "a lock seen once is not yet long held: \(first.text)")
         usleep(5_200_000)  // the limit health waits for, by its design; nothing here races
-        let held = try fleet.keyway(0, ["health"])
+        let held = try fleet.keyway(0, ["health", "--pam-dir", fixture.services])
         #expect(held.status == 1, "\(held.text)")
         #expect(
             held.text.contains("WARNING: database: role keyway_host_z (server process ")
@@ -443,10 +444,10 @@ struct OperatorTests {
             (try? cluster.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")) == "0"
         }
         usleep(1_100_000)  // past the answer keywayd keeps for a second
-        #expect(try fleet.keyway(0, ["health"]).status == 0)
+        #expect(try fleet.keyway(0, ["health", "--pam-dir", fixture.services]).status == 0)
         fleet.cluster?.stop()
         usleep(1_100_000)
-        let away = try fleet.keyway(0, ["health"])
+        let away = try fleet.keyway(0, ["health", "--pam-dir", fixture.services])
         #expect(away.status == 2, "\(away.text)")
         #expect(away.output.first?.hasPrefix("KEYWAY CRITICAL - ") == true, "\(away.text)")
         #expect(away.text.contains("CRITICAL: database: cannot be used"), "\(away.text)")

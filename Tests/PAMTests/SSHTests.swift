@@ -48,6 +48,14 @@ struct SSHTests {
         }.joined(separator: "\n")
     }
 
+    /// sshd with pam/examples/sshd naming `[policy ssh]` of `config` (keyway.conf's text, written by the fixture) in
+    /// place of the built-in totp, for `users`.
+    func sshd(policy config: String, users: [String] = [coder]) throws -> SSHServer {
+        let argument = fixture.writeConfig(config)
+        let stack = try example("sshd").replacingOccurrences(of: "policy=totp", with: "policy=ssh \(argument)")
+        return try SSHServer(settings: try sshdSettings() + ["PasswordAuthentication no"], pam: stack, users: users)
+    }
+
     /// pam/examples/sshd_config's settings.
     func sshdSettings() throws -> [String] {
         try String(contentsOfFile: packageRoot + "/pam/examples/sshd_config", encoding: .utf8)
@@ -167,10 +175,7 @@ struct SSHTests {
         _ = try setUp()
         let capture = try SyslogCapture(directory: fixture.directory)
         defer { capture.stop() }
-        let config = fixture.writeConfig("[policy ssh]\nrequire = totp or recovery\n")
-        let stack = try example("sshd").replacingOccurrences(of: "policy=totp", with: "policy=ssh \(config)")
-        let sshd = try SSHServer(
-            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: stack, users: [Self.coder])
+        let sshd = try sshd(policy: "[policy ssh]\nrequire = totp or recovery\n")
         defer { sshd.stop() }
         // Without recovery codes, the code's prompt offers nothing it could not keep.
         do {
@@ -354,10 +359,7 @@ struct SSHTests {
         defer { tearDown() }
         let old = try setUp()
         let codes = try enrollRecovery(Self.coder)
-        let config = fixture.writeConfig("[policy ssh]\nrequire = totp or recovery\n")
-        let stack = try example("sshd").replacingOccurrences(of: "policy=totp", with: "policy=ssh \(config)")
-        let sshd = try SSHServer(
-            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: stack, users: [Self.coder])
+        let sshd = try sshd(policy: "[policy ssh]\nrequire = totp or recovery\n")
         defer { sshd.stop() }
         var key = ""
         do {
@@ -432,13 +434,11 @@ struct SSHTests {
         #expect(codes.count == 10, "\(shown)")
         try terminal.type(codes.first ?? "")
         try terminal.waitFor("recovery codes of \(Self.coder) are set")
-        // A new key, proved with the pass typed at the code's prompt (its second use).
+        // A new key: the pass that let the person in (one of its two uses) is the proof, so nothing is asked first.
         try terminal.type("clear; printf 'TOTP%s\\n' -STARTS; \(enroll) totp --user \(Self.coder)")
         try terminal.waitFor("TOTP-STARTS")
-        let proving = try terminal.waitFor("Verification code (Enter: use recovery):")
-        #expect(!proving.contains("gesture"), "\(proving)")
-        try terminal.type(pass)
         let screen = try terminal.waitFor("Code from the app:")
+        #expect(!screen.contains("Verification code") && !screen.contains("gesture"), "\(screen)")
         let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
         let key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
         #expect(key != old)
@@ -447,7 +447,251 @@ struct SSHTests {
         let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", Self.coder]).text
         #expect(audit.contains("\(Self.coder) via keyway enroll enroll \(Self.coder) recovery"), "\(audit)")
         #expect(audit.contains("\(Self.coder) via keyway enroll enroll \(Self.coder) totp"), "\(audit)")
-        #expect(audit.contains("a pass in place of totp, 0 of 2 uses left"), "\(audit)")
+        #expect(audit.contains("a pass in place of totp, 1 of 2 uses left"), "\(audit)")
+        // Once: the new TOTP is newer than the pass, so another new key needs the new code (or the pass again).
+        try terminal.type("clear; printf 'AGAIN%s\\n' -STARTS; \(enroll) totp --user \(Self.coder)")
+        try terminal.waitFor("AGAIN-STARTS")
+        let again = try terminal.waitFor("Verification code")
+        #expect(!again.contains("Code from the app:"), "\(again)")
+    }
+
+    @Test("a lost phone as the guide writes it: a pass of one use → a login → a new TOTP in that session → it works")
+    func lostPhone() throws {
+        defer { tearDown() }
+        let old = try setUp()
+        // The administrator issues the pass the guide shows and reads it out.
+        let issued = try run(
+            cliPath,
+            [
+                "--socket", fixture.socket, "pass", "issue", "--user", Self.coder, "--for", "2h", "--uses", "1",
+                "--in-place-of", "totp",
+            ])
+        #expect(issued.status == 0, "\(issued.text)")
+        let pass = String(
+            try #require(issued.output.first { $0.hasPrefix("Pass for \(Self.coder): ") }, "\(issued.text)")
+                .split(separator: " ").last ?? "")
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"], pam: try example("sshd"), users: [Self.coder])
+        defer { sshd.stop() }
+        var key = ""
+        do {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            try terminal.waitFor("Verification code:", seconds: 20)
+            try terminal.type(pass)
+            try inShell(terminal, as: Self.coder)
+            // In that session, a new TOTP: asked for nothing first (the pass's use was the proof).
+            try terminal.type("clear; printf 'TOTP%s\\n' -STARTS; \(cliPath) --socket \(fixture.socket) enroll totp")
+            try terminal.waitFor("TOTP-STARTS")
+            let screen = try terminal.waitFor("Code from the app:")
+            #expect(!screen.contains("Verification code"), "\(screen)")
+            let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
+            key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
+            #expect(key != old)
+            try terminal.type(try oathtool(key))
+            try terminal.waitFor("The totp of \(Self.coder) is set")
+        }
+        // The new phone's next code logs in; the pass, spent, does not.
+        do {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            try terminal.waitFor("Verification code:", seconds: 20)
+            try terminal.type(try oathtool(key, offset: 30))
+            try inShell(terminal, as: Self.coder)
+        }
+        let terminal = try Terminal(sshd.command(Self.coder))
+        defer { terminal.close() }
+        try terminal.waitFor("Verification code:", seconds: 20)
+        try terminal.type(pass)
+        // Spent, it no longer stands in: it is read as a code, and refused as one.
+        let screen = try terminal.waitFor("Verification code:", count: 2)
+        #expect(screen.contains("a code is 6 digits"), "\(screen)")
+        #expect(!screen.contains("IN-\(Self.coder)"), "\(screen)")
+        let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", Self.coder]).text
+        #expect(audit.contains("a pass in place of totp, 0 of 1 uses left"), "\(audit)")
+        #expect(audit.contains("\(Self.coder) via keyway enroll enroll \(Self.coder) totp"), "\(audit)")
+    }
+
+    @Test("a team's roll-out: two enroll their own first code over ssh, only the first; then codes are required")
+    func teamEnrollsThemselves() throws {
+        let late = "kwssh-late"
+        defer {
+            TestAccounts.remove(late)
+            tearDown()
+        }
+        try requireIsolation()
+        for user in [Self.coder, Self.newcomer, late] { #expect(try TestAccounts.add(user)) }
+        chmod(fixture.directory, 0o755)
+        // keyway.conf(5)'s ssh-roll-out.conf, read by keywayd (who may enroll a first code) and by the module.
+        let example = try String(contentsOfFile: packageRoot + "/man/examples/ssh-roll-out.conf", encoding: .utf8)
+        let config = fixture.writeConfig(example)
+        fixture.startDaemon(["--config", fixture.configPath])
+        let stack = try self.example("sshd").replacingOccurrences(of: "policy=totp", with: "policy=ssh \(config)")
+        var keys: [String: String] = [:]
+        do {
+            let sshd = try SSHServer(
+                settings: try sshdSettings() + ["PasswordAuthentication no"], pam: stack,
+                users: [Self.coder, Self.newcomer, late])
+            defer { sshd.stop() }
+            for user in [Self.coder, Self.newcomer] {
+                // In with the key alone, then `keyway enroll totp` as themselves: the app's key, one code back.
+                let terminal = try Terminal(sshd.command(user))
+                defer { terminal.close() }
+                try inShell(terminal, as: user)
+                let enroll = "\(cliPath) --socket \(fixture.socket) enroll"
+                try terminal.type("clear; printf 'TOTP%s\\n' -STARTS; \(enroll) totp")
+                try terminal.waitFor("TOTP-STARTS")
+                let screen = try terminal.waitFor("Code from the app:")
+                #expect(!screen.contains("Verification code"), "a first code asked a proof:\n\(screen)")
+                let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
+                let key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
+                try terminal.type(try oathtool(key))
+                try terminal.waitFor("The totp of \(user) is set")
+                keys[user] = key
+                // Only the first: recovery codes now need the code just set (its prompt, not a new set).
+                try terminal.type("clear; printf 'RECOVERY%s\\n' -STARTS; \(enroll) recovery")
+                try terminal.waitFor("RECOVERY-STARTS")
+                let asked = try terminal.waitFor("Verification code")
+                #expect(!asked.contains("Type one of them"), "\(asked)")
+                try terminal.sendKey("C-c")
+            }
+        }
+        for user in [Self.coder, Self.newcomer] {
+            let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", user]).text
+            #expect(audit.contains("\(user) via keyway enroll enroll \(user) totp"), "\(audit)")
+            #expect(!audit.contains("root via"), "\(audit)")
+        }
+        // The roll-out ends: unenrolled = allow is taken out of the policy and the stack.
+        fixture.writeConfig(example.replacingOccurrences(of: "unenrolled = allow\n", with: ""))
+        let sshd = try SSHServer(
+            settings: try sshdSettings() + ["PasswordAuthentication no"],
+            pam: stack.replacingOccurrences(of: " unenrolled=allow", with: ""),
+            users: [Self.coder, Self.newcomer, late])
+        defer { sshd.stop() }
+        for user in [Self.coder, Self.newcomer] {
+            let terminal = try Terminal(sshd.command(user))
+            defer { terminal.close() }
+            try terminal.waitFor("Verification code", seconds: 20)
+            try terminal.type(try oathtool(keys[user] ?? "", offset: 30))
+            try inShell(terminal, as: user)
+        }
+        // The one who did not enroll is asked like anyone (concealment) and is not let in.
+        let terminal = try Terminal(sshd.command(late))
+        defer { terminal.close() }
+        try terminal.waitFor("Verification code", seconds: 20)
+        try terminal.type("123456")
+        let screen = try terminal.waitFor("Not recognized")
+        #expect(!screen.contains("IN-\(late)"), "\(screen)")
+    }
+
+    @Test("failmode = safe: keywayd stopped → in with the key alone, said on the screen and logged as a warning")
+    func failModeSafe() throws {
+        defer { tearDown() }
+        _ = try setUp()
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer { capture.stop() }
+        let sshd = try sshd(policy: "[policy ssh]\nrequire = totp or recovery\nfailmode = safe\n")
+        defer { sshd.stop() }
+        // While keywayd runs, safe changes nothing: the code is asked.
+        do {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            try terminal.waitFor("Verification code", seconds: 20)
+        }
+        fixture.stopDaemon()
+        let terminal = try Terminal(sshd.command(Self.coder))
+        defer { terminal.close() }
+        // A note keywayd left may still prompt (as with secure); what is typed then cannot be checked.
+        if (try? terminal.waitFor("Verification code", seconds: 5)) != nil { try terminal.type("123456") }
+        try inShell(terminal, as: Self.coder)
+        let screen = try terminal.screen()
+        #expect(screen.contains("Keyway is not available; let in without it (failmode=safe)."), "\(screen)")
+        let logged = capture.lines(waitingFor: "the safe way in, logged") {
+            $0.contains("user=\(Self.coder)") && $0.contains("failmode=safe: in without Keyway")
+        }
+        #expect(logged.contains { $0.contains("outcome=allowed (keywayd is not running") }, "\(logged)")
+    }
+
+    @Test("failmode=safe only when keywayd is not running: a stranger's socket or one that hangs up refuses")
+    func failModeSafeOnlyWhenAbsent() throws {
+        defer { tearDown() }
+        _ = try setUp()
+        fixture.stopDaemon()
+        // A service file of its own, naming a socket the test controls (the fixture's lines name keywayd's).
+        var template = Array("/tmp/keyway-failmode.XXXXXX".utf8CString)
+        let place = String(cString: mkdtemp(&template)!)
+        defer { try? FileManager.default.removeItem(atPath: place) }
+        chmod(place, 0o777)
+        let socket = place + "/keywayd.sock"
+        let line = "\(modulePath) socket=\(socket) sensor=\(fixture.sensor) policy=totp failmode=safe"
+        _ = FileManager.default.createFile(
+            atPath: fixture.services + "/safe", contents: Data("auth required \(line)\naccount required \(line)\n".utf8)
+        )
+        // No socket at all: not running → in, auth and account.
+        let absent = try harness(fixture, "safe", Self.coder, ["--acct"])
+        #expect(absent.result == "PAM_SUCCESS", "\(absent.text)")
+        #expect(absent.text.contains("failmode=safe"), "\(absent.text)")
+        // A listener someone else runs there, and root's listener that hangs up at once (keywayd failing mid-request):
+        // each connected, so keywayd is not "not running": refused, as secure would.
+        let listener = """
+            import os, socket, sys
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777); s.listen(8)
+            print("listening", flush=True)
+            while True:
+                c, _ = s.accept(); c.close()
+            """
+        for user in ["nobody", "root"] {
+            unlink(socket)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
+            process.arguments = ["-u", user, "--", "/usr/bin/python3", "-c", listener, socket]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            defer {
+                process.terminate()
+                process.waitUntilExit()
+            }
+            _ = output.fileHandleForReading.availableData  // "listening"
+            let refused = try harness(fixture, "safe", Self.coder, answers("123456"))
+            #expect(refused.result != "PAM_SUCCESS", "\(user)'s listener: \(refused.text)")
+            #expect(!refused.text.contains("let in without it"), "\(user)'s listener: \(refused.text)")
+        }
+    }
+
+    @Test("a typo in [policy ssh] on the required line: no shell for anyone; health and doctor say CRITICAL")
+    func typoInRequiredPolicy() throws {
+        defer { tearDown() }
+        let key = try setUp()
+        // Configuration management writes a typo (recovrey) into the policy the stack names.
+        let sshd = try sshd(policy: "[policy ssh]\nrequire = totp or recovrey\n")
+        defer { sshd.stop() }
+        do {
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            if (try? terminal.waitFor("Verification code", seconds: 5)) != nil {
+                try terminal.type(try oathtool(key, offset: 30))
+            }
+            let screen = try terminal.waitFor("Keyway is not available", seconds: 20)
+            #expect(!screen.contains("IN-\(Self.coder)"), "\(screen)")
+        }
+        // The stack as installed, in a PAM directory of its own.
+        let pamDirectory = fixture.directory + "/stacks"
+        mkdir(pamDirectory, 0o755)
+        let stack = try example("sshd").replacingOccurrences(
+            of: "policy=totp", with: "policy=ssh config=\(fixture.configPath)")
+        _ = FileManager.default.createFile(atPath: pamDirectory + "/sshd", contents: Data(stack.utf8))
+        let health = try run(cliPath, ["--socket", fixture.socket, "health", "--pam-dir", pamDirectory])
+        #expect(health.status == 2, "\(health.text)")
+        #expect(
+            health.output.first?.hasPrefix("KEYWAY CRITICAL - stacks \(pamDirectory)/sshd:") == true, "\(health.text)")
+        #expect(health.text.contains("policy 'ssh' has errors"), "\(health.text)")
+        let doctor = try run(
+            cliPath, ["doctor", "--pam-dir", pamDirectory, "--sshd-config", sshd.directory + "/sshd_config"])
+        let critical = doctor.output.filter { $0.hasPrefix("\(pamDirectory)/sshd:") && $0.contains(": critical: ") }
+        #expect(critical.contains { $0.contains("policy 'ssh' has errors") }, "\(doctor.text)")
+        #expect(doctor.text.contains("critical (logins failing now)"), "\(doctor.text)")
+        print("ssh: a typo in a required policy: \(health.output.first ?? "")")
     }
 
     @Test("keywayd stopped: the ssh client shows that Keyway is not available; no shell")

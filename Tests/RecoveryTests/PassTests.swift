@@ -70,6 +70,38 @@ struct PassTests {
         #expect(try verify(next) == .success)
     }
 
+    @Test("a used pass lets the person replace what it stands in for: once, before it lapses, if issued after it")
+    func replaceAfterUse() throws {
+        defer { remove() }
+        let totp = FactorKind(rawValue: "totp")
+        func lets(_ factor: FactorKind = totp) throws -> Bool { try vault.passLetsReplace(factor, of: "alice") }
+        func enrollFactor() throws {
+            clock.advance(by: .seconds(1))
+            try vault.enroll(
+                .secret(Secret(copying: Array("482913".utf8))), of: totp, for: "alice", label: nil, by: "r")
+        }
+        try enrollFactor()
+        clock.advance(by: .seconds(1))
+        let pass = try issue(uses: 1)
+        #expect(try !lets(), "issued, not used")
+        #expect(try verify(pass) == .success)  // the login, its one use
+        #expect(try lets())
+        #expect(try !lets(FactorKind(rawValue: "recovery")), "only what it stands in for")
+        try enrollFactor()  // the replacement
+        #expect(try !lets(), "once: the factor is newer than the pass")
+        // A pass issued before the factor's record, or lapsed, lets nothing.
+        let older = try issue(uses: 2)
+        try enrollFactor()
+        #expect(try verify(older) == .success)
+        #expect(try !lets(), "issued before the factor was enrolled")
+        clock.advance(by: .seconds(1))
+        let lapsing = try issue(uses: 2, seconds: 60)
+        #expect(try verify(lapsing) == .success)
+        #expect(try lets())
+        clock.advance(by: .seconds(61))
+        #expect(try !lets(), "lapsed")
+    }
+
     @Test("it lapses by the store's clock; terms out of bounds are refused")
     func expiry() throws {
         defer { remove() }

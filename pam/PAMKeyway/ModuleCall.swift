@@ -56,6 +56,10 @@ struct ModuleCall {
                         milliseconds: MonotonicClock.milliseconds() - began)))
             if audit { return .ignored }
             guard let error = evaluation.error else { return .success }
+            if letInWhileAway(call, error) {
+                handle.show(.info("Keyway is not available; let in without it (failmode=safe)."))
+                return .success
+            }
             return .failure(error)
         }
         if case .failure(let error) = outcome, !(error.code == .userFallback && handedOver) {
@@ -78,7 +82,7 @@ struct ModuleCall {
         let outcome = run(readingNotes: false) { call in
             let policy = call.definition.policy
             guard let error = call.runtime.context().canEvaluate(policy, for: call.user) else { return .success }
-            if harmless.contains(error.code) { return .success }
+            if harmless.contains(error.code) || letInWhileAway(call, error) { return .success }
             if call.definition.mode == .audit {
                 log(
                     LOG_NOTICE,
@@ -109,6 +113,8 @@ struct ModuleCall {
         let locality: String?
         /// keywayd, as the runtime asks it (and the decision is reported to it).
         let daemon: DaemonVault
+        /// What the stack gets while keywayd is not running: the module's `failmode=`, else the policy's.
+        let failMode: Configuration.FailMode
 
         /// " remote=yes (why)" for a session found remote, for logs.
         var `where`: String {
@@ -205,7 +211,21 @@ struct ModuleCall {
         return body(
             Call(
                 runtime: runtime, definition: resolved.definition, user: context, options: evaluating,
-                readTTY: parsed.readTTY, locality: locality.made?.reason, daemon: daemon))
+                readTTY: parsed.readTTY, locality: locality.made?.reason, daemon: daemon,
+                failMode: parsed.failMode ?? resolved.definition.failMode ?? .secure))
+    }
+
+    /// `failmode=safe` while keywayd is not running at all (`DaemonVault.foundNotRunning`): the stack goes on without
+    /// Keyway, logged as a warning. Never for a keywayd that is busy, slow or stopped, which a local user could cause.
+    private func letInWhileAway(_ call: Call, _ error: AuthenticationError) -> Bool {
+        guard call.failMode == .safe, error.code == .serviceUnavailable, call.daemon.foundNotRunning else {
+            return false
+        }
+        log(
+            LOG_WARNING,
+            "user=\(call.user.name) service=\(call.user.service) policy=\(call.definition.name) outcome=allowed "
+                + "(keywayd is not running, failmode=safe: in without Keyway)")
+        return true
     }
 
     /// True when the user has at least one of the policy's factors enrolled (or keywayd cannot say: then the
