@@ -27,14 +27,15 @@ extension Command {
                     let plugin = Factors.all.plugin(factor.factor)
                     if plugin == nil && factor.enrolled == nil { continue }
                     var line = "  \(factor.factor): "
-                    line +=
-                        factor.enrolled.map { "\(plugin == nil ? "issued" : "enrolled") \($0.at) by \($0.by)" }
-                        ?? "not enrolled"
+                    // A pass whose uses are all spent is kept (its audit and its last use), but says so first.
+                    let spent = plugin == nil && factor.usesLeft == 0
+                    let made = spent ? "spent, every use; issued" : plugin == nil ? "issued" : "enrolled"
+                    line += factor.enrolled.map { "\(made) \($0.at) by \($0.by)" } ?? "not enrolled"
                     if !factor.labels.isEmpty {
                         let noun = plugin?.part.map { "\($0)s: " } ?? ""
                         line += " (\(noun)\(factor.labels.joined(separator: ", ")))"
                     }
-                    if let left = factor.usesLeft, factor.enrolled != nil {
+                    if let left = factor.usesLeft, factor.enrolled != nil, !spent {
                         line += "; \(left) \(left == 1 ? "use" : "uses") left"
                         if left <= Self.fewUsesLeft && plugin != nil {
                             line += " (WARNING: make a new set soon: keyway enroll \(factor.factor))"

@@ -331,6 +331,9 @@ struct SSHTests {
         #expect(try login(pass).contains("IN-\(Self.coder)-SHELL"), "the pass did not let \(Self.coder) in")
         let again = try login(pass)
         #expect(!again.contains("IN-\(Self.coder)-SHELL"), "a pass of one use let \(Self.coder) in twice:\n\(again)")
+        let spent = try run(cliPath, ["--socket", fixture.socket, "status", "--user", Self.coder]).text
+        #expect(spent.contains("pass: spent, every use; issued"), "\(spent)")
+        #expect(!spent.contains("0 uses left"), "\(spent)")
         let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", Self.coder]).text
         #expect(audit.contains("enroll \(Self.coder) pass"), "\(audit)")
         #expect(audit.contains("use \(Self.coder) a pass in place of totp, 0 of 1 uses left"), "\(audit)")
