@@ -20,6 +20,10 @@ public struct ModuleArguments: Equatable, Sendable {
     /// What the stack gets while keywayd is not running (`failmode=`), replacing the policy's `failmode =`; nil when
     /// not given.
     public var failMode: Configuration.FailMode?
+    /// What a lockout returns (`lockout=`): PAM_MAXTRIES, or PAM_AUTH_ERR for sshd, which on PAM_MAXTRIES turns
+    /// keyboard-interactive off and leaves the client an empty list of methods, so ssh asks for a password that
+    /// cannot work.
+    public var lockoutIsAuthError = false
     /// What comes after Keyway in the stack (`next=password`), offered at every prompt no factor of the policy
     /// follows as "Enter: use password"; nil offers nothing there.
     public var next: String?
@@ -30,8 +34,8 @@ public struct ModuleArguments: Equatable, Sendable {
 
     /// Every argument the module knows, for messages.
     public static let known = [
-        "policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "failmode=", "next=", "read-tty",
-        "debug",
+        "policy=", "config=", "socket=", "sensor=", "timeout=", "unenrolled=", "failmode=", "lockout=", "next=",
+        "read-tty", "debug",
     ]
 
     /// The defaults (what an empty argument list means).
@@ -82,6 +86,11 @@ public struct ModuleArguments: Equatable, Sendable {
                     return bad("'\(argument)': unenrolled= takes conceal, fail, skip or allow")
                 }
                 parsed.unenrolled = choice
+            case ("lockout", let code?):
+                guard code == "maxtries" || code == "auth_err" else {
+                    return bad("'\(argument)': lockout= takes maxtries or auth_err")
+                }
+                parsed.lockoutIsAuthError = code == "auth_err"
             case ("failmode", let mode?):
                 guard let choice = Configuration.FailMode(rawValue: mode) else {
                     return bad("'\(argument)': failmode= takes secure or safe")

@@ -214,6 +214,7 @@ struct ReturnCodeTests {
         arguments: [
             "policy=pattern polcy=pattern", "policy=no-such-policy", "policy=pattern config=/etc/keyway/keyway.conf",
             "policy=pattern timeout=0", "policy=pattern unenrolled=maybe", "policy=pattern socket=relative/path",
+            "policy=pattern failmode=open", "policy=pattern lockout=deny", "policy=pattern failmode=safe failmode=safe",
             // Given twice: refused, never "the last one wins". store= was replaced by socket= (keywayd opens it).
             "policy=passcode policy=pattern", "policy=pattern store=/tmp/elsewhere.db", "policy=pattern debug debug",
             // next= is shown in a prompt: words only.

@@ -515,6 +515,30 @@ struct SSHTests {
         #expect(audit.contains("\(Self.coder) via keyway enroll enroll \(Self.coder) totp"), "\(audit)")
     }
 
+    /// A shell over ssh with the key alone (nothing enrolled, `unenrolled=allow`), connecting once more if sshd ended
+    /// the session before its shell ran, as a person would: seen once under a loaded parallel run, after Keyway had
+    /// let the login through ("Connection to 127.0.0.1 closed by remote host." after the banner).
+    func keyOnlyShell(_ sshd: SSHServer, _ user: String) throws -> Terminal {
+        let first = try Terminal(sshd.command(user))
+        do {
+            try inShell(first, as: user)
+            return first
+        } catch {
+            let ended = (try? first.screen())?.contains("closed by remote host") ?? false
+            first.close()
+            guard ended else { throw error }
+            print("ssh: sshd ended \(user)'s session before its shell; connecting again")
+        }
+        let second = try Terminal(sshd.command(user))
+        do {
+            try inShell(second, as: user)
+        } catch {
+            second.close()
+            throw error
+        }
+        return second
+    }
+
     @Test("a team's roll-out: two enroll their own first code over ssh, only the first; then codes are required")
     func teamEnrollsThemselves() throws {
         let late = "kwssh-late"
@@ -538,9 +562,8 @@ struct SSHTests {
             defer { sshd.stop() }
             for user in [Self.coder, Self.newcomer] {
                 // In with the key alone, then `keyway enroll totp` as themselves: the app's key, one code back.
-                let terminal = try Terminal(sshd.command(user))
+                let terminal = try keyOnlyShell(sshd, user)
                 defer { terminal.close() }
-                try inShell(terminal, as: user)
                 let enroll = "\(cliPath) --socket \(fixture.socket) enroll"
                 try terminal.type("clear; printf 'TOTP%s\\n' -STARTS; \(enroll) totp")
                 try terminal.waitFor("TOTP-STARTS")
@@ -695,6 +718,65 @@ struct SSHTests {
         #expect(critical.contains { $0.contains("policy 'ssh' has errors") }, "\(doctor.text)")
         #expect(doctor.text.contains("critical (logins failing now)"), "\(doctor.text)")
         print("ssh: a typo in a required policy: \(health.output.first ?? "")")
+    }
+
+    @Test("locked out over ssh, sshd_config as the guide writes it: until when, on the failure and after; no password")
+    func lockedOutNoPassword() throws {
+        defer { tearDown() }
+        let key = try setUp()
+        // pam/examples/sshd_config's lines alone: sshd's own PasswordAuthentication is left at its default.
+        let sshd = try SSHServer(settings: try sshdSettings(), pam: try example("sshd"), users: [Self.coder])
+        defer { sshd.stop() }
+        let valid = try [-30, 0, 30, 60].map { try oathtool(key, offset: $0) }
+        let wrong = (1...9).map { String(repeating: String($0), count: 6) }.filter { !valid.contains($0) }
+        /// Types a wrong code at the prompt on the screen, then at each next one, until `words` are on the screen;
+        /// the screen then.
+        func guess(_ terminal: Terminal, until words: String) throws -> String {
+            var screen = try terminal.screen()
+            var next = 0
+            while !screen.contains(words) && next < wrong.count {
+                let prompts = screen.components(separatedBy: "Verification code").count - 1
+                try terminal.type(wrong[next])
+                next += 1
+                let answered = waitUntil("the answer to \(wrong[next - 1])", seconds: 20, seen: { screen }) {
+                    screen = (try? terminal.screen()) ?? screen
+                    return screen.components(separatedBy: "Verification code").count - 1 > prompts
+                        || screen.contains(words)
+                }
+                if !answered { break }
+            }
+            return screen
+        }
+        // The failure that starts the lock (the fifth, in the connection's second round of prompts).
+        do {
+            let terminal = try Terminal(sshd.command(Self.coder, ["-v"]), rows: 400)
+            defer { terminal.close() }
+            _ = try terminal.waitFor("Verification code", seconds: 20)
+            var screen = try guess(terminal, until: "try again after")
+            #expect(screen.contains("Too many failed attempts; try again after"), "\(screen)")
+            // ssh goes on with keyboard-interactive, where the lock is said again; never a password prompt.
+            var afterLock = ""
+            waitUntil("what ssh does after the lock", seconds: 20, seen: { screen }) {
+                screen = (try? terminal.screen()) ?? screen
+                afterLock = screen.components(separatedBy: "try again after").last ?? ""
+                return afterLock.contains("Verification code") || afterLock.contains("password:")
+            }
+            #expect(afterLock.contains("Verification code") && !screen.contains("password:"), "\(screen)")
+            // ssh -v: sshd still offers keyboard-interactive, never an empty list (on which ssh tries a password).
+            let offered = screen.split(separator: "\n").filter { $0.contains("Authentications that can continue:") }
+            #expect(offered.allSatisfy { !$0.hasSuffix("continue:") && !$0.hasSuffix("continue: ") }, "\(offered)")
+        }
+        // A fresh connection while locked: the lock's words, no password prompt, no shell.
+        let terminal = try Terminal(sshd.command(Self.coder, ["-v"]), rows: 400)
+        defer { terminal.close() }
+        _ = try terminal.waitFor("Verification code", seconds: 20)
+        let screen = try guess(terminal, until: "try again after")
+        #expect(screen.contains("Too many failed attempts; try again after"), "\(screen)")
+        let after = try terminal.screen()
+        #expect(!after.contains("password:") && !after.contains("IN-\(Self.coder)"), "\(after)")
+        print(
+            "ssh: locked, the screen says: \(after.split(separator: "\n").filter { $0.contains("try again") }.first ?? "")"
+        )
     }
 
     @Test("keywayd stopped: the ssh client shows that Keyway is not available; no shell")

@@ -19,8 +19,10 @@ struct ModuleCall {
         let conversation = PAMConversation(handle)
         var audit = false
         var handedOver = false  // the person chose what follows Keyway (next=): nothing to explain
+        var lockoutIsAuthError = false
         let outcome = run { call in
             audit = call.definition.mode == .audit
+            lockoutIsAuthError = call.lockoutIsAuthError
             handedOver = call.options.handoverLabel != nil
             let policy = call.definition.policy
             if call.readTTY {
@@ -68,6 +70,8 @@ struct ModuleCall {
             let words = conversation.held + [Self.explanation(error)]
             handle.show(Message(kind: .error, text: words.joined(separator: "\n"), isInstruction: true))
         }
+        // `lockout=auth_err` (sshd): the lock is said above, and the client may ask again, to be told again.
+        if lockoutIsAuthError && outcome.code == PAM_MAXTRIES { return PAM_AUTH_ERR }
         return outcome.code
     }
 
@@ -115,6 +119,8 @@ struct ModuleCall {
         let daemon: DaemonVault
         /// What the stack gets while keywayd is not running: the module's `failmode=`, else the policy's.
         let failMode: Configuration.FailMode
+        /// `lockout=auth_err`: a lockout returns PAM_AUTH_ERR rather than PAM_MAXTRIES.
+        var lockoutIsAuthError = false
 
         /// " remote=yes (why)" for a session found remote, for logs.
         var `where`: String {
@@ -212,7 +218,8 @@ struct ModuleCall {
             Call(
                 runtime: runtime, definition: resolved.definition, user: context, options: evaluating,
                 readTTY: parsed.readTTY, locality: locality.made?.reason, daemon: daemon,
-                failMode: parsed.failMode ?? resolved.definition.failMode ?? .secure))
+                failMode: parsed.failMode ?? resolved.definition.failMode ?? .secure,
+                lockoutIsAuthError: parsed.lockoutIsAuthError))
     }
 
     /// `failmode=safe` while keywayd is not running at all (`DaemonVault.foundNotRunning`): the stack goes on without
