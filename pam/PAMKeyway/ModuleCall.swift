@@ -71,8 +71,7 @@ struct ModuleCall {
             handle.show(Message(kind: .error, text: words.joined(separator: "\n"), isInstruction: true))
         }
         // `lockout=auth_err` (sshd): the lock is said above, and the client may ask again, to be told again.
-        if lockoutIsAuthError && outcome.code == PAM_MAXTRIES { return PAM_AUTH_ERR }
-        return outcome.code
+        return outcome.code(lockoutIsAuthError: lockoutIsAuthError)
     }
 
     /// pam_sm_acct_mgmt: refuses a user whose policy is locked right now, so an account stack can use it.
@@ -100,7 +99,7 @@ struct ModuleCall {
             handle.show(.error(Self.explanation(error)))
             return PAM_PERM_DENIED
         }
-        return outcome.code
+        return outcome.code(lockoutIsAuthError: false)  // an account stack refuses a lock as PAM_PERM_DENIED above
     }
 
     /// What one call works with: the factors with the policy's settings, the policy as it applies to this user,
@@ -120,7 +119,7 @@ struct ModuleCall {
         /// What the stack gets while keywayd is not running: the module's `failmode=`, else the policy's.
         let failMode: Configuration.FailMode
         /// `lockout=auth_err`: a lockout returns PAM_AUTH_ERR rather than PAM_MAXTRIES.
-        var lockoutIsAuthError = false
+        let lockoutIsAuthError: Bool
 
         /// " remote=yes (why)" for a session found remote, for logs.
         var `where`: String {

@@ -12,8 +12,9 @@ enum PAMOutcome: Equatable {
     case ignored
 
     /// The one outcome → PAM code mapping (documented in pam_keyway(8)). Starts as a failure; only a success maps
-    /// to PAM_SUCCESS, and only `unenrolled=skip` and `mode = audit` to PAM_IGNORE.
-    var code: Int32 {
+    /// to PAM_SUCCESS, and only `unenrolled=skip` and `mode = audit` to PAM_IGNORE. A lockout is PAM_MAXTRIES, or
+    /// PAM_AUTH_ERR with `lockout=auth_err` (sshd turns keyboard-interactive off on PAM_MAXTRIES).
+    func code(lockoutIsAuthError: Bool) -> Int32 {
         var code = PAM_AUTH_ERR
         switch self {
         case .success:
@@ -27,7 +28,7 @@ enum PAMOutcome: Equatable {
             case .userCancel, .conversationFailure, .notInteractive:
                 code = PAM_CONV_ERR
             case .throttled, .lockedOut, .biometryLockout:
-                code = PAM_MAXTRIES
+                code = lockoutIsAuthError ? PAM_AUTH_ERR : PAM_MAXTRIES
             case .passcodeNotSet, .biometryNotEnrolled, .factorNotEnrolled, .biometryNotAvailable,
                 .factorNotAvailable, .timeout, .serviceUnavailable:
                 code = PAM_AUTHINFO_UNAVAIL
