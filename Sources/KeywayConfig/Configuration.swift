@@ -362,5 +362,7 @@ public struct Configuration: Sendable {
     }
 
     /// The rule as `keyway policy show` prints it and `require =` reads it.
-    public static func text(of rule: Policy.Rule) -> String { RuleSyntax.text(of: rule) }
+    public static func text(of rule: Policy.Rule, attempts: Bool = true) -> String {
+        RuleSyntax.text(of: rule, attempts: attempts)
+    }
 }

@@ -53,6 +53,19 @@ public struct Policy: Sendable, Equatable, CustomStringConvertible {
                 return seen
             }
         }
+
+        /// Whether the rule can succeed for an account holding `enrolled`: a factor not enrolled never does. What
+        /// `keyway status --all` and `keyway doctor` call ready.
+        public func canSucceed(with enrolled: Set<FactorKind>) -> Bool {
+            switch self {
+            case .factor(let kind, _):
+                return enrolled.contains(kind)
+            case .atLeast(let count, let rules):
+                return rules.filter { $0.canSucceed(with: enrolled) }.count >= count
+            case .firstOf(let rules):
+                return rules.contains { $0.canSucceed(with: enrolled) }
+            }
+        }
     }
 
     /// Why the policy can never succeed with the given factors, or an empty list when it can.

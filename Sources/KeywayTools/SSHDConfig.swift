@@ -2,7 +2,8 @@
 /// key"): whether keyboard-interactive runs PAM's auth stack, whether the password method runs it too, and which
 /// methods a login needs. Read as sshd reads it (sshd_config(5)): keywords in any case, the first value given wins,
 /// `Include` read in place (globs expanded by the caller), and nothing after the first `Match`, whose settings apply
-/// only to some connections.
+/// only to some connections (its place is kept: `firstMatch`). `sshd -T` prints the same form, so an account's
+/// settings with every `Match` applied are read by the same parser.
 public struct SSHDConfig: Sendable, Equatable {
     /// Where a setting was given: `file:line`.
     public struct Place: Sendable, Equatable, CustomStringConvertible {
@@ -17,8 +18,14 @@ public struct SSHDConfig: Sendable, Equatable {
         public var place: Place?
     }
 
-    /// The settings read, by lowercased keyword (first value wins).
+    /// The settings read, by lowercased keyword (first value wins, but for `lists`).
     public private(set) var settings: [String: Setting] = [:]
+    /// Where the first `Match` begins: what follows applies to some connections only, and is not read here
+    /// (`keyway doctor` asks `sshd -T -C` per account instead).
+    public private(set) var firstMatch: Place?
+
+    /// Keywords whose every line adds to one list, as sshd reads them (and `sshd -T` prints one entry a line).
+    static let lists: Set<String> = ["allowusers", "denyusers", "allowgroups", "denygroups"]
 
     /// The most files an `Include` chain reads (sshd's own limit is 16 deep).
     static let maximumIncludes = 64
@@ -41,7 +48,10 @@ public struct SSHDConfig: Sendable, Equatable {
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "=" }).map(String.init)
             guard let keyword = words.first?.lowercased() else { continue }
-            if keyword == "match" { return false }
+            if keyword == "match" {
+                firstMatch = Place(file: file, line: index + 1)
+                return false
+            }
             if keyword == "include" {
                 for pattern in words.dropFirst() {
                     for (path, inner) in include(pattern) where files < Self.maximumIncludes {
@@ -50,7 +60,9 @@ public struct SSHDConfig: Sendable, Equatable {
                 }
                 continue
             }
-            if settings[keyword] == nil {
+            if Self.lists.contains(keyword), let given = settings[keyword] {
+                settings[keyword]?.words = given.words + words.dropFirst()
+            } else if settings[keyword] == nil {
                 settings[keyword] = Setting(
                     words: Array(words.dropFirst()), place: Place(file: file, line: index + 1))
             }
@@ -111,6 +123,54 @@ public struct SSHDConfig: Sendable, Equatable {
     public var loginWithoutKeyboardInteractive: Bool {
         guard let lists = methodLists else { return true }
         return lists.contains { !$0.contains("keyboard-interactive") }
+    }
+
+    /// True when every login runs PAM's auth stack: UsePAM, and every `AuthenticationMethods` list names
+    /// keyboard-interactive (allowed) or the password method. Then an account Keyway refuses has no way in; otherwise
+    /// a key alone logs in and Keyway is never asked.
+    public var everyLoginRunsPAM: Bool {
+        guard usesPAM, let lists = methodLists else { return false }
+        return lists.allSatisfy { list in
+            (keyboardInteractive && list.contains("keyboard-interactive"))
+                || (passwordMethod && list.contains("password"))
+        }
+    }
+
+    /// Whether sshd lets `user` log in at all, as its `PermitRootLogin`, `DenyUsers`, `AllowUsers`, `DenyGroups` and
+    /// `AllowGroups` say (sshd_config(5)). A `user@host` pattern is taken to match any host, and a group pattern with
+    /// wildcards to match no group: what cannot be told from here counts the account in, so that `keyway doctor`
+    /// never leaves out someone who could be refused. `isMember(group)` is nil when membership cannot be told.
+    public func admits(_ user: String, isMember: (String) -> Bool?) -> Bool {
+        if user == "root", settings["permitrootlogin"]?.words.first?.lowercased() == "no" { return false }
+        func names(_ keyword: String) -> [String] { settings[keyword]?.words ?? [] }
+        func userMatches(_ pattern: String) -> Bool {
+            Self.matches(String(pattern.split(separator: "@", maxSplits: 1).first ?? ""), user)
+        }
+        if names("denyusers").contains(where: { !$0.contains("@") && userMatches($0) }) { return false }
+        if !names("allowusers").isEmpty, !names("allowusers").contains(where: userMatches) { return false }
+        let plain = { (group: String) in !group.contains("*") && !group.contains("?") }
+        if names("denygroups").contains(where: { plain($0) && isMember($0) == true }) { return false }
+        let allowed = names("allowgroups")
+        if !allowed.isEmpty, !allowed.contains(where: { !plain($0) || isMember($0) != false }) { return false }
+        return true
+    }
+
+    /// sshd's pattern matching of a name: `*` any run of characters, `?` any one.
+    static func matches(_ pattern: String, _ name: String) -> Bool {
+        func match(_ pattern: Substring, _ name: Substring) -> Bool {
+            guard let first = pattern.first else { return name.isEmpty }
+            if first == "*" {
+                var rest = name
+                while true {
+                    if match(pattern.dropFirst(), rest) { return true }
+                    guard !rest.isEmpty else { return false }
+                    rest = rest.dropFirst()
+                }
+            }
+            guard let head = name.first, first == "?" || first == head else { return false }
+            return match(pattern.dropFirst(), name.dropFirst())
+        }
+        return match(pattern[...], name[...])
     }
 
     /// Where `keyword` was given, for a message: `file:line`, or "sshd's default".

@@ -26,7 +26,8 @@ public struct StackDoctor: Sendable {
             case policy
             /// keywayd does not answer, or its store fails.
             case keywayd
-            /// A roll-out lets people in without Keyway's factor (`unenrolled=allow`).
+            /// A roll-out lets people in without Keyway's factor (`unenrolled=allow`), or a stack refuses accounts
+            /// that lack it.
             case rollOut
             /// sshd's configuration keeps Keyway from being asked, or asks more than the stack means.
             case sshd
@@ -131,10 +132,11 @@ public struct StackDoctor: Sendable {
     }
 
     /// Examines every service's auth and account stacks. `configuration` loads the configuration a `config=` names
-    /// (nil: the default); `keywayd` asks the daemon at a socket and returns why it cannot serve, or nil.
+    /// (nil: the default); `keywayd` asks the daemon at a socket and returns why it cannot serve, or nil; `people`,
+    /// when given, are the accounts whose standing with each policy is checked (`rollOutFindings`).
     public func examine(
         configuration: (String?) -> Result<Configuration, ConfigurationProblems>,
-        keywayd: (String) -> AuthenticationError?
+        keywayd: (String) -> AuthenticationError?, people: People? = nil
     ) -> Report {
         var report = Report()
         var raw: [Finding] = []
@@ -146,6 +148,7 @@ public struct StackDoctor: Sendable {
             }
         }
         raw += lineFindings(report.uses, configuration: configuration)
+        if let people { raw += rollOutFindings(report.uses, people: people, configuration: configuration) }
         report.findings = Self.merged(raw) + daemonFindings(report.uses, keywayd: keywayd)
         return report
     }

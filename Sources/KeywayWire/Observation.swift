@@ -12,6 +12,8 @@ public struct Decision: Sendable, Equatable {
         case failure
         /// PAM_IGNORE: audit mode, or `unenrolled=skip` for someone with nothing enrolled.
         case ignored
+        /// PAM_SUCCESS with no factor asked: nothing enrolled, and `unenrolled=allow` (a roll-out).
+        case allowed
     }
 
     /// The account.

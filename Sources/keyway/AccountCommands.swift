@@ -15,6 +15,7 @@ import KeywayVault
 /// trail.
 extension Command {
     func status() -> Int32 {
+        if parsed.has("--all") { return statusOfAll() }
         let runtime = runtime()
         return attempt { () throws(AuthenticationError) in
             // Root sees everyone; anyone else their own account, which is all keywayd shows them.

@@ -60,7 +60,23 @@ extension Subcommand {
                 "SWITCH is one of: \(Factors.all.userSettings.map { "\($0.key) (\($0.help))" }.joined(separator: "; ")).",
             run: { $0.set() }),
         Subcommand(
-            path: ["status"], summary: "enrollments, counters and lockouts", options: [optionalUser],
+            path: ["status"], summary: "enrollments, counters and lockouts",
+            options: [
+                optionalUser,
+                .init(name: "--all", help: "every account that can log in, enrolled or not (root)"),
+                .init(
+                    name: "--policy", placeholder: "NAME",
+                    help: "with --all: where each account stands with this policy (ready, unenrolled, refused)"),
+                .init(name: "--group", placeholder: "GROUP", help: "with --all: only the members of this group"),
+                .init(name: "--json", help: "with --all: one JSON object instead of lines"),
+            ],
+            details: """
+                With --all (root): root and every account from login.defs' UID_MIN whose shell lets it log in, \
+                then any other account in the store, each with the factors it has enrolled; with --policy, \
+                whether the policy would let it in now (ready), let it in without a factor (unenrolled: nothing \
+                enrolled, unenrolled = allow), or refuse it (refused, with what it needs), and the counts on the \
+                last line. Only accounts NSS enumerates are listed.
+                """,
             run: { $0.status() }),
         Subcommand(
             path: ["health"],
@@ -231,6 +247,9 @@ extension Subcommand {
                 .init(
                     name: "--sshd-config", placeholder: "FILE",
                     help: "sshd's configuration (default /etc/ssh/sshd_config, when it exists)", completion: .files),
+                .init(
+                    name: "--ssh-from", placeholder: "ADDRESS",
+                    help: "the client address sshd's settings are asked for, per account (default 192.0.2.1)"),
             ],
             details: """
                 Reads every service's auth and account stacks, following @include, include and substack, and \
@@ -243,8 +262,13 @@ extension Subcommand {
                 reads sshd's configuration and its includes: sshd not using PAM or keyboard-interactive (Keyway \
                 never asked), a login that can finish without keyboard-interactive, the password method running \
                 the stack too, and the password still asked after the key; required after a key \
-                (AuthenticationMethods publickey,keyboard-interactive) is the second factor, not a lock-out. Exit \
-                0 when there is nothing to fix, 1 when there is a warning, 77 when not root.
+                (AuthenticationMethods publickey,keyboard-interactive) is the second factor, not a lock-out. Then \
+                the roll-out: for each auth line whose failure fails its stack, the accounts that can log in \
+                (status --all's) which it would refuse because they lack its policy's factors, and those \
+                unenrolled = allow lets in without one; for the sshd stack, only the accounts sshd admits and \
+                whose every login runs the stack, read per account with sshd -T -C (so AllowUsers, \
+                PermitRootLogin and Match blocks count). Exit 0 when there is nothing to fix, 1 when there is a \
+                warning, 77 when not root.
                 """,
             run: { $0.doctor() }),
         Subcommand(

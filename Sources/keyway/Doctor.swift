@@ -40,8 +40,11 @@ extension Command {
             Keyway.printError("keyway: cannot read \(sshdPath)")
             return ExitStatus.noInput
         }
+        let people = StackDoctor.People(
+            accounts: Self.loginAccounts(), enrolled: Self.enrolledFactors(at:), isMember: Self.membership,
+            sshd: sshd == nil ? nil : Self.sshdPerAccount(sshdPath, from: parsed.value("--ssh-from") ?? Self.sshFrom))
         let report = StackDoctor(directory: PAMDirectory(path: path, files: files), sshd: sshd).examine(
-            configuration: { ConfigurationFiles.load($0) }, keywayd: Self.keywaydProblem)
+            configuration: { ConfigurationFiles.load($0) }, keywayd: Self.keywaydProblem, people: people)
         for line in report.summaries { print(line.escapingControlCharacters) }
         for finding in report.findings {
             for line in finding.text(in: path).split(separator: "\n") { print(String(line).escapingControlCharacters) }

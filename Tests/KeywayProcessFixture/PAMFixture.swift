@@ -381,6 +381,40 @@ enum TestAccounts {
         }
     }
 
+    /// Adds the group `name` with `members` (groupadd, then gpasswd -M), retried while the files are busy; true on
+    /// success. A leftover group of that name is removed first.
+    static func addGroup(_ name: String, members: [String]) throws -> Bool {
+        try requireIsolation()
+        return try lock.withLock {
+            _ = try? run("/usr/sbin/groupdel", [name])
+            var last = ""
+            for command in [
+                ("/usr/sbin/groupadd", [name]), ("/usr/bin/gpasswd", ["-M", members.joined(separator: ","), name]),
+            ] {
+                var done = false
+                for _ in 0..<100 {
+                    let result = try run(command.0, command.1)
+                    if result.status == 0 {
+                        done = true
+                        break
+                    }
+                    last = result.text
+                    usleep(100_000)
+                }
+                guard done else {
+                    print("\(command.0) \(name) failed: \(last)")
+                    return false
+                }
+            }
+            return true
+        }
+    }
+
+    /// Removes the group `name`.
+    static func removeGroup(_ name: String) {
+        lock.withLock { _ = try? run("/usr/sbin/groupdel", [name]) }
+    }
+
     /// Runs `body` while no other test adds or removes an account (for a test that edits /etc/group itself).
     static func withAccountFilesLocked<T>(_ body: () throws -> T) throws -> T {
         try requireIsolation()

@@ -51,7 +51,12 @@ struct DoctorTests {
             result.output[lockOut + 1]
                 == "  fix: auth [success=done default=ignore] pam_keyway.so \(socket) policy=pattern, with the "
                 + "password below it (e.g. @include common-auth)", "\(result.text)")
-        #expect(result.output.last == "2 stacks in \(bad) use Keyway; 2 warnings", "\(result.text)")
+        // The roll-out: the required line refuses every account that can log in and has no pattern, root among
+        // them (the fixture's store has nothing for root; other accounts of this machine may be named too).
+        let refused = result.output.filter { $0.hasPrefix("\(bad)/sudo:1: warning: policy 'pattern' would refuse ") }
+        #expect(refused.count == 1, "\(result.text)")
+        #expect(refused.first?.contains(" gesture: root") == true, "\(result.text)")
+        #expect(result.output.last == "2 stacks in \(bad) use Keyway; 3 warnings", "\(result.text)")
 
         let good = directory(
             fixture, "good",

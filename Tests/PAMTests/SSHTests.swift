@@ -539,31 +539,62 @@ struct SSHTests {
         return second
     }
 
-    @Test("a team's roll-out: two enroll their own first code over ssh, only the first; then codes are required")
+    /// `keyway status --all --group GROUP --policy ssh --json`: each account's standing, by name.
+    func standings(group: String) throws -> [String: String] {
+        let result = try run(
+            cliPath,
+            [
+                "--socket", fixture.socket, "--config", fixture.configPath, "status", "--all", "--group", group,
+                "--policy",
+                "ssh", "--json",
+            ])
+        #expect(result.status == 0, "\(result.text)")
+        print("ssh: keyway status --all --json: \(result.output.first ?? "")")
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.text.utf8)) as? [String: Any], "\(result.text)")
+        let accounts = try #require(object["accounts"] as? [[String: Any]], "\(result.text)")
+        var found: [String: String] = [:]
+        for account in accounts {
+            if let user = account["user"] as? String { found[user] = account["standing"] as? String }
+        }
+        return found
+    }
+
+    @Test("a team's roll-out: each enrolls their own first code over ssh; status --all, the metric, then doctor")
     func teamEnrollsThemselves() throws {
         let late = "kwssh-late"
+        let team = "kwssh-team"
         defer {
+            TestAccounts.removeGroup(team)
             TestAccounts.remove(late)
             tearDown()
         }
         try requireIsolation()
         for user in [Self.coder, Self.newcomer, late] { #expect(try TestAccounts.add(user)) }
+        #expect(try TestAccounts.addGroup(team, members: [Self.coder, Self.newcomer, late]))
         chmod(fixture.directory, 0o755)
+        // The team's sshd admits the team only (so root and the machine's other accounts are not the roll-out's).
+        let settings = try sshdSettings() + ["PasswordAuthentication no", "AllowGroups \(team)"]
         // keyway.conf(5)'s ssh-roll-out.conf, read by keywayd (who may enroll a first code) and by the module.
         let example = try String(contentsOfFile: packageRoot + "/man/examples/ssh-roll-out.conf", encoding: .utf8)
         let config = fixture.writeConfig(example)
         fixture.startDaemon(["--config", fixture.configPath])
         let stack = try self.example("sshd").replacingOccurrences(of: "policy=totp", with: "policy=ssh \(config)")
         var keys: [String: String] = [:]
+        // Before: nobody has enrolled, and each is let in without a factor.
+        let before = try standings(group: team)
+        #expect(before == [Self.coder: "unenrolled", Self.newcomer: "unenrolled", late: "unenrolled"], "\(before)")
         do {
-            let sshd = try SSHServer(
-                settings: try sshdSettings() + ["PasswordAuthentication no"], pam: stack,
-                users: [Self.coder, Self.newcomer, late])
+            let sshd = try SSHServer(settings: settings, pam: stack, users: [Self.coder, Self.newcomer, late])
             defer { sshd.stop() }
             for user in [Self.coder, Self.newcomer] {
-                // In with the key alone, then `keyway enroll totp` as themselves: the app's key, one code back.
+                // In with the key alone, told how to enroll, then `keyway enroll totp` as themselves: the app's key,
+                // one code back.
                 let terminal = try keyOnlyShell(sshd, user)
                 defer { terminal.close() }
+                let nudged = try terminal.screen()
+                #expect(nudged.contains("no second factor is set up for you yet"), "\(nudged)")
+                #expect(nudged.contains("`keyway enroll totp` sets it up."), "\(nudged)")
                 let enroll = "\(cliPath) --socket \(fixture.socket) enroll"
                 try terminal.type("clear; printf 'TOTP%s\\n' -STARTS; \(enroll) totp")
                 try terminal.waitFor("TOTP-STARTS")
@@ -587,13 +618,37 @@ struct SSHTests {
             #expect(audit.contains("\(user) via keyway enroll enroll \(user) totp"), "\(audit)")
             #expect(!audit.contains("root via"), "\(audit)")
         }
+        // The roll-out in numbers: two ready, one still let in without a factor, and those logins counted.
+        let during = try standings(group: team)
+        #expect(during == [Self.coder: "ready", Self.newcomer: "ready", late: "unenrolled"], "\(during)")
+        let metrics = try run(cliPath, ["--socket", fixture.socket, "metrics"])
+        let allowed = metrics.output.filter {
+            $0.hasPrefix("keyway_decisions_total{") && $0.contains("result=\"allowed\"")
+        }
+        let counted = allowed.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +)
+        #expect(counted >= 2, "\(metrics.text)")
+        print("ssh: logins let in without a factor: \(allowed)")
         // The roll-out ends: unenrolled = allow is taken out of the policy and the stack.
         fixture.writeConfig(example.replacingOccurrences(of: "unenrolled = allow\n", with: ""))
-        let sshd = try SSHServer(
-            settings: try sshdSettings() + ["PasswordAuthentication no"],
-            pam: stack.replacingOccurrences(of: " unenrolled=allow", with: ""),
-            users: [Self.coder, Self.newcomer, late])
+        let ended = stack.replacingOccurrences(of: " unenrolled=allow", with: "")
+        let sshd = try SSHServer(settings: settings, pam: ended, users: [Self.coder, Self.newcomer, late])
         defer { sshd.stop() }
+        // doctor, reading the stack as installed and sshd as it runs, names exactly the one who did not enroll.
+        let pamDirectory = fixture.directory + "/stacks"
+        mkdir(pamDirectory, 0o755)
+        _ = FileManager.default.createFile(atPath: pamDirectory + "/sshd", contents: Data(ended.utf8))
+        let doctor = try run(
+            cliPath, ["doctor", "--pam-dir", pamDirectory, "--sshd-config", sshd.directory + "/sshd_config"])
+        print("ssh: keyway doctor after the roll-out:\n\(doctor.text)")
+        let refused = doctor.output.filter { $0.contains("would refuse") }
+        #expect(refused.count == 1, "\(doctor.text)")
+        #expect(
+            refused.first?.hasSuffix("policy 'ssh' would refuse 1 account that lacks totp or recovery: \(late)")
+                == true,
+            "\(doctor.text)")
+        #expect(doctor.status == 1, "\(doctor.text)")
+        let after = try standings(group: team)
+        #expect(after == [Self.coder: "ready", Self.newcomer: "ready", late: "refused"], "\(after)")
         for user in [Self.coder, Self.newcomer] {
             let terminal = try Terminal(sshd.command(user))
             defer { terminal.close() }

@@ -82,7 +82,7 @@ struct ModuleCall {
             .factorNotEnrolled, .passcodeNotSet, .biometryNotEnrolled, .biometryNotAvailable, .factorNotAvailable,
         ]
         // A note only ever says "available", and may be older than a lockout: the account's answer asks keywayd.
-        let outcome = run(readingNotes: false) { call in
+        let outcome = run(readingNotes: false, authenticating: false) { call in
             let policy = call.definition.policy
             guard let error = call.runtime.context().canEvaluate(policy, for: call.user) else { return .success }
             if harmless.contains(error.code) || letInWhileAway(call, error) { return .success }
@@ -131,8 +131,11 @@ struct ModuleCall {
     /// Parses, reads the configuration, resolves the policy for the user, builds the runtime, and runs `body`; any
     /// error before or inside becomes a logged failure.
     /// With `readingNotes`, a factor keywayd's note lists is taken as available without asking (authentication's
-    /// first prompt); without, keywayd is asked.
-    private func run(readingNotes: Bool = true, _ body: (Call) -> PAMOutcome) -> PAMOutcome {
+    /// first prompt); without, keywayd is asked. `authenticating`: the auth stack, whose decision is the one the person
+    /// is told about and keywayd counts (the account stack's is not).
+    private func run(readingNotes: Bool = true, authenticating: Bool = true, _ body: (Call) -> PAMOutcome)
+        -> PAMOutcome
+    {
         let parsed: ModuleArguments
         switch ModuleArguments.parse(arguments) {
         case .success(let arguments): parsed = arguments
@@ -210,7 +213,7 @@ struct ModuleCall {
                     + "socket=\(parsed.socket)")
         }
         if unenrolled == .skip || unenrolled == .allow, !hasAnyFactor(of: policy, runtime, context, unenrolled) {
-            return unenrolled == .skip ? .ignored : allowed(context, policy)
+            return unenrolled == .skip ? .ignored : allowed(context, policy, authenticating ? daemon : nil)
         }
         let evaluating = EvaluationContext.Options(handoverLabel: parsed.next.map { "Use \($0)" })
         return body(
@@ -249,8 +252,10 @@ struct ModuleCall {
     }
 
     /// `unenrolled=allow` for a user with nothing enrolled: a success, logged as one no factor gave, for an account
-    /// that exists; a name no account has is refused as not enrolled (nothing to roll out to).
-    private func allowed(_ user: UserContext, _ policy: Policy) -> PAMOutcome {
+    /// that exists; a name no account has is refused as not enrolled (nothing to roll out to). In the auth stack
+    /// (given keywayd) the person is told how to enroll (a line, held back under PAM_SILENT), and keywayd counts
+    /// the login in its metrics.
+    private func allowed(_ user: UserContext, _ policy: Policy, _ daemon: DaemonVault?) -> PAMOutcome {
         guard case .success(_?) = Accounts.uid(of: user.name) else {
             log(
                 LOG_NOTICE,
@@ -262,6 +267,17 @@ struct ModuleCall {
             LOG_NOTICE,
             "user=\(user.name) service=\(user.service) policy=\(policy.name) outcome=allowed (nothing enrolled, "
                 + "unenrolled=allow: in without Keyway)")
+        guard let daemon else { return .success }
+        if let first = policy.rule.factors.first {
+            handle.show(
+                .info(
+                    "Keyway: no second factor is set up for you yet, and soon logins will ask for one; "
+                        + "`keyway enroll \(first)` sets it up."))
+        }
+        _ = try? daemon.ask(
+            .report(
+                Decision(user: user.name, service: user.service, policy: policy.name, result: .allowed, milliseconds: 0)
+            ))
         return .success
     }
 
