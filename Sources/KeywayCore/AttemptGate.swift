@@ -67,8 +67,8 @@ public struct AttemptGate: Sendable {
         switch decision {
         case .allowed: return ready
         case .wait(let until): return .lockedOut(until: until, reason: "too many failed attempts" + channel.words)
-        case .lockedUntilCleared: return .lockedOut(until: nil, reason: lockReason(.lockedUntilCleared))
-        case .lockedOut: return .lockedOut(until: nil, reason: lockReason(.lockedOut))
+        case .lockedUntilCleared: return .lockedOut(until: nil, reason: lockReason(.lockedUntilCleared, in: channel))
+        case .lockedOut: return .lockedOut(until: nil, reason: lockReason(.lockedOut, in: channel))
         }
     }
 
@@ -195,18 +195,19 @@ public struct AttemptGate: Sendable {
                 .throttled, "too many failed \(factor) attempts\(channel.words); try again after \(until)",
                 retryAt: until)
         case .lockedUntilCleared:
-            return AuthenticationError(codes.locked, lockReason(decision))
+            return AuthenticationError(codes.locked, lockReason(decision, in: channel))
         case .lockedOut:
-            return AuthenticationError(.lockedOut, lockReason(decision))
+            return AuthenticationError(.lockedOut, lockReason(decision, in: channel))
         }
     }
 
-    private func lockReason(_ decision: AttemptDecision) -> String {
+    private func lockReason(_ decision: AttemptDecision, in channel: AttemptBook.Channel) -> String {
         switch decision {
         case .lockedUntilCleared:
-            "\(schedule.lockAfter ?? 0) consecutive \(factor) failures; " + codes.unlockedBy
+            "\(schedule.lockAfter ?? 0) consecutive \(factor) failures\(channel.words); " + codes.unlockedBy
         case .allowed, .wait, .lockedOut:
-            "\(accountLimit) consecutive failures on this account; an administrator must reset the counters"
+            "\(accountLimit) consecutive failures on this account\(channel.words); an administrator must reset the "
+                + "counters"
         }
     }
 }

@@ -254,10 +254,12 @@ public struct AuditEntry: Sendable, Equatable, CustomStringConvertible {
         self.host = host
     }
 
+    /// `TIME ACTION USER WHAT; by ACTOR[ on HOST][ (role ROLE)]`: what was done first, then who did it, so a tool's
+    /// name ("keyway pass issue") never runs into the action.
     public var description: String {
-        "\(at) \(actor.escapingControlCharacters)\(host.map { " on " + $0.escapingControlCharacters } ?? "") "
-            + "\(action.rawValue) \(user.escapingControlCharacters) "
+        "\(at) \(action.rawValue) \(user.escapingControlCharacters) "
             + (detail.map { $0.escapingControlCharacters } ?? factor?.rawValue ?? "all")
+            + "; by \(actor.escapingControlCharacters)\(host.map { " on " + $0.escapingControlCharacters } ?? "")"
             + (role.map { " (role " + $0.escapingControlCharacters + ")" } ?? "")
     }
 }

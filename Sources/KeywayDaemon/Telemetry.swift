@@ -94,6 +94,10 @@ public final class Telemetry: Sendable {
 
     /// The last store write that failed, and when (monotonic ms), unless a later write succeeded.
     public var lastWriteFailed: (at: Int64, reason: String)? { lastWriteFailure.withLock { $0 } }
+    /// Why the last attempt to write the textfile failed, or nil when it was written (or none was tried).
+    let fileFailure = Mutex<String?>(nil)
+    /// Why the metrics file could not be written the last time it was tried, for `keyway health`.
+    public var fileProblem: String? { fileFailure.withLock { $0 } }
 
     /// Creates the telemetry, taking back the counts of the file the last keywayd wrote. The vault comes later
     /// (`attach`): its store reports here (`ObservedStore`), so it is opened after this.
@@ -346,9 +350,17 @@ public final class Telemetry: Sendable {
         let directory = slash.map { $0 == file.startIndex ? "/" : String(file[..<$0]) } ?? "."
         let name = slash.map { String(file[file.index(after: $0)...]) } ?? file
         let dir = keyway_open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
-        guard dir >= 0 else { return false }
-        defer { close(dir) }
-        return KeptFiles.replace(name, in: dir, with: Array(exposition(running: running).utf8), mode: 0o644)
+        let written =
+            dir >= 0 && KeptFiles.replace(name, in: dir, with: Array(exposition(running: running).utf8), mode: 0o644)
+        if !written {
+            let why = String(cString: strerror(keyway_errno()))
+            fileFailure.withLock { $0 = "cannot write \(file) (\(why)): its directory must exist and be writable" }
+            dirty.store(true, ordering: .relaxed)  // tried again next second
+        } else {
+            fileFailure.withLock { $0 = nil }
+        }
+        if dir >= 0 { close(dir) }
+        return written
     }
 
     /// Starts the writer: the file at most once a second while counts change, on a thread of its own, until `finish`.

@@ -19,6 +19,12 @@ enum Health {
         var checks: [HealthCheck] = []
         checks.append(self.store(store, path: storePath, telemetry: telemetry))
         checks.append(configuration(configPath, enforced: settings))
+        if let file = telemetry.options.file {
+            checks.append(
+                telemetry.fileProblem.map {
+                    HealthCheck("metrics", .warning, "\($0); node_exporter shows old figures (keyway metrics answers)")
+                } ?? HealthCheck("metrics", .ok, "written to \(file)"))
+        }
         for (name, backend) in backends.sorted(by: { $0.key < $1.key }) {
             do throws(AuthenticationError) {
                 try backend.check()

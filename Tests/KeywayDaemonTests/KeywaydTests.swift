@@ -416,7 +416,7 @@ struct KeywaydTests {
         #expect(back.status == 0, "\(back.text)")
         #expect(try fixture.vault().store.preferences(user: me) == ["gesture.show-trail": "off"])
         let trail = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", me]).text
-        #expect(trail.contains("\(me) via keyway disable set \(me) gesture.enabled=off"), "\(trail)")
+        #expect(trail.contains("set \(me) gesture.enabled=off; by \(me) via keyway disable"), "\(trail)")
     }
 
     @Test(

@@ -351,7 +351,7 @@ struct VaultServiceTests {
         #expect(unknown.reason.contains("no such switch 'gesture.colour'"), "\(unknown.reason)")
         #expect(
             try store.auditTrail(user: "alice").map(\.description).contains {
-                $0.hasSuffix("root via keyway disable set alice gesture.enabled=off")
+                $0.hasSuffix("set alice gesture.enabled=off; by root via keyway disable")
             })
     }
 }

@@ -227,6 +227,9 @@ struct OperatorTests {
             #expect(lockout["SYSLOG_IDENTIFIER"] == "keywayd" && lockout["PRIORITY"] == "4")
             #expect(lockout["KEYWAY_FACTOR"] == "gesture" && lockout["KEYWAY_SERVICE"] == "kwjournal")
             #expect(lockout["KEYWAY_REASON"]?.contains("too many failed attempts") == true, "\(lockout)")
+            // The harness has no terminal, so the session is remote, and the lock is the remote counters'.
+            #expect(lockout["KEYWAY_REMOTE"] == "yes", "\(lockout)")
+            #expect(lockout["MESSAGE"]?.contains("from remote sessions") == true, "\(lockout)")
         }
         let enrollments = kind(.enrollment)
         #expect(enrollments.count == 1 && enrollments.first?["KEYWAY_FACTOR"] == "gesture", "\(entries)")
@@ -381,8 +384,8 @@ struct OperatorTests {
         let object = try JSONSerialization.jsonObject(with: Data(json.text.utf8)) as? [String: Any]
         #expect(object?["status"] as? String == "OK" && object?["code"] as? Int == 0, "\(json.text)")
         let names = (object?["checks"] as? [[String: Any]] ?? []).compactMap { $0["name"] as? String }
-        #expect(Array(names.prefix(3)) == ["keywayd", "store", "configuration"], "\(names)")
-        #expect(names.dropFirst(3).allSatisfy { $0.hasPrefix("reader ") }, "\(names)")
+        #expect(Array(names.prefix(4)) == ["keywayd", "store", "configuration", "metrics"], "\(names)")
+        #expect(names.dropFirst(4).allSatisfy { $0.hasPrefix("reader ") }, "\(names)")
 
         // The store's file system made read-only under keywayd: nothing can be counted, so CRITICAL.
         let library = fixture.directory + "/lib"
@@ -396,6 +399,20 @@ struct OperatorTests {
         #expect(readOnly.output.first?.hasPrefix("KEYWAY CRITICAL - store ") == true, "\(readOnly.text)")
         #expect(readOnly.text.contains("is mounted read-only"), "\(readOnly.text)")
         _ = try run("/usr/bin/umount", [library])
+
+        // The metrics file in a directory that does not exist: node_exporter would show old figures, so WARNING.
+        fixture.stopDaemon()
+        fixture.startDaemon(["--metrics", fixture.directory + "/no-such-directory/keyway.prom"])
+        var unwritten = try health(fixture.socket)
+        #expect(
+            try eventually {
+                unwritten = try health(fixture.socket)
+                return unwritten.status == 1
+            }, "\(unwritten.text)")
+        #expect(unwritten.output.first?.hasPrefix("KEYWAY WARNING - metrics ") == true, "\(unwritten.text)")
+        #expect(
+            unwritten.output.contains { $0.hasPrefix("WARNING: metrics: cannot write \(fixture.directory)/no-such") },
+            "\(unwritten.text)")
 
         fixture.stopDaemon()
         let stopped = try health(fixture.socket, json: true)
