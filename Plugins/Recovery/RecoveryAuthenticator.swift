@@ -16,6 +16,28 @@ public final class RecoveryAuthenticator: TypedAuthenticator {
             factor: .recovery, promptText: "Recovery code: ", normalize: RecoveryCode.normalize, vault: vault)
     }
 
+    /// One code, asked by its number: "Recovery code 3: ", the lowest the account has not used (NIST SP 800-63B-4's
+    /// look-up secrets; the vault checks that code alone). Where enrollment is concealed the number would tell that
+    /// the name has codes, and how many were used, so the prompt asks for the next one on the person's list without
+    /// a number; a set made before numbering takes any of its codes.
+    public func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
+        throws(AuthenticationError) -> Verdict
+    {
+        try knowledge.authenticate(request, conversation: conversation, prompt: prompt(for: request.user))
+    }
+
+    /// The prompt for `user`: the next code's number when it may be told.
+    func prompt(for user: UserContext) -> String {
+        guard !user.concealsEnrollment else { return Self.nextPrompt }
+        guard let next = (try? vault.status(of: user.name))?.first?[.recovery]?.nextUse else {
+            return "Recovery code: "
+        }
+        return "Recovery code \(next): "
+    }
+
+    /// The prompt where the number is not told.
+    static var nextPrompt: String { "Recovery code (the next unused on your list): " }
+
     /// `keyway enroll recovery`: ten new codes from the vault, shown once, then up to three tries at typing one back.
     /// Nothing is saved, and the old set keeps working, until one is.
     public func enroll(_ request: EnrollmentRequest, conversation: any Conversation) throws(AuthenticationError)
@@ -35,7 +57,8 @@ public final class RecoveryAuthenticator: TypedAuthenticator {
         let lines = codes.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
         conversation.tell(
             .info(
-                "Recovery codes for \(request.user): each lets you in once where a policy accepts recovery.\n"
+                "Recovery codes for \(request.user): each lets you in once where a policy accepts recovery, asked "
+                    + "for by its number, in order.\n"
                     + "Keep them somewhere safe (printed, or in a password manager): they are shown only now."))
         var numbered: [String] = []
         for (index, line) in lines.enumerated() {

@@ -1,10 +1,12 @@
 public import KeywayCore
 
 /// The vault's side of recovery codes (keywayd): it makes a set of ten, keeps them in memory until one is typed
-/// back, stores only their Argon2id hashes (one salt for the set, so a check derives once:
-/// `SecretHasher.verify(_:againstSet:)`), and spends each code once.
+/// back, stores only their Argon2id hashes, each with its own salt and numbered as the list shows them, and spends
+/// each code once, in order: the prompt asks for the lowest unused number and only that code is checked, so a check
+/// derives once (`RecoverySet`; a set made before numbering accepts any of its codes, against its one salt).
 ///
-/// - A code is checked after its attempt is reserved, in the same gate as every factor; a wrong one is counted.
+/// - A code is checked after its attempt is reserved, in the same gate as every factor; a wrong one is counted, and
+///   so is another code of the set typed where the next was asked: one failure, as any wrong code.
 /// - A right code is removed from the stored set by a compare-and-swap on the record (`Store.replace`), recorded
 ///   as a use in the audit trail: of two hosts racing with the same code, one replaces the record and the other finds
 ///   the code gone, and is refused. Only then is the success settled.
@@ -44,11 +46,13 @@ public final class RecoveryKeeper: FactorKeeper {
 
     public func availability(for user: UserContext, records: [Enrollment], book: AttemptBook) -> Availability {
         let left = records.first { $0.factor == .recovery }.flatMap { try? RecoverySet(decoding: $0.payload) }
-        guard (left?.hashes.isEmpty == false) || user.concealsEnrollment else { return .notEnrolled }
+        guard (left?.lines.isEmpty == false) || user.concealsEnrollment else { return .notEnrolled }
         return gate.availability(of: book, in: AttemptBook.Channel(remote: user.isRemote), whenAllowed: .available)
     }
 
-    public func usesLeft(of record: Enrollment) -> Int? { (try? RecoverySet(decoding: record.payload))?.hashes.count }
+    public func uses(of record: Enrollment) -> Uses? {
+        (try? RecoverySet(decoding: record.payload)).map { Uses(left: $0.lines.count, next: $0.next?.number) }
+    }
 
     /// Ten new codes for `user`, returned once as lines of text, kept here until one is typed back.
     public func offer(for user: String) throws(AuthenticationError) -> [UInt8] {
@@ -83,11 +87,12 @@ public final class RecoveryKeeper: FactorKeeper {
             throw AuthenticationError(
                 .enrollmentRefused, "that is not one of the codes shown; type one as it is written")
         }
-        let hashes = try hasher.hashSet(offered.map { Secret(copying: $0) })
+        var hashes: [String] = []
+        for code in offered { hashes.append(try hasher.hash(Secret(copying: code))) }
         pending.remove(user)
         return Enrollment(
-            user: user, factor: .recovery, payload: RecoverySet(made: hashes.count, hashes: hashes).encoded,
-            changedAt: now, changedBy: actor)
+            user: user, factor: .recovery, payload: RecoverySet(numbering: hashes).encoded, changedAt: now,
+            changedBy: actor)
     }
 
     public func verify(_ evidence: Evidence, for user: UserContext) throws(AuthenticationError) -> Verdict {
@@ -97,7 +102,7 @@ public final class RecoveryKeeper: FactorKeeper {
         case .failure(let problem): return .failure(.malformed(problem.message))
         }
         guard let record = try store.enrollment(user: user.name, factor: .recovery),
-            case let set = try RecoverySet(decoding: record.payload), !set.hashes.isEmpty
+            case let set = try RecoverySet(decoding: record.payload), !set.lines.isEmpty
         else {
             guard user.concealsEnrollment else {
                 throw AuthenticationError(.factorNotEnrolled, "\(user.name) has no recovery codes left")
@@ -105,19 +110,29 @@ public final class RecoveryKeeper: FactorKeeper {
             return try concealedAbsence(evidence, for: user)
         }
         let reservation = try gate.reserve(for: user)
-        switch try hasher.verify(candidate, againstSet: set.hashes) {
-        case .mismatch(let fingerprint):
-            return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
-        case .match(let index):
-            // Take the code out of whatever the record holds now; a code already gone (used by another request, or
-            // the set replaced) is refused.
-            let spent = set.hashes[index]
-            return try gate.settleUse(reservation, of: record) { payload throws(AuthenticationError) in
-                var rest = try RecoverySet(decoding: payload)
-                guard let position = rest.hashes.firstIndex(of: spent) else { return nil }
-                rest.hashes.remove(at: position)
-                return (rest.encoded, "a recovery code, \(rest.hashes.count) of \(rest.made) left")
+        // The line of the code that matched: the next one's alone (version 2), or any of a version-1 set's.
+        let spent: String
+        if let next = set.next {
+            switch try hasher.verify(candidate, against: next.hash) {
+            case .mismatch(let fingerprint):
+                return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
+            case .match: spent = set.lines[0]
             }
+        } else {
+            switch try hasher.verify(candidate, againstSet: set.lines) {
+            case .mismatch(let fingerprint):
+                return .failure(try gate.settleFailure(reservation, fingerprint: fingerprint))
+            case .match(let index): spent = set.lines[index]
+            }
+        }
+        // Take the code out of whatever the record holds now; a code already gone (used by another request, or the
+        // set replaced) is refused.
+        return try gate.settleUse(reservation, of: record) { payload throws(AuthenticationError) in
+            var rest = try RecoverySet(decoding: payload)
+            guard let position = rest.lines.firstIndex(of: spent) else { return nil }
+            rest.lines.remove(at: position)
+            let which = RecoverySet.entry(spent).map { "recovery code \($0.number)" } ?? "a recovery code"
+            return (rest.encoded, "\(which), \(rest.lines.count) of \(rest.made) left")
         }
     }
 
@@ -139,35 +154,64 @@ public final class RecoveryKeeper: FactorKeeper {
     }
 }
 
-/// How a set is stored: a version byte, how many codes it was made with, then the hashes of those not yet used, one
-/// per line.
+/// How a set is stored: a version byte, how many codes it was made with, then one line per code not yet used.
+///
+/// - Version 2, as NIST SP 800-63B-4 asks of look-up secrets: each line is the code's number on the list shown and
+///   its own salted hash (`3 $argon2id$…`), in the order of their numbers. A code is asked for by number, the lowest
+///   unused first, so a check derives once.
+/// - Version 1, sets made before: the hashes alone under one salt for the set (`SecretHasher.hashSet`); any unused code
+///   is accepted, which derives once too. Such a set keeps working until it is replaced.
 struct RecoverySet: Equatable {
+    /// 1 or 2.
+    var version: UInt8
+    /// Codes the set was made with.
     var made: Int
-    var hashes: [String]
+    /// The stored lines of the unused codes.
+    var lines: [String]
 
-    init(made: Int, hashes: [String]) {
-        self.made = made
-        self.hashes = hashes
+    /// A version-2 set of `hashes`, numbered from 1 in order.
+    init(numbering hashes: [String]) {
+        version = 2
+        made = hashes.count
+        lines = hashes.enumerated().map { "\($0.offset + 1) \($0.element)" }
     }
 
     init(decoding bytes: [UInt8]) throws(AuthenticationError) {
-        guard bytes.count >= 2, bytes[0] == 1, bytes[1] > 0,
+        guard bytes.count >= 2, bytes[0] == 1 || bytes[0] == 2, bytes[1] > 0,
             let text = String(validating: bytes[2...], as: UTF8.self)
         else {
-            throw AuthenticationError(.storeFailure, "the stored recovery codes are not a version-1 record")
+            throw AuthenticationError(.storeFailure, "the stored recovery codes are not a version-1 or 2 record")
         }
+        version = bytes[0]
         made = Int(bytes[1])
-        hashes = text.isEmpty ? [] : text.split(separator: "\n").map { String($0) }
-        guard hashes.count <= made else {
+        lines = text.isEmpty ? [] : text.split(separator: "\n", omittingEmptySubsequences: false).map { String($0) }
+        guard lines.count <= made, !lines.contains(where: { $0.isEmpty }) else {
             throw AuthenticationError(.storeFailure, "the stored recovery codes hold more hashes than were made")
+        }
+        if version == 2 {
+            let numbers = lines.map { Self.entry($0)?.number ?? 0 }
+            guard numbers.allSatisfy({ (1...made).contains($0) }), zip(numbers, numbers.dropFirst()).allSatisfy(<)
+            else {
+                throw AuthenticationError(
+                    .storeFailure, "the stored recovery codes are not numbered 1 to \(made) in order")
+            }
         }
     }
 
+    /// A version-2 line's number and hash.
+    static func entry(_ line: String) -> (number: Int, hash: String)? {
+        guard let space = line.firstIndex(of: " "), let number = Int(line[..<space]) else { return nil }
+        return (number, String(line[line.index(after: space)...]))
+    }
+
+    /// The code asked for next (the lowest unused number) and its hash; nil for a version-1 set or an empty one.
+    var next: (number: Int, hash: String)? { version == 2 ? lines.first.flatMap(Self.entry) : nil }
+
     var encoded: [UInt8] {
-        var bytes: [UInt8] = [1, UInt8(made)]
-        for (index, hash) in hashes.enumerated() {
+        var bytes: [UInt8] = [version, UInt8(made)]
+        for (index, line) in lines.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: "\n")) }
-            bytes += Array(hash.utf8)
+            bytes += Array(line.utf8)
         }
         return bytes
     }
@@ -186,15 +230,17 @@ extension RecoverySet {
         split: { bytes in
             guard let set = try? RecoverySet(decoding: bytes), set.encoded == bytes else { return nil }
             return SpendableParts(
-                fixed: Array(bytes.prefix(2)), items: set.hashes.map { SpendableItem($0, 1, .fallsByOne) })
+                fixed: Array(bytes.prefix(2)), items: set.lines.map { SpendableItem($0, 1, .fallsByOne) })
         },
         join: { parts in
-            guard parts.fixed.count == 2, parts.fixed[0] == 1, parts.fixed[1] > 0,
+            guard parts.fixed.count == 2, parts.fixed[0] == 1 || parts.fixed[0] == 2, parts.fixed[1] > 0,
                 parts.items.count <= Int(parts.fixed[1]),
                 parts.items.allSatisfy({ ($0.value == 0 || $0.value == 1) && !$0.name.isEmpty })
             else { return nil }
-            let set = RecoverySet(
-                made: Int(parts.fixed[1]), hashes: parts.items.filter { $0.value == 1 }.map { $0.name })
+            var set = RecoverySet(numbering: [])
+            set.version = parts.fixed[0]
+            set.made = Int(parts.fixed[1])
+            set.lines = parts.items.filter { $0.value == 1 }.map { $0.name }
             guard (try? RecoverySet(decoding: set.encoded)) == set else { return nil }
             return set.encoded
         })

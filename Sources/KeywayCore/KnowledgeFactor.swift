@@ -42,14 +42,15 @@ public struct KnowledgeFactor: Sendable {
     /// What the vault says (a concealing context sees every user as enrolled).
     public func availability(for user: UserContext) -> Availability { vault.availability(of: factor, for: user) }
 
-    /// One attempt: prompt, normalize, then the vault's reserve, verify, settle.
-    public func authenticate(_ request: AuthenticationRequest, conversation: any Conversation)
-        throws(AuthenticationError) -> Verdict
-    {
+    /// One attempt: prompt (`promptText`, or `prompt` when the plugin words this one: "Recovery code 3: "),
+    /// normalize, then the vault's reserve, verify, settle.
+    public func authenticate(
+        _ request: AuthenticationRequest, conversation: any Conversation, prompt: String? = nil
+    ) throws(AuthenticationError) -> Verdict {
         if let preamble, request.attempt == 1 { conversation.tell(.explaining(factor, preamble)) }
         let entered: Secret
         switch try conversation.ask(
-            Prompt(promptText, echo: false, fallbackLabel: request.fallbackLabel, factor: factor))
+            Prompt(prompt ?? promptText, echo: false, fallbackLabel: request.fallbackLabel, factor: factor))
         {
         case .secret(let secret): entered = secret
         case .fallback: throw AuthenticationError(.userFallback)

@@ -195,12 +195,14 @@ public final class LocalVault: Vault {
                 let record = records.first { $0.factor == keeper.factor }
                 let details = try record.map { record throws(AuthenticationError) in try keeper.details(of: record) }
                 let switchedOff = Self.switchedOff(keeper.factor, in: preferences)
+                let uses = record.flatMap(keeper.uses(of:))
                 var status = UserStatus.FactorStatus(
                     factor: keeper.factor, enrolled: record.map { ($0.changedAt, $0.changedBy) },
                     labels: details?.labels ?? [], failures: book[keeper.factor].consecutiveFailures,
                     availability: switchedOff
                         ?? keeper.availability(for: UserContext(name: name), records: records, book: book),
-                    domainState: details?.domainState ?? [], usesLeft: record.flatMap(keeper.usesLeft(of:)))
+                    domainState: details?.domainState ?? [], usesLeft: uses?.left)
+                status.nextUse = uses?.next
                 status.remoteFailures = book.viewed(from: .remote)[keeper.factor].consecutiveFailures
                 status.remoteAvailability =
                     switchedOff

@@ -43,7 +43,9 @@ public final class PassKeeper: FactorKeeper {
         .notEnrolled
     }
 
-    public func usesLeft(of record: Enrollment) -> Int? { (try? PassRecord(decoding: record.payload))?.uses }
+    public func uses(of record: Enrollment) -> Uses? {
+        (try? PassRecord(decoding: record.payload)).map { Uses(left: $0.uses) }
+    }
 
     public func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8]) {
         let pass = try PassRecord(decoding: record.payload)

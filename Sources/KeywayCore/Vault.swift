@@ -105,6 +105,20 @@ public enum Evidence: Sendable, Equatable {
     }
 }
 
+/// What is left of an enrollment spent a use at a time (`FactorKeeper.uses(of:)`).
+public struct Uses: Sendable, Equatable {
+    /// The uses left.
+    public var left: Int
+    /// The number of the one asked for next, when they are used in order; nil when any may be.
+    public var next: Int?
+
+    /// Creates a count.
+    public init(left: Int, next: Int? = nil) {
+        self.left = left
+        self.next = next
+    }
+}
+
 /// One user's enrollments, counters and availability, as `keyway status` shows them.
 public struct UserStatus: Sendable, Equatable {
     /// The account name.
@@ -140,6 +154,9 @@ public struct UserStatus: Sendable, Equatable {
         public var domainState: [UInt8]
         /// Uses left, for a factor spent a use at a time (recovery codes); nil for any other.
         public var usesLeft: Int?
+        /// The number of the use a prompt asks for next, for a factor used in order (recovery code 3); nil for any
+        /// other, and for a set made before codes were asked in order.
+        public var nextUse: Int? = nil
         /// The counters of remote sessions, kept apart (`AttemptBook.Channel`): their consecutive failures and what
         /// they allow a remote session now.
         public var remoteFailures: Int = 0
@@ -162,7 +179,7 @@ public struct UserStatus: Sendable, Equatable {
         public static func == (lhs: FactorStatus, rhs: FactorStatus) -> Bool {
             lhs.factor == rhs.factor && lhs.enrolled?.at == rhs.enrolled?.at && lhs.enrolled?.by == rhs.enrolled?.by
                 && lhs.labels == rhs.labels && lhs.failures == rhs.failures && lhs.availability == rhs.availability
-                && lhs.domainState == rhs.domainState && lhs.usesLeft == rhs.usesLeft
+                && lhs.domainState == rhs.domainState && lhs.usesLeft == rhs.usesLeft && lhs.nextUse == rhs.nextUse
                 && lhs.remoteFailures == rhs.remoteFailures && lhs.remoteAvailability == rhs.remoteAvailability
         }
     }
@@ -201,8 +218,9 @@ public protocol FactorKeeper: AnyObject, Sendable {
     func details(of record: Enrollment) throws(AuthenticationError) -> (labels: [String], domainState: [UInt8])
     /// Throws why `user`'s enrollment cannot be removed here (a reader that keeps its own prints); most can be.
     func checkRemoval(of user: String) throws(AuthenticationError)
-    /// For an enrollment spent a use at a time (recovery codes): the uses left; nil for any other.
-    func usesLeft(of record: Enrollment) -> Int?
+    /// For an enrollment spent a use at a time (recovery codes, a pass): the uses left, and the number of the one a
+    /// prompt asks for next when they are used in order (recovery code 3); nil for any other.
+    func uses(of record: Enrollment) -> Uses?
     /// True when what `user` typed at `factor`'s prompt is this keeper's to check instead (an administrator's pass
     /// in place of the factor: `PassKeeper`), or with `typed` nil, when `user` holds such a stand-in at all (then the
     /// factor is asked even if it is not enrolled or is locked); most keepers stand in for nothing. Under
@@ -308,7 +326,7 @@ extension FactorKeeper {
         ([], [])
     }
 
-    public func usesLeft(of record: Enrollment) -> Int? { nil }
+    public func uses(of record: Enrollment) -> Uses? { nil }
 
     public func checkRemoval(of user: String) throws(AuthenticationError) {}
 

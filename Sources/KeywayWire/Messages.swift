@@ -382,6 +382,7 @@ public enum Response: Sendable, Equatable {
                     out.optional(factor.usesLeft) { out, left in out.u32(left) }
                     out.u32(factor.remoteFailures)
                     out.optional(factor.remoteAvailability) { out, availability in out.availability(availability) }
+                    out.optional(factor.nextUse) { out, next in out.u32(next) }
                 }
                 out.u32(user.switches.count)
                 for (key, value) in user.switches.sorted(by: { $0.key < $1.key }) {
@@ -470,6 +471,9 @@ public enum Response: Sendable, Equatable {
                     status.remoteFailures = try input.u32("the remote failures")
                     status.remoteAvailability = try input.optional("the remote availability") {
                         reader throws(WireError) in try reader.availability()
+                    }
+                    status.nextUse = try input.optional("the next use") { reader throws(WireError) in
+                        try reader.u32("the next use")
                     }
                     factors.append(status)
                 }

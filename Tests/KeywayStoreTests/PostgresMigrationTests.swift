@@ -170,7 +170,7 @@ struct PostgresMigrationTests {
         let typed = Evidence.secret(Secret(copying: Array(RecoveryCode.written(codes[1]).utf8)))
         #expect(try recoveryKeeper.verify(typed, for: UserContext(name: "carol")) == .success, "a recovery code")
         #expect(try recoveryKeeper.verify(typed, for: UserContext(name: "carol")) != .success, "only once")
-        #expect(recoveryKeeper.usesLeft(of: try #require(try host.enrollment(user: "carol", factor: .recovery))) == 2)
+        #expect(recoveryKeeper.uses(of: try #require(try host.enrollment(user: "carol", factor: .recovery)))?.left == 2)
         // The security key's assertion, as keywayd's listener hands it over: counter 6 after 5, accepted once.
         let keyKeeper = FIDO2Keeper(store: host, clock: host.clock, schedule: .gesture, requiresVerification: false)
         let assertion = Evidence.device(

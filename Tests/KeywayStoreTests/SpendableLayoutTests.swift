@@ -13,8 +13,14 @@ struct SpendableLayoutTests {
     static let records: [(FactorKind, written: [[UInt8]], foreign: [[UInt8]])] = [
         (
             FactorKind(rawValue: "recovery"),
-            [[1, 3] + Array("h1\nh2\nh3".utf8), [1, 10] + Array("h9".utf8), [1, 2]],
-            [[2, 3] + Array("h1".utf8), [1, 1] + Array("h1\nh2".utf8), [1, 0], [1]]
+            [
+                [1, 3] + Array("h1\nh2\nh3".utf8), [1, 10] + Array("h9".utf8), [1, 2],
+                [2, 10] + Array("3 $a$x\n7 $a$y".utf8), [2, 3],
+            ],
+            [
+                [2, 3] + Array("h1".utf8), [2, 3] + Array("2 h\n1 h".utf8), [2, 3] + Array("4 h".utf8),
+                [3, 3] + Array("h1".utf8), [1, 1] + Array("h1\nh2".utf8), [1, 0], [1],
+            ]
         ),
         (
             FactorKind(rawValue: "pass"),

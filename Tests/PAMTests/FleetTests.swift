@@ -231,9 +231,9 @@ struct FleetTests {
             "\(cliPath) --store '\(cluster.ownerURI)' --passfile \(cluster.passfile) enroll recovery --user daemon",
             typingBack: 0)
         for host in fleet.hosts { host.service("recovery", "policy=recovery config=\(host.configPath)") }
-        let spent = try harness(fleet.hosts[0], "recovery", "daemon", answers(codes[3]))
+        let spent = try harness(fleet.hosts[0], "recovery", "daemon", answers(codes[0]))
         #expect(spent.result == "PAM_SUCCESS", "\(spent.text)")
-        let again = try harness(fleet.hosts[1], "recovery", "daemon", answers(codes[3]))
+        let again = try harness(fleet.hosts[1], "recovery", "daemon", answers(codes[0]))
         #expect(again.result != "PAM_SUCCESS", "a spent code was accepted again: \(again.text)")
         #expect(
             try cluster.sql("SELECT count(*) FROM audit WHERE action = 'use' AND role = 'keyway_host'") == "1",

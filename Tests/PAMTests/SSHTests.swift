@@ -169,7 +169,7 @@ struct SSHTests {
         #expect(coder.text.contains("Verification code:"), "\(coder.text)")
     }
 
-    @Test("`require = totp or recovery`: no recovery offered until there are codes; one → a shell once, then refused")
+    @Test("`require = totp or recovery`: no recovery until there are codes; code 1 asked, once; code 2 then, not 5")
     func recoveryCode() throws {
         defer { tearDown() }
         _ = try setUp()
@@ -190,8 +190,9 @@ struct SSHTests {
             defer { terminal.close() }
             try terminal.waitFor("Verification code (Enter: use recovery):", seconds: 20)
             try terminal.type("")
-            try terminal.waitFor("Recovery code:")
-            try terminal.type(codes[7].uppercased())
+            // The code is asked for by its number on the list, the lowest unused (NIST's look-up secrets).
+            try terminal.waitFor("Recovery code 1:")
+            try terminal.type(codes[0].uppercased())
             try inShell(terminal, as: Self.coder)
         }
         let logged = capture.lines(waitingFor: "sshd's log line of \(Self.coder)'s recovery code") {
@@ -199,19 +200,34 @@ struct SSHTests {
         }
         let used = logged.filter { $0.contains("user=\(Self.coder)") && $0.contains("recovery#1:succeeded") }
         #expect(!used.isEmpty, "the log does not say a recovery code let \(Self.coder) in: \(logged)")
+        do {
+            // Code 1 again, then code 5 (unused, but not the one asked): each refused, one failure each.
+            let terminal = try Terminal(sshd.command(Self.coder))
+            defer { terminal.close() }
+            try terminal.waitFor("Verification code (Enter: use recovery):", seconds: 20)
+            try terminal.type("")
+            try terminal.waitFor("Recovery code 2:")
+            try terminal.type(codes[0])
+            try terminal.waitFor("Recovery code 2:", count: 2)
+            try terminal.type(codes[4])
+            let screen = try terminal.waitFor("Not recognized", count: 2)
+            #expect(!screen.contains("IN-\(Self.coder)"), "\(screen)")
+            print("ssh: code 1 again, then code 5, at code 2's prompt:\n\(screen)")
+        }
+        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", Self.coder])
+        #expect(status.text.contains("recovery: enrolled") && status.text.contains("9 uses left"), "\(status.text)")
+        #expect(status.text.contains("remote: 2 consecutive failures"), "\(status.text)")
+        // Code 2 at its prompt: in, and code 5 is still there for its turn.
         let terminal = try Terminal(sshd.command(Self.coder))
         defer { terminal.close() }
         try terminal.waitFor("Verification code (Enter: use recovery):", seconds: 20)
         try terminal.type("")
-        try terminal.waitFor("Recovery code:")
-        try terminal.type(codes[7])
-        let screen = try terminal.waitFor("Recovery code:", count: 2)
-        #expect(screen.contains("Not recognized"), "the used code's refusal is not on the screen:\n\(screen)")
-        #expect(!screen.contains("IN-\(Self.coder)"), "\(screen)")
-        let status = try run(cliPath, ["--socket", fixture.socket, "status", "--user", Self.coder])
-        #expect(status.text.contains("recovery: enrolled") && status.text.contains("9 uses left"), "\(status.text)")
+        try terminal.waitFor("Recovery code 2:")
+        try terminal.type(codes[1])
+        try inShell(terminal, as: Self.coder)
         let audit = try run(cliPath, ["--socket", fixture.socket, "audit", "--user", Self.coder])
-        #expect(audit.text.contains("use \(Self.coder) a recovery code, 9 of 10 left"), "\(audit.text)")
+        #expect(audit.text.contains("use \(Self.coder) recovery code 1, 9 of 10 left"), "\(audit.text)")
+        #expect(audit.text.contains("use \(Self.coder) recovery code 2, 8 of 10 left"), "\(audit.text)")
     }
 
     @Test(
@@ -380,8 +396,9 @@ struct SSHTests {
             try terminal.waitFor("ENROLL-STARTS")
             try terminal.waitFor("Verification code (Enter: use recovery):")
             try terminal.type("")
-            try terminal.waitFor("Recovery code:")
-            try terminal.type(codes[1])
+            // The person's own proof, not concealed from them: the prompt names the code it wants, by number.
+            try terminal.waitFor("Recovery code 1:")
+            try terminal.type(codes[0])
             let screen = try terminal.waitFor("Code from the app:")
             let keyLine = try #require(screen.split(separator: "\n").first { $0.hasPrefix("Key: ") }, "\(screen)")
             key = String(keyLine.dropFirst(5).prefix { $0 != "(" }).replacingOccurrences(of: " ", with: "")
