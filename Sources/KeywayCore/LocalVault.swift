@@ -64,17 +64,21 @@ public final class LocalVault: Vault {
     /// The factors judged from the store alone (`FactorKeeper.judgedFromStore`) that `user` could use now, to a
     /// context that conceals enrollment and to one that does not: what keywayd notes for the module
     /// (docs/ARCHITECTURE.md §10, "Notes"). The account is read once; each list holds what `availability` would
-    /// answer `.available` for.
+    /// answer `.available` for, to a local session and a remote one alike: a factor locked for one of them only is
+    /// left out, so that session's module asks keywayd and says the lock before any prompt.
     public func noted(_ user: String) throws(AuthenticationError) -> (concealing: [FactorKind], plain: [FactorKind]) {
         let account = try store.account(user: user)
         var lists: ([FactorKind], [FactorKind]) = ([], [])
         for keeper in keepers where keeper.judgedFromStore {
             for concealing in [true, false] {
-                let context = UserContext(name: user, concealsEnrollment: concealing)
-                let availability = keeper.judged(
-                    for: context, account, switchedOff: { Self.switchedOff(keeper.factor, in: $0) }
-                ) { keeper.availability(for: context, records: account.enrollments, book: account.attempts) }
-                guard availability == .available else { continue }
+                let available = [false, true].allSatisfy { remote in
+                    let context = UserContext(name: user, isRemote: remote, concealsEnrollment: concealing)
+                    return keeper.judged(
+                        for: context, account, switchedOff: { Self.switchedOff(keeper.factor, in: $0) }
+                    ) { keeper.availability(for: context, records: account.enrollments, book: account.attempts) }
+                        == .available
+                }
+                guard available else { continue }
                 if concealing { lists.0.append(keeper.factor) } else { lists.1.append(keeper.factor) }
             }
         }

@@ -798,7 +798,8 @@ struct SSHTests {
         let key = try setUp()
         // pam/examples/sshd_config's lines alone: sshd's own PasswordAuthentication is left at its default.
         let sshd = try SSHServer(settings: try sshdSettings(), pam: try example("sshd"), users: [Self.coder])
-        defer { sshd.stop() }
+        var running = true
+        defer { if running { sshd.stop() } }
         let valid = try [-30, 0, 30, 60].map { try oathtool(key, offset: $0) }
         let wrong = (1...9).map { String(repeating: String($0), count: 6) }.filter { !valid.contains($0) }
         /// Types a wrong code at the prompt on the screen, then at each next one, until `words` are on the screen;
@@ -826,29 +827,43 @@ struct SSHTests {
             _ = try terminal.waitFor("Verification code", seconds: 20)
             var screen = try guess(terminal, until: "try again after")
             #expect(screen.contains("Too many failed attempts; try again after"), "\(screen)")
-            // ssh goes on with keyboard-interactive, where the lock is said again; never a password prompt.
+            // ssh goes on with keyboard-interactive, where the lock is said again without a prompt, until ssh gives
+            // up: never a password prompt, and no code asked while it cannot count.
             var afterLock = ""
             waitUntil("what ssh does after the lock", seconds: 20, seen: { screen }) {
                 screen = (try? terminal.screen()) ?? screen
-                afterLock = screen.components(separatedBy: "try again after").last ?? ""
-                return afterLock.contains("Verification code") || afterLock.contains("password:")
+                afterLock = screen.components(separatedBy: "Too many failed attempts").dropFirst().joined()
+                return afterLock.contains("Permission denied") || afterLock.contains("password:")
             }
-            #expect(afterLock.contains("Verification code") && !screen.contains("password:"), "\(screen)")
+            #expect(afterLock.contains("Permission denied (keyboard-interactive)"), "\(screen)")
+            #expect(!afterLock.contains("Verification code") && !screen.contains("password:"), "\(screen)")
             // ssh -v: sshd still offers keyboard-interactive, never an empty list (on which ssh tries a password).
             let offered = screen.split(separator: "\n").filter { $0.contains("Authentications that can continue:") }
             #expect(offered.allSatisfy { !$0.hasSuffix("continue:") && !$0.hasSuffix("continue: ") }, "\(offered)")
         }
-        // A fresh connection while locked: the lock's words, no password prompt, no shell.
+        // A fresh connection while locked: the lock's words before any prompt, no password prompt, no shell.
         let terminal = try Terminal(sshd.command(Self.coder, ["-v"]), rows: 400)
         defer { terminal.close() }
-        _ = try terminal.waitFor("Verification code", seconds: 20)
-        let screen = try guess(terminal, until: "try again after")
+        let screen = try terminal.waitFor("try again after", seconds: 20)
         #expect(screen.contains("Too many failed attempts; try again after"), "\(screen)")
+        #expect(!screen.contains("Verification code"), "a prompt before the lock's words:\n\(screen)")
         let after = try terminal.screen()
         #expect(!after.contains("password:") && !after.contains("IN-\(Self.coder)"), "\(after)")
         print(
             "ssh: locked, the screen says: \(after.split(separator: "\n").filter { $0.contains("try again") }.first ?? "")"
         )
+        // After the roll-out (unenrolled=allow taken out, so enrollment is concealed, as for a name with nothing
+        // enrolled, whose counters lock alike): the same, before any prompt.
+        sshd.stop()
+        running = false
+        let concealing = try SSHServer(
+            settings: try sshdSettings(),
+            pam: try example("sshd").replacingOccurrences(of: " unenrolled=allow", with: ""), users: [Self.coder])
+        defer { concealing.stop() }
+        let again = try Terminal(concealing.command(Self.coder), rows: 400)
+        defer { again.close() }
+        let concealed = try again.waitFor("try again after", seconds: 20)
+        #expect(!concealed.contains("Verification code") && !concealed.contains("password:"), "\(concealed)")
     }
 
     @Test("keywayd stopped: the ssh client shows that Keyway is not available; no shell")
