@@ -127,6 +127,75 @@ struct LocalityTests {
         #expect(try localPolicy(on: holder.path, label) == local, "\(label)")
     }
 
+    @Test("tmux: a pane of one started in this local session is local; over ssh, remote; the sensor offered once")
+    func tmuxPanes() throws {
+        try requireIsolation()
+        let fixture = PAMFixture()
+        let user = "kwtmux-ssh"
+        // utmp as a system has it: tmux records each pane there (through utempter) as "tmux(PID).%N".
+        let madeUtmp = !FileManager.default.fileExists(atPath: "/run/utmp")
+        if madeUtmp {
+            #expect(try run("/usr/bin/install", ["-m", "664", "-g", "utmp", "/dev/null", "/run/utmp"]).status == 0)
+        }
+        let capture = try SyslogCapture(directory: fixture.directory)
+        defer {
+            capture.stop()
+            TestAccounts.remove(user)
+            if madeUtmp { unlink("/run/utmp") }
+            fixture.remove()
+        }
+        #expect(try TestAccounts.add(user))
+        try fixture.enrollPattern("alice", "2-4-9-3")
+        try fixture.enrollPasscode("alice", "739155")  // a finger counts only beside a passcode, as on a phone
+        try fixture.enrollFinger("alice", "right-index")
+        let config = fixture.writeConfig("[policy touch]\nrequire = first of (biometric, gesture)\n")
+        fixture.service("kwtmux", "policy=touch \(config)", account: false)
+        /// The decision on the pane `tty`: the harness's output and the module's log line.
+        func decide(on tty: String) throws -> (output: String, logged: String) {
+            let result = try capture.harness(["--tty", tty, "--answer", "2-4-9-3", fixture.services, "kwtmux", "alice"])
+            #expect(result.output.last?.hasPrefix("result: PAM_SUCCESS") == true, "\(tty): \(result.text)")
+            let line = tty.replacingOccurrences(of: "/dev/", with: "")
+            let logged =
+                capture.lines(waitingFor: "the decision on \(line)") { $0.contains("outcome=success") }
+                .last { $0.contains("policy touch") || $0.contains("outcome=success") } ?? ""
+            return (result.text, logged)
+        }
+
+        // Started here, in this run's local session (scripts/test-isolated.sh): its server holds the pane.
+        let here = try KeywayProcessFixture.Terminal("sleep 300")
+        defer { here.close() }
+        let pane = try run("/usr/bin/tmux", ["-L", here.server, "list-panes", "-F", "#{pane_tty}"]).output.first ?? ""
+        let who = try run("/usr/bin/who", []).text
+        #expect(
+            who.contains("\(pane.replacingOccurrences(of: "/dev/", with: "")) ") && who.contains("(tmux("), "\(who)")
+        let local = try decide(on: pane)
+        #expect(local.output.contains("Touch the sensor"), "a local pane was not offered the sensor: \(local.output)")
+        #expect(!local.logged.contains("remote=yes"), "\(local.logged)")
+        print("tmux, local: \(local.logged)")
+
+        // Started over ssh by the person, in their ssh session.
+        let sshd = try SSHServer(
+            settings: ["PasswordAuthentication no", "KbdInteractiveAuthentication no"],
+            pam: "auth required pam_permit.so\naccount required pam_permit.so\nsession required pam_permit.so\n",
+            users: [user])
+        defer { sshd.stop() }
+        let terminal = try KeywayProcessFixture.Terminal(sshd.command(user))
+        defer { terminal.close() }
+        try terminal.type(
+            "tmux -L mine new-session -d 'sleep 300'; tmux -L mine list-panes -F 'PANE=#{pane_tty}='",
+            until: "PANE=/dev/")
+        let screen = try terminal.screen()
+        let found = screen.components(separatedBy: "PANE=").last?.components(separatedBy: "=").first ?? ""
+        #expect(found.hasPrefix("/dev/pts/"), "\(screen)")
+        let remote = try decide(on: found)
+        #expect(!remote.output.contains("Touch the sensor"), "a pane started over ssh was offered the sensor")
+        #expect(
+            remote.logged.contains("remote=yes (utmp records \(String(found.dropFirst(5))) as a pane of tmux (pid "),
+            "\(remote.logged)")
+        print("tmux, over ssh: \(remote.logged)")
+        _ = try? terminal.type("tmux -L mine kill-server; echo KILLED", until: "KILLED")
+    }
+
     /// Runs `when = local` through pamtester on the terminal `path`; true when it was let through.
     func localPolicy(on path: String, _ label: String) throws -> Bool {
         let fixture = PAMFixture()

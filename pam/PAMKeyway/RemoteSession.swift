@@ -100,7 +100,16 @@ enum RemoteSession {
 
     /// The terminal device `info` (its devpts instance in `st_dev`, its number in `st_rdev`), named `line`.
     private static func terminal(_ line: String, _ info: stat, depth: Int) -> Finding {
-        if let host = utmpHost(of: line) { return .remote("utmp records \(line) as logged in from \(host)") }
+        if let host = utmpHost(of: line) {
+            // A multiplexer's pane (tmux writes "tmux(PID).%N") names no other machine: the pane is followed to the
+            // multiplexer that holds its master, and that one's session decides, as for any terminal. A user can
+            // write such a record for their own terminal (utempter), which gains nothing: the holder still decides.
+            guard let pane = multiplexerPane(host), case .pseudoTerminal(let index) = Kind(info) else {
+                return .remote("utmp records \(line) as logged in from \(host)")
+            }
+            let found = pseudoTerminal(line, instance: UInt64(info.st_dev), index: index, depth: depth)
+            return Finding(isRemote: found.isRemote, reason: "utmp records \(line) as \(pane): \(found.reason)")
+        }
         switch Kind(info) {
         case .virtualConsole: return .local("\(line) is a virtual console")
         case .systemConsole: return .local("\(line) is the system console")
@@ -358,6 +367,15 @@ enum RemoteSession {
             if !host.isEmpty && !host.hasPrefix(":") { return host }
         }
         return nil
+    }
+
+    /// "a pane of tmux (pid N)" for the utmp host a terminal multiplexer writes for its panes (`tmux(N).%M`), or nil
+    /// for any other host. GNU screen's start with ':' and are not hosts at all (`utmpHost`).
+    static func multiplexerPane(_ host: String) -> String? {
+        guard host.hasPrefix("tmux("), let close = host.firstIndex(of: ")") else { return nil }
+        let pid = host[host.index(host.startIndex, offsetBy: 5)..<close]
+        guard !pid.isEmpty, pid.allSatisfy({ ("0"..."9").contains($0) }) else { return nil }
+        return "a pane of tmux (pid \(pid))"
     }
 
     /// The bytes up to the first NUL of a fixed-size C field.
