@@ -132,16 +132,21 @@ struct LocalityTests {
         try requireIsolation()
         let fixture = PAMFixture()
         let user = "kwtmux-ssh"
-        // utmp as a system has it: tmux records each pane there (through utempter) as "tmux(PID).%N".
-        let madeUtmp = !FileManager.default.fileExists(atPath: "/run/utmp")
-        if madeUtmp {
-            #expect(try run("/usr/bin/install", ["-m", "664", "-g", "utmp", "/dev/null", "/run/utmp"]).status == 0)
+        // utmp as Debian's tmux writes it for each pane (through utempter): "tmux(PID).%N". The harness reads and
+        // writes a file of the test's own as utmp (`--utmp`), never /run/utmp: any sshd or tmux of another test
+        // running meanwhile would write records there, left stale when it is killed, and a later terminal of that
+        // number would be taken for theirs.
+        let utmp = fixture.directory + "/utmp"
+        _ = FileManager.default.createFile(atPath: utmp, contents: nil)
+        /// The record tmux writes for the pane `tty` of its server `pid`.
+        func record(_ tty: String, server pid: String) throws {
+            let line = String(tty.dropFirst(5))
+            #expect(try run(harnessPath, ["--utmp", utmp, "--utmp-add", line, "tmux(\(pid)).%0"]).status == 0)
         }
         let capture = try SyslogCapture(directory: fixture.directory)
         defer {
             capture.stop()
             TestAccounts.remove(user)
-            if madeUtmp { unlink("/run/utmp") }
             fixture.remove()
         }
         #expect(try TestAccounts.add(user))
@@ -152,26 +157,36 @@ struct LocalityTests {
         fixture.service("kwtmux", "policy=touch \(config)", account: false)
         /// The decision on the pane `tty`: the harness's output and the module's log line.
         func decide(on tty: String) throws -> (output: String, logged: String) {
-            let result = try capture.harness(["--tty", tty, "--answer", "2-4-9-3", fixture.services, "kwtmux", "alice"])
+            // Only this service's lines: the capture hears every test that logs meanwhile.
+            let mine = { (line: String) in line.contains("pam_keyway(kwtmux:auth)") }
+            let before = capture.lines.filter(mine).count
+            let result = try capture.harness(
+                ["--utmp", utmp, "--tty", tty, "--answer", "2-4-9-3", fixture.services, "kwtmux", "alice"])
             #expect(result.output.last?.hasPrefix("result: PAM_SUCCESS") == true, "\(tty): \(result.text)")
-            let line = tty.replacingOccurrences(of: "/dev/", with: "")
-            let logged =
-                capture.lines(waitingFor: "the decision on \(line)") { $0.contains("outcome=success") }
-                .last { $0.contains("policy touch") || $0.contains("outcome=success") } ?? ""
-            return (result.text, logged)
+            let logged = capture.lines.filter(mine)
+            #expect(logged.count == before + 1, "\(logged)")
+            return (result.text, logged.last ?? "")
         }
 
         // Started here, in this run's local session (scripts/test-isolated.sh): its server holds the pane.
         let here = try KeywayProcessFixture.Terminal("sleep 300")
         defer { here.close() }
-        let pane = try run("/usr/bin/tmux", ["-L", here.server, "list-panes", "-F", "#{pane_tty}"]).output.first ?? ""
-        let who = try run("/usr/bin/who", []).text
-        #expect(
-            who.contains("\(pane.replacingOccurrences(of: "/dev/", with: "")) ") && who.contains("(tmux("), "\(who)")
+        let listed = try run("/usr/bin/tmux", ["-L", here.server, "list-panes", "-F", "#{pane_tty} #{pid}"]).output
+        let (pane, server) = (
+            String(listed.first?.split(separator: " ").first ?? ""),
+            String(listed.first?.split(separator: " ").last ?? "")
+        )
+        try record(pane, server: server)
         let local = try decide(on: pane)
         #expect(local.output.contains("Touch the sensor"), "a local pane was not offered the sensor: \(local.output)")
         #expect(!local.logged.contains("remote=yes"), "\(local.logged)")
         print("tmux, local: \(local.logged)")
+        // The same pane with a record naming another machine, as sshd writes one: remote, so the record is read.
+        let line = String(pane.dropFirst(5))
+        #expect(try run(harnessPath, ["--utmp", utmp, "--utmp-add", line, "203.0.113.9"]).status == 0)
+        let named = try decide(on: pane)
+        #expect(
+            named.logged.contains("remote=yes (utmp records \(line) as logged in from 203.0.113.9)"), "\(named.logged)")
 
         // Started over ssh by the person, in their ssh session.
         let sshd = try SSHServer(
@@ -182,11 +197,13 @@ struct LocalityTests {
         let terminal = try KeywayProcessFixture.Terminal(sshd.command(user))
         defer { terminal.close() }
         try terminal.type(
-            "tmux -L mine new-session -d 'sleep 300'; tmux -L mine list-panes -F 'PANE=#{pane_tty}='",
+            "tmux -L mine new-session -d 'sleep 300'; tmux -L mine list-panes -F 'PANE=#{pane_tty}=#{pid}='",
             until: "PANE=/dev/")
         let screen = try terminal.screen()
-        let found = screen.components(separatedBy: "PANE=").last?.components(separatedBy: "=").first ?? ""
-        #expect(found.hasPrefix("/dev/pts/"), "\(screen)")
+        let fields = (screen.components(separatedBy: "PANE=").last ?? "").components(separatedBy: "=")
+        let found = fields.first ?? ""
+        #expect(found.hasPrefix("/dev/pts/") && fields.count > 1, "\(screen)")
+        try record(found, server: fields.count > 1 ? fields[1] : "0")
         let remote = try decide(on: found)
         #expect(!remote.output.contains("Touch the sensor"), "a pane started over ssh was offered the sensor")
         #expect(

@@ -158,29 +158,27 @@ struct ReturnCodeTests {
     @Test("a terminal that utmp says is logged in from another host is remote, as sudo inside SSH; a local one is not")
     func remoteByUtmp() throws {
         defer { fixture.remove() }
-        try requireIsolation()  // writes utmp
-        let utmp = "/var/run/utmp"
-        let created = !FileManager.default.fileExists(atPath: utmp)
-        if created {
-            _ = FileManager.default.createFile(atPath: utmp, contents: nil, attributes: [.posixPermissions: 0o664])
-        }
+        // utmp is a file of the test's own, read by the harness's process alone (`--utmp`): a system-wide one would
+        // be written by every sshd and tmux of the tests running meanwhile.
+        let utmp = fixture.directory + "/utmp"
+        _ = FileManager.default.createFile(atPath: utmp, contents: nil)
         let remoteLine = "pts/kwr\(getpid() % 1000)"
         let localLine = "pts/kwl\(getpid() % 1000)"
-        defer {
-            _ = try? run(harnessPath, ["--utmp-remove", remoteLine])
-            _ = try? run(harnessPath, ["--utmp-remove", localLine])
-            if created { unlink(utmp) }
-        }
-        #expect(try run(harnessPath, ["--utmp-add", remoteLine, "203.0.113.7"]).status == 0)
-        #expect(try run(harnessPath, ["--utmp-add", localLine, ":0"]).status == 0)
-        let remote = try harness(fixture, "bio-or-code", "alice", ["--tty", "/dev/" + remoteLine] + answers("739155"))
+        #expect(try run(harnessPath, ["--utmp", utmp, "--utmp-add", remoteLine, "203.0.113.7"]).status == 0)
+        #expect(try run(harnessPath, ["--utmp", utmp, "--utmp-add", localLine, ":0"]).status == 0)
+        let remote = try harness(
+            fixture, "bio-or-code", "alice", ["--utmp", utmp, "--tty", "/dev/" + remoteLine] + answers("739155"))
         #expect(remote.result == "PAM_SUCCESS", "\(remote.text)")
         #expect(!remote.text.contains("Place your finger"), "\(remote.text)")
         #expect(remote.text.contains("prompt: Passcode: "))
-        #expect(try harness(fixture, "bio", "alice", ["--tty", "/dev/" + remoteLine]).result == "PAM_AUTHINFO_UNAVAIL")
+        #expect(
+            try harness(fixture, "bio", "alice", ["--utmp", utmp, "--tty", "/dev/" + remoteLine]).result
+                == "PAM_AUTHINFO_UNAVAIL")
         // A local one: the harness's own terminal (held in the run's local session); the utmp line of ":0" alone
         // proves nothing.
-        #expect(try harness(fixture, "bio", "alice", ["--tty", "/dev/" + localLine]).result == "PAM_AUTHINFO_UNAVAIL")
+        #expect(
+            try harness(fixture, "bio", "alice", ["--utmp", utmp, "--tty", "/dev/" + localLine]).result
+                == "PAM_AUTHINFO_UNAVAIL")
         let local = try Started(harnessPath, [fixture.services, "bio", "alice"])
         _ = try run(cliPath, ["sensor", "present", "alice", "right-index", "--wait", "10", "--sensor", fixture.sensor])
         #expect(local.finish().result == "PAM_SUCCESS")

@@ -19,6 +19,7 @@
  *                        /dev/console) becomes it (pam_keyway(8), LOCAL AND REMOTE: a root-held master is local
  *                        only through the holder's own terminal, or a local logind session)
  *     --no-tty           leave PAM_TTY unset (as `ssh -T host sudo -S` does)
+ *     --utmp FILE        (first) read and write FILE as utmp instead of the system's, in this process only
  *     --user-hex HEX     authenticate the user with these bytes instead of USER (invalid UTF-8, say)
  *     --silent           pass PAM_SILENT
  *     --acct             also call pam_acct_mgmt after pam_authenticate
@@ -198,6 +199,13 @@ int main(int argc, char **argv) {
        preloaded getenv counter (pam/tests/count-getenv.c) is seeing this process's reads at all. */
     if (getenv("KEYWAY_HARNESS_CONTROL")) fputs("KEYWAY_HARNESS_CONTROL is set\n", stderr);
     if (argc == 3 && strcmp(argv[1], "--dlopen") == 0) return dlopen_bench(argv[2]);
+    /* --utmp FILE first: this process's utmp (for --utmp-add and --utmp-remove, and for the module's reads) is FILE,
+       so a test writes the records it needs without a system-wide /run/utmp that other programs would write to. */
+    if (argc >= 3 && strcmp(argv[1], "--utmp") == 0) {
+        if (utmpxname(argv[2]) != 0) { perror("utmpxname"); return 1; }
+        argv += 2;
+        argc -= 2;
+    }
     if (argc == 4 && strcmp(argv[1], "--utmp-add") == 0) return utmp_change(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "--utmp-remove") == 0) return utmp_change(argv[2], NULL);
     const char *tty = NULL, *user_override = NULL;
