@@ -76,8 +76,10 @@ let package = Package(
             "KeywayBiometricSimulator", ["KeywayCore", "KeywayBiometric", "KeywayPlatform", "CKeywayLibc"],
             path: "Plugins/Biometric/Simulator"),
         .systemLibrary(name: "CDBus", pkgConfig: "dbus-1", providers: [.apt(["libdbus-1-dev"])]),
+        // keywayd's D-Bus client (fprintd's reader, logind's sleep signals): the one caller of libdbus-1.
+        library("KeywayDBus", ["CDBus", "CKeywayLibc"]),
         library(
-            "KeywayFprintd", ["KeywayCore", "KeywayPlatform", "CDBus", "CKeywayLibc"],
+            "KeywayFprintd", ["KeywayCore", "KeywayPlatform", "KeywayDBus", "CKeywayLibc"],
             path: "Plugins/Biometric/Fprintd"),
 
         // Security keys: the factor (core only, in the module too), and its libfido2 backend, which only keywayd links.
@@ -135,7 +137,7 @@ let package = Package(
             dependencies: [
                 "KeywayCore", "KeywayConfig", "KeywayConfigFiles", "KeywayFactors", "KeywayVault",
                 "KeywayWire", "KeywayPlatform", "KeywayDaemon", "CKeywayLibc", "KeywayStore", "KeywayFprintd",
-                "KeywayFIDO2Key",
+                "KeywayFIDO2Key", "KeywayDBus",
             ],
             swiftSettings: strictSettings),
 

@@ -17,6 +17,11 @@
 #   scripts/fprintd-bus.sh cmd DIR TEXT        send the reader any command of libfprint's virtual device: ERROR N,
 #                                              RETRY N, SLEEP MS, FINGER 0|1, UNPLUG, SET_ENROLL_STAGES N,
 #                                              SET_CANCELLATION_ENABLED 0|1 ...; prints its answer (if any)
+#   scripts/fprintd-bus.sh logind DIR          start python3-dbusmock's logind on the bus (DIR/logind.pid), for
+#                                              keywayd's sleep; `stop` stops it too
+#   scripts/fprintd-bus.sh sleep DIR true|false  the mock logind emits PrepareForSleep(true) (going to sleep) or
+#                                              (false) (resumed)
+#   scripts/fprintd-bus.sh inhibitors DIR      the mock logind's inhibitors, one "WHO MODE" line each
 #   scripts/fprintd-bus.sh run DIR CMD...      run CMD with DBUS_SYSTEM_BUS_ADDRESS set to the private bus
 #                                              (fprintd-enroll, fprintd-verify, fprintd-list, a test's client)
 #
@@ -146,7 +151,7 @@ with open(out, "w") as f:
 command=${1:-}
 dir=${2:-}
 [ -n "$dir" ] || {
-    echo "usage: scripts/fprintd-bus.sh start|stop|kill-fprintd|restart-fprintd|scan|cmd|run DIR ..." >&2
+    echo "usage: scripts/fprintd-bus.sh start|stop|kill-fprintd|restart-fprintd|scan|cmd|logind|sleep|inhibitors|run DIR ..." >&2
     exit 64
 }
 dir=$(readlink -m "$dir")
@@ -222,8 +227,42 @@ EOF
         start_fprintd
         echo "$address"
         ;;
+    logind)
+        DBUS_SYSTEM_BUS_ADDRESS=$address "$python" -m dbusmock --system --template logind \
+            </dev/null >"$dir/logind.log" 2>&1 &
+        echo $! >"$dir/logind.pid"
+        for _ in $(seq 100); do
+            dbus-send --bus="$address" --print-reply --dest=org.freedesktop.login1 /org/freedesktop/login1 \
+                org.freedesktop.login1.Manager.ListInhibitors >/dev/null 2>&1 && exit 0
+            alive "$dir/logind.pid" || { echo "fprintd-bus: the logind mock exited (see $dir/logind.log)" >&2; exit 1; }
+            sleep 0.1
+        done
+        echo "fprintd-bus: the logind mock did not answer in 10 s (see $dir/logind.log)" >&2
+        exit 1
+        ;;
+    sleep)
+        going=${3:?sleep DIR true|false}
+        "$python" -c '
+import dbus, sys
+bus = dbus.bus.BusConnection(sys.argv[1])
+mock = bus.get_object("org.freedesktop.login1", "/org/freedesktop/login1")
+mock.EmitSignal("org.freedesktop.login1.Manager", "PrepareForSleep", "b", [dbus.Boolean(sys.argv[2] == "true")],
+                dbus_interface="org.freedesktop.DBus.Mock")
+' "$address" "$going"
+        ;;
+    inhibitors)
+        "$python" -c '
+import dbus, sys
+bus = dbus.bus.BusConnection(sys.argv[1])
+manager = dbus.Interface(bus.get_object("org.freedesktop.login1", "/org/freedesktop/login1"),
+                         "org.freedesktop.login1.Manager")
+for what, who, why, mode, uid, pid in manager.ListInhibitors():
+    print(who, mode)
+' "$address"
+        ;;
     stop)
         [ -f "$dir/bus.conf" ] || exit 0
+        halt "$dir/logind.pid" TERM
         halt "$dir/fprintd.pid" TERM
         halt "$dir/polkit.pid" TERM
         halt "$dir/dbus.pid" TERM

@@ -46,7 +46,8 @@ IMPORT = re.compile(r"^\s*(?:@\w+\s+)*(?:(?:public|package|internal|fileprivate|
                     r"(?:(?:struct|class|enum|protocol|func|var|let|typealias)\s+)?([A-Za-z_][A-Za-z0-9_]*)")
 
 # The layers. A plugin is a target under Plugins/; its folder is the first two components of its path.
-PLUGIN_MAY_IMPORT = {"KeywayCore", "KeywayPlatform", "CKeywayLibc"}  # and C libraries, and its own folder
+# and C libraries, and its own folder. KeywayDBus is the platform's D-Bus client (a C library's one caller).
+PLUGIN_MAY_IMPORT = {"KeywayCore", "KeywayPlatform", "CKeywayLibc", "KeywayDBus"}
 FACTOR_LIST = "KeywayFactors"  # the one importer of the factor plugins
 # Device backends: plugins the program that runs the device composes, not the factor list.
 BACKENDS = {"KeywayFprintd", "KeywayFIDO2Key"}

@@ -1,5 +1,5 @@
-// libdbus-1, the reference D-Bus client library, for keywayd's conversation with fprintd on the system bus. Only
-// Plugins/Biometric/Fprintd imports this module (its DBusConnection.swift is the one caller of dbus_* functions).
+// libdbus-1, the reference D-Bus client library, for keywayd's conversations on the system bus (fprintd, logind).
+// Only Sources/KeywayDBus imports this module (its DBusConnection.swift is the one caller of dbus_* functions).
 // The type codes are macros with casts, which Swift does not import: they are constants here.
 #include <dbus/dbus.h>
 
@@ -11,6 +11,7 @@ static const int keyway_dbus_type_uint32 = DBUS_TYPE_UINT32;
 static const int keyway_dbus_type_int32 = DBUS_TYPE_INT32;
 static const int keyway_dbus_type_array = DBUS_TYPE_ARRAY;
 static const int keyway_dbus_type_variant = DBUS_TYPE_VARIANT;
+static const int keyway_dbus_type_unix_fd = DBUS_TYPE_UNIX_FD;
 static const int keyway_dbus_message_type_signal = DBUS_MESSAGE_TYPE_SIGNAL;
 static const int keyway_dbus_message_type_error = DBUS_MESSAGE_TYPE_ERROR;
 

@@ -31,6 +31,13 @@ public protocol DeviceListener: AnyObject {
     func handled()
     /// Gives the device back; safe to call more than once.
     func release()
+    /// The machine is about to sleep: stop using the device, keeping only what cannot be given back until the resume
+    /// (`release` follows after it). By default the device is released at once.
+    func sleeping()
+}
+
+extension DeviceListener {
+    public func sleeping() { release() }
 }
 
 /// A device that cannot be held, and why: what a factor answers when the backend its settings choose is missing.

@@ -18,6 +18,8 @@ public struct ArmingOptions: Sendable {
     public var settings = SettingsBook()
     /// The device backends keywayd's composition built (fprintd's reader as "fprintd"), by name.
     public var backends: [String: any DeviceBackend] = [:]
+    /// Whether the machine is going to sleep (devices are given back meanwhile), and how many are held.
+    public var sleep = SleepState()
 
     /// The listener for one lease of `plugin`'s device, given the user's stored enrollment and what the person typed
     /// for the device.
@@ -138,12 +140,10 @@ extension Server {
         let factor = seat.plugin.kind
         let leases = service.leases
         let line = seat.line
-        let device: any DeviceListener
+        let sleep = arming.sleep
+        let enrollment: Enrollment?
         do throws(AuthenticationError) {
-            device = arming.listener(
-                for: seat.plugin, seat.arming, user: user,
-                enrollment: seat.arming.readsEnrollment ? try service.vault.record(of: factor, for: user.name) : nil,
-                typed: typed)
+            enrollment = seat.arming.readsEnrollment ? try service.vault.record(of: factor, for: user.name) : nil
         } catch {
             Server.logLimited("\(caller.label): \(seat.name) not armed: \(error.reason)")
             if let early {
@@ -156,42 +156,55 @@ extension Server {
             if early != nil { keepClaimable() }
             return
         }
+        var device = arming.listener(
+            for: seat.plugin, seat.arming, user: user, enrollment: enrollment, typed: typed)
         // Says why the device cannot serve this arming: to the client, or on the lease it was answered already.
         func fail(_ error: AuthenticationError) {
             guard let early else { return reply(.failure(error), to: fd) }
             leases.end(early, with: error)
             wake()
         }
-        // A device another program holds (fprintd's reader claimed by another client) is said in the log; a
-        // sequential wait waits for it, within its timeout, as it would in keywayd's own line.
-        let holdUntil = MonotonicClock.milliseconds() + timeout
-        var toldBusy = false
-        while true {
-            do throws(DeviceHoldFailure) {
-                try device.hold()
-                break
-            } catch {
-                switch error {
-                case .busy:
+        // Takes the device, or says why not (nil). A device another program holds (fprintd's reader claimed by
+        // another client) is said in the log; a sequential wait waits for it, within its timeout, as it would in
+        // keywayd's own line. None is taken while the machine goes to sleep.
+        func take(waits: Bool) -> DeviceHoldFailure? {
+            let holdUntil = MonotonicClock.milliseconds() + timeout
+            var toldBusy = false
+            while true {
+                if sleep.isAsleep {
+                    guard waits, sleep.awaitResume(until: holdUntil, unless: { UnixSocket.peerHasClosed(fd) }) else {
+                        return .unavailable(Self.asleep)
+                    }
+                }
+                do throws(DeviceHoldFailure) {
+                    try device.hold()
+                    sleep.took()
+                    return nil
+                } catch {
+                    guard case .busy = error else { return error }
                     if !toldBusy {
                         toldBusy = true
                         Server.logLimited(
                             "\(caller.label): the \(factor) device is held by another program"
                                 + (waits ? "; waiting for it up to \(timeout / 1000) s" : "; answered busy"))
                     }
-                    if waits && MonotonicClock.milliseconds() < holdUntil && !UnixSocket.peerHasClosed(fd) {
-                        usleep(250_000)
-                        continue
+                    guard waits && MonotonicClock.milliseconds() < holdUntil && !UnixSocket.peerHasClosed(fd) else {
+                        return error
                     }
-                    fail(service.deviceBusy(factor))
-                case .unavailable(let why):
-                    Server.logLimited("\(caller.label): \(seat.name) is unavailable: \(why.reason)")
-                    fail(why)
+                    usleep(250_000)
                 }
-                line.release(ticket)
-                if early != nil { keepClaimable() }
-                return
             }
+        }
+        if let failure = take(waits: waits) {
+            switch failure {
+            case .busy: fail(service.deviceBusy(factor))
+            case .unavailable(let why):
+                Server.logLimited("\(caller.label): \(seat.name) is unavailable: \(why.reason)")
+                fail(why)
+            }
+            line.release(ticket)
+            if early != nil { keepClaimable() }
+            return
         }
         let heldSince = MonotonicClock.milliseconds()
         var nonce: [UInt8]? = early
@@ -200,6 +213,7 @@ extension Server {
             guard holding else { return }
             holding = false
             device.release()
+            sleep.gaveBack()
             if let nonce { leases.release(nonce) }
             line.release(ticket)
         }
@@ -215,33 +229,64 @@ extension Server {
         @Sendable func overstaying() -> Bool {
             line.othersWaiting && MonotonicClock.milliseconds() - heldSince >= timeout
         }
-        // Stops when the client has gone (its socket closed: a killed sudo included), the lease wants no more, or it
-        // has kept the device for the timeout while someone else waits for it.
+        // Stops when the client has gone (its socket closed: a killed sudo included), the lease wants no more, it
+        // has kept the device for the timeout while someone else waits for it, or the machine goes to sleep.
         let stop = CancellationFlag(following: CancellationFlag()) {
-            custody.take(from: fd) || !leases.wantsMore(armed) || overstaying()
+            custody.take(from: fd) || !leases.wantsMore(armed) || overstaying() || sleep.isAsleep
         }
-        while let event = device.next(cancellation: stop) {
-            switch event {
-            case .evidence(let evidence):
-                do {
-                    leases.record(try service.vault.verify(evidence, of: factor, for: user), for: armed)
-                } catch {
-                    // A refusal with a reason (a key whose counter did not increase: it may have been cloned) is logged.
-                    Server.logLimited(
-                        "\(caller.label): \(seat.name) of \(user.name.escapingControlCharacters): \(error.reason)")
-                    leases.end(armed, with: error)
+        while true {
+            while let event = device.next(cancellation: stop) {
+                // A device may end its wait because the machine goes to sleep (fprintd suspends its readers on the
+                // signal keywayd follows, and the verification ends in an error): not the person's, not the end.
+                if case .ended(let outcome) = event, !Self.isPersons(outcome), sleep.begins(within: 300) { continue }
+                switch event {
+                case .evidence(let evidence):
+                    do {
+                        leases.record(try service.vault.verify(evidence, of: factor, for: user), for: armed)
+                    } catch {
+                        // A refusal with a reason (a key whose counter did not increase: it may have been cloned) is
+                        // logged.
+                        Server.logLimited(
+                            "\(caller.label): \(seat.name) of \(user.name.escapingControlCharacters): \(error.reason)")
+                        leases.end(armed, with: error)
+                    }
+                case .unusable(let reason):
+                    leases.record(.failure(.noSample(reason)), for: armed)
+                case .ended(let outcome):
+                    // The device's own reasons (unplugged, its PIN blocked, stopped) are logged; the person's are not.
+                    if !Self.isPersons(outcome) {
+                        Server.logLimited("\(caller.label): the wait at \(seat.name) ended: \(outcome.reason)")
+                    }
+                    leases.end(armed, with: outcome)
                 }
-            case .unusable(let reason):
-                leases.record(.failure(.noSample(reason)), for: armed)
-            case .ended(let outcome):
-                // The device's own reasons (unplugged, its PIN blocked, stopped) are logged; the person's are not.
-                if ![.userCancel, .userFallback, .appCancel].contains(outcome.code) {
-                    Server.logLimited("\(caller.label): the wait at \(seat.name) ended: \(outcome.reason)")
-                }
-                leases.end(armed, with: outcome)
+                device.handled()
+                wake()
             }
-            device.handled()
-            wake()
+            // The machine goes to sleep: the device is given back before it does, and taken again after the resume
+            // for the same lease, whose prompt waits meanwhile (docs/ARCHITECTURE.md §14, "Sleep").
+            guard sleep.isAsleep, holding, leases.wantsMore(armed), !custody.take(from: fd) else { break }
+            device.sleeping()
+            sleep.gaveBack()
+            Server.logLimited("\(caller.label): \(seat.name) given back for sleep; taken again after the resume")
+            let resumed = sleep.awaitResume(
+                until: heldSince + Leases.maximumDuration,
+                unless: { custody.take(from: fd) || !leases.wantsMore(armed) })
+            device.release()
+            device = arming.listener(for: seat.plugin, seat.arming, user: user, enrollment: enrollment, typed: typed)
+            guard resumed, take(waits: true) == nil else {
+                holding = false
+                if let nonce { leases.release(nonce) }
+                line.release(ticket)
+                if resumed {
+                    leases.end(
+                        armed,
+                        with: AuthenticationError(
+                            .biometryNotAvailable, "\(seat.name) could not be taken again after the resume"))
+                    wake()
+                }
+                break
+            }
+            Server.logLimited("\(caller.label): \(seat.name) taken again after the resume")
         }
         if leases.wantsMore(armed) && overstaying() {
             Server.logLimited(
@@ -259,6 +304,16 @@ extension Server {
 }
 
 extension Server {
+    /// True for the ends of a wait the person chose (cancelled, the fallback, the application's cancel).
+    static func isPersons(_ outcome: AuthenticationError) -> Bool {
+        [.userCancel, .userFallback, .appCancel].contains(outcome.code)
+    }
+
+    /// Why a device is not taken now: the machine is going to sleep (`SleepState`).
+    static var asleep: AuthenticationError {
+        AuthenticationError(.biometryNotAvailable, "the machine is going to sleep")
+    }
+
     /// The device's turn for the client on `fd` (waiting in line with `waits`, for at most the biometric timeout
     /// and the handover), or nil once the client has been answered that the device is busy.
     func placeInLine(waits: Bool, at seat: DeviceSeat, on fd: Int32) -> UInt64? {
@@ -293,14 +348,20 @@ extension Server {
         let timeout = seat.timeout
         guard let ticket = placeInLine(waits: true, at: seat, on: fd) else { return }
         let line = seat.line
-        defer { line.release(ticket) }
+        // An enrollment at the device ends when the machine goes to sleep: the person starts it again after.
+        let sleep = arming.sleep
+        sleep.took()
+        defer {
+            sleep.gaveBack()
+            line.release(ticket)
+        }
         let started = MonotonicClock.milliseconds()
         let answer = service.answer(
             request, from: caller, progress: { step in reply(.progress(step), to: fd) },
             cancelled: {
                 let held = MonotonicClock.milliseconds() - started
                 return UnixSocket.peerHasClosed(fd) || held >= Self.enrollmentLimit
-                    || (line.othersWaiting && held >= timeout)
+                    || (line.othersWaiting && held >= timeout) || sleep.isAsleep
             })
         if case .failure(let error) = answer {
             Server.logLimited("\(caller.label): \(request.name) ended: \(error.reason)")

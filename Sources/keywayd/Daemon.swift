@@ -3,6 +3,7 @@ import Glibc
 import KeywayConfig
 import KeywayConfigFiles
 import KeywayCore
+import KeywayDBus
 import KeywayDaemon
 import KeywayFactors
 import KeywayFprintd
@@ -170,6 +171,8 @@ struct Keywayd {
                 }
             }
         }
+        // The devices are given back before the machine sleeps, and taken again after (docs/ARCHITECTURE.md §14).
+        SleepWatch.start(systemBus: systemBus, state: arming.sleep)
         // Every audit row the store writes is an event, every call a latency sample (docs/ARCHITECTURE.md §20).
         let telemetry = Telemetry(options: telemetryOptions)
         let vault: LocalVault

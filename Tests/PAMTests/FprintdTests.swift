@@ -47,10 +47,14 @@ struct FprintdTests {
         try fixture.vault().status(of: Self.user).first?[.biometric]?.failures ?? -1
     }
 
-    func setUp(_ policies: String = "", systemSocket: Bool = false) throws -> FprintdBus {
+    func setUp(_ policies: String = "", systemSocket: Bool = false, logind: Bool = false) throws -> FprintdBus {
         try requireIsolation()
         #expect(try TestAccounts.add(Self.user))
         let bus = try FprintdBus(systemSocket: systemSocket)
+        if logind {
+            let started = bus.script("logind")
+            #expect(started.status == 0, "\(started.output)")
+        }
         let enrolled = bus.enrollWithFprintd(Self.user, print: "print-a")
         #expect(enrolled.contains("enroll-completed"), "\(enrolled)")
         try fixture.enrollPasscode(Self.user, "739155")
@@ -607,6 +611,64 @@ struct FprintdTests {
         time.sleep(float(sys.argv[1]))
         device.Release()
         """
+
+    @Test("suspend under logind: the reader claimed before, given back at sleep, a finger after the resume succeeds")
+    func acrossSuspend() throws {
+        var bus: FprintdBus? = nil
+        defer { tearDown(bus) }
+        let reader = try setUp(logind: true)
+        bus = reader
+        // Awake, keywayd holds a delay inhibitor: logind waits for it before the machine sleeps.
+        _ = waitUntil("keywayd's delay inhibitor", seen: { fixture.daemonLog }) {
+            reader.script("inhibitors").output.contains("keywayd delay")
+        }
+        #expect(
+            fixture.daemonLog.contains("sleep: followed through logind (a delay inhibitor)"), "\(fixture.daemonLog)")
+        let release = "to call method 'Release'"
+        var seen = reader.verificationsStarted
+        let waiting = try authenticate("bio")
+        #expect(reader.awaitVerification(after: seen), "\(fixture.daemonLog)")
+        seen = reader.verificationsStarted
+        #expect(logged(reader, "to call method 'Claim'") >= 1)
+        // Going to sleep: keywayd stops its verification, then closes the inhibitor, while the authentication waits.
+        // The claim is given back after the resume: fprintd refuses a Release while it suspends the reader, and
+        // stays stuck with it open (ARCHITECTURE.md §14, "Sleep").
+        let stops = logged(reader, Self.verifyStop)
+        let releases = logged(reader, release)
+        #expect(reader.script("sleep", "true").status == 0)
+        awaitLogged(reader, Self.verifyStop, after: stops, "keywayd's VerifyStop at sleep")
+        _ = waitUntil("the inhibitor closed", seen: { fixture.daemonLog }) {
+            !reader.script("inhibitors").output.contains("keywayd")
+        }
+        #expect(fixture.daemonLog.contains("given back for sleep"), "\(fixture.daemonLog)")
+        #expect(fixture.daemonLog.contains("sleep: the devices are given back; the machine may sleep"))
+        #expect(waiting.process.isRunning, "the wait ended at sleep: \(fixture.daemonLog)")
+        #expect(reader.verificationsStarted == seen, "a verification started while asleep")
+        // Resumed: the claim is given back and taken again for the same authentication, and the finger decides it.
+        #expect(reader.script("sleep", "false").status == 0)
+        awaitLogged(reader, release, after: releases, "keywayd's Release after the resume")
+        scan(reader, "print-a", after: &seen)
+        let matched = waiting.finish()
+        #expect(matched.result == "PAM_SUCCESS", "\(matched.text)\n\(fixture.daemonLog)")
+        #expect(fixture.daemonLog.contains("taken again after the resume"), "\(fixture.daemonLog)")
+        #expect(!reader.fprintdLog.contains("still busy"), "\(reader.fprintdLog.suffix(3000))")
+        _ = waitUntil("a new inhibitor", seen: { reader.script("inhibitors").output }) {
+            reader.script("inhibitors").output.contains("keywayd delay")
+        }
+        #expect(try failures() == 0)
+        // Anyone on the bus may send a signal named PrepareForSleep; only logind's own is followed, so a user's
+        // program cannot make keywayd let go of the reader.
+        let forged = reader.script(
+            "run", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "dbus-send",
+            "--bus=\(reader.address)",
+            "--type=signal", "/org/freedesktop/login1", "org.freedesktop.login1.Manager.PrepareForSleep", "boolean:true"
+        )
+        #expect(forged.status == 0, "\(forged.output)")
+        let again = try authenticate("bio")
+        scan(reader, "print-a", after: &seen)
+        #expect(again.finish().result == "PAM_SUCCESS", "\(fixture.daemonLog)")
+        #expect(fixture.daemonLog.components(separatedBy: "given back for sleep").count == 2, "\(fixture.daemonLog)")
+    }
 
     @Test("a reader another program holds: said in the log; a sequential wait gets it once it is given back")
     func readerHeldElsewhere() throws {

@@ -1,5 +1,6 @@
 import CKeywayLibc
 public import KeywayCore
+public import KeywayDBus
 import KeywayPlatform
 
 /// fprintd's reader, as keywayd uses it (`[biometric] backend = fprintd`, docs/ARCHITECTURE.md §18): keywayd is
@@ -235,6 +236,12 @@ public final class FprintdListener: DeviceListener {
     }
 
     public func handled() {}
+
+    /// The verification stops before the machine sleeps; the claim is kept until `release` after the resume. fprintd
+    /// suspends its readers on the same signal, and a Release while it does fails ("still busy with another
+    /// operation") and leaves the reader open inside fprintd, so every later Claim fails until fprintd restarts
+    /// (docs/ARCHITECTURE.md §14, "Sleep").
+    public func sleeping() { _ = stopVerify() }
 
     public func release() {
         _ = stopVerify()

@@ -1,7 +1,7 @@
 import CDBus
 import CKeywayLibc
 
-/// A value in a D-Bus message, as far as fprintd's interface needs them.
+/// A value in a D-Bus message, as far as fprintd's and logind's interfaces need them.
 public enum DBusValue: Sendable, Equatable {
     case string(String)
     case objectPath(String)
@@ -9,6 +9,8 @@ public enum DBusValue: Sendable, Equatable {
     case int32(Int32)
     case uint32(UInt32)
     case array([DBusValue])
+    /// A descriptor passed in the message (logind's inhibitor): received, it is this process's to close.
+    case fileDescriptor(Int32)
     /// A type this client does not read (it is skipped, not misread).
     case unsupported(Character)
 
@@ -16,7 +18,7 @@ public enum DBusValue: Sendable, Equatable {
     public var text: String? {
         switch self {
         case .string(let value), .objectPath(let value): value
-        case .boolean, .int32, .uint32, .array, .unsupported: nil
+        case .boolean, .int32, .uint32, .array, .fileDescriptor, .unsupported: nil
         }
     }
 }
@@ -55,7 +57,7 @@ public struct DBusSignal: Sendable, Equatable {
 }
 
 /// One private connection to a bus, used by one thread at a time: method calls with a deadline, and the signals
-/// that match the rules added. The one caller of libdbus (docs/ARCHITECTURE.md §18).
+/// that match the rules added. The one caller of libdbus (docs/ARCHITECTURE.md §14, §18).
 public final class DBusConnection {
     private let connection: OpaquePointer
     /// This connection's unique name on the bus (":1.42").
@@ -187,8 +189,8 @@ public final class DBusConnection {
         case .uint32(let number):
             var argument = number
             return dbus_message_iter_append_basic(&iterator, keyway_dbus_type_uint32, &argument) != 0
-        case .array, .unsupported:
-            return false  // fprintd's methods take none
+        case .array, .fileDescriptor, .unsupported:
+            return false  // neither fprintd's methods nor logind's Inhibit take one
         }
     }
 
@@ -228,6 +230,11 @@ public final class DBusConnection {
             var number: UInt32 = 0
             dbus_message_iter_get_basic(&iterator, &number)
             return .uint32(number)
+        case keyway_dbus_type_unix_fd:
+            // libdbus hands over a duplicate the caller owns.
+            var descriptor: Int32 = -1
+            dbus_message_iter_get_basic(&iterator, &descriptor)
+            return .fileDescriptor(descriptor)
         case keyway_dbus_type_array:
             var inner = DBusMessageIter()
             dbus_message_iter_recurse(&iterator, &inner)
