@@ -197,12 +197,13 @@ uninstall:
 # here first (the targets above) and debian/rules only packages build/; everything lands in build/, not in `..`.
 DEB_VERSION = $(shell dpkg-parsechangelog -S Version 2>/dev/null)
 DEB_ARCH = $(shell dpkg-architecture -qDEB_HOST_ARCH 2>/dev/null)
-deb: module cli daemon
+deb: module cli daemon lock
 	$(call apt_install,debhelper dpkg-dev)
 	dpkg-buildpackage -b -us -uc \
 		--buildinfo-option=-ubuild --buildinfo-file=build/keyway_$(DEB_VERSION)_$(DEB_ARCH).buildinfo \
 		--changes-option=-ubuild --changes-file=build/keyway_$(DEB_VERSION)_$(DEB_ARCH).changes
-	@echo "Built build/keyway_$(DEB_VERSION)_$(DEB_ARCH).deb: apt install ./build/keyway_$(DEB_VERSION)_$(DEB_ARCH).deb"
+	@echo "Built build/keyway_$(DEB_VERSION)_$(DEB_ARCH).deb and build/keyway-lock_$(DEB_VERSION)_$(DEB_ARCH).deb:" \
+		"apt install ./build/keyway_$(DEB_VERSION)_$(DEB_ARCH).deb (and ./build/keyway-lock_... for the lock screen)"
 
 # The package end to end (scripts/test-deb.sh): installs and purges it for real (dpkg state), with /etc a private copy.
 test-deb: deps

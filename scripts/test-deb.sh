@@ -29,7 +29,7 @@ fail() { echo "test-deb: $*" >&2; exit 1; }
 export DEBIAN_FRONTEND=noninteractive
 apt_get() { apt-get -y -qq -o DPkg::Lock::Timeout=300 "$@"; }
 marker=/var/tmp/keyway-test-deb.installed
-deb_path() { echo "build/keyway_$(dpkg-parsechangelog -S Version)_$(dpkg-architecture -qDEB_HOST_ARCH).deb"; }
+deb_path() { echo "build/${1:-keyway}_$(dpkg-parsechangelog -S Version)_$(dpkg-architecture -qDEB_HOST_ARCH).deb"; }
 
 # True while dpkg knows keyway (installed, half-installed, or its configuration files left after a removal).
 known() { local s; s=$(dpkg-query -W -f='${db:Status-Status}' keyway 2>/dev/null) && [ "$s" != not-installed ]; }
@@ -38,6 +38,7 @@ leftover() {
     known || { rm -f "$marker"; return 0; }
     [ -e "$marker" ] || fail "keyway is installed and not by this test: remove it first (apt-get purge keyway)"
     echo "test-deb: purging the keyway package a killed run of this test left installed"
+    dpkg --purge keyway-lock >/dev/null
     apt_get purge keyway >/dev/null
     rm -f "$marker"
 }
@@ -55,15 +56,24 @@ if [ -z "${KEYWAY_TEST_DEB_INSIDE:-}" ]; then
     leftover
     mkdir -p build
     deb=$(deb_path)
+    lock_deb=$(deb_path keyway-lock)
     make -s deb >build/test-deb-build.log 2>&1 || { tail -30 build/test-deb-build.log >&2; fail "make deb failed"; }
     [ -f "$deb" ] || fail "make deb did not make $deb"
-    echo "test-deb: built $deb"
+    [ -f "$lock_deb" ] || fail "make deb did not make $lock_deb"
+    echo "test-deb: built $deb and $lock_deb"
     # Errors and warnings fail the test; the informational tags shown (-I) are justified in docs/PACKAGING.md.
     lint=0
-    lintian -I --fail-on error,warning "$deb" >build/test-deb-lintian.txt 2>&1 || lint=$?
+    lintian -I --fail-on error,warning "$deb" "$lock_deb" >build/test-deb-lintian.txt 2>&1 || lint=$?
     grep -v 'running with root privileges' build/test-deb-lintian.txt || true
-    [ "$lint" = 0 ] || fail "lintian reports errors or warnings for $deb"
+    [ "$lint" = 0 ] || fail "lintian reports errors or warnings for $deb or $lock_deb"
     echo "test-deb: lintian: no error or warning"
+    # A server installs keyway alone: nothing of X or cairo comes with it; the lock screen's package has them.
+    if dpkg-deb -f "$deb" Depends | grep -Eq 'libx11|libcairo|libxcb'; then
+        fail "keyway depends on an X library: $(dpkg-deb -f "$deb" Depends)"
+    fi
+    dpkg-deb -f "$lock_deb" Depends | grep -q 'libx11' && dpkg-deb -f "$lock_deb" Depends | grep -q 'libcairo' ||
+        fail "keyway-lock does not depend on libx11 and libcairo: $(dpkg-deb -f "$lock_deb" Depends)"
+    echo "test-deb: keyway depends on no X library; keyway-lock on libx11 and libcairo"
     KEYWAY_TEST_DEB_INSIDE=1 exec scripts/test-isolated.sh "$PWD/scripts/test-deb.sh"
 fi
 
@@ -94,6 +104,7 @@ cleanup() {
     if getent passwd "$user" >/dev/null; then userdel "$user"; fi
     if known; then
         echo "test-deb: purging keyway (cleanup)" >&2
+        dpkg --purge keyway-lock >/dev/null 2>&1
         apt_get purge keyway >/dev/null 2>&1 || dpkg --purge keyway
     fi
     if ! cmp -s "$work/common-auth" /etc/pam.d/common-auth; then
@@ -149,7 +160,9 @@ as_user_sudo() {
 
 # --- install ---
 touch "$marker"
-apt_get install "./$deb" >"$work/apt-install.log" 2>&1 || { cat "$work/apt-install.log" >&2; fail "apt-get install failed"; }
+lock_deb=$(deb_path keyway-lock)
+apt_get install "./$deb" "./$lock_deb" >"$work/apt-install.log" 2>&1 ||
+    { cat "$work/apt-install.log" >&2; fail "apt-get install failed"; }
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 expect_mode "/lib/$multiarch/security/pam_keyway.so" "644 root"
 expect_mode /usr/bin/keyway "755 root"
@@ -161,6 +174,14 @@ expect_mode /var/lib/keyway "700 root"
 expect_mode /lib/systemd/system/keywayd.socket "644 root"
 grep -q '^ExecStart=/usr/sbin/keywayd ' /lib/systemd/system/keywayd.service || fail "keywayd.service does not run /usr/sbin/keywayd"
 dpkg-query -W -f='${Conffiles}\n' keyway | grep -q '/etc/keyway/keyway.conf' || fail "keyway.conf is not a conffile"
+expect_mode /usr/bin/keyway-lock "755 root"
+expect_mode /etc/pam.d/keyway-lock "644 root"
+dpkg-query -W -f='${Conffiles}\n' keyway-lock | grep -q '/etc/pam.d/keyway-lock' ||
+    fail "/etc/pam.d/keyway-lock is not a conffile"
+cmp -s pam/examples/keyway-lock /etc/pam.d/keyway-lock || fail "/etc/pam.d/keyway-lock is not pam/examples/keyway-lock"
+keyway-lock --help | grep -q '^usage: keyway-lock' || fail "keyway-lock --help does not print its usage"
+! ldd /usr/bin/keyway /usr/sbin/keywayd "/lib/$multiarch/security/pam_keyway.so" | grep -Eq 'libX11|libcairo' ||
+    fail "keyway, keywayd or the module links an X library"
 keyway policy check || fail "the shipped /etc/keyway/keyway.conf does not check"
 cmp -s "$work/common-auth" /etc/pam.d/common-auth || fail "installing changed common-auth while the profile is off"
 echo "test-deb: installed; the files are in place and common-auth is unchanged (the profile is off)"
@@ -225,6 +246,13 @@ stop_daemon
 out=$(as_user_sudo "$password") || fail "sudo with keywayd stopped failed: $(cat "$work/sudo.err")"
 [ "$out" = 0 ] || fail "sudo with keywayd stopped printed '$out'"
 echo "test-deb: keywayd stopped: sudo goes straight to the password → id -u = 0"
+
+# --- the lock screen's package goes alone, its PAM service with it ---
+apt_get purge keyway-lock >"$work/apt-purge-lock.log" 2>&1 ||
+    { cat "$work/apt-purge-lock.log" >&2; fail "apt-get purge keyway-lock failed"; }
+[ ! -e /usr/bin/keyway-lock ] && [ ! -e /etc/pam.d/keyway-lock ] || fail "purging keyway-lock left its files"
+[ -x /usr/sbin/keywayd ] || fail "purging keyway-lock took keyway with it"
+echo "test-deb: keyway-lock installed beside keyway (its service a conffile, keyway linking no X) and purged alone"
 
 # --- remove: common-auth byte for byte, the password still works ---
 apt_get remove keyway >"$work/apt-remove.log" 2>&1 || { cat "$work/apt-remove.log" >&2; fail "apt-get remove failed"; }

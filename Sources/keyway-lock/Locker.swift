@@ -13,6 +13,7 @@ final class Locker {
         var service = "keyway-lock"
         var pamDirectory: String?
         var socket: String?
+        var looks = Looks()
     }
 
     private let display: OpaquePointer
@@ -27,6 +28,10 @@ final class Locker {
     /// When each role may be started again, so a role that dies at once is not restarted in a tight loop.
     private var restarts: [String: [Int64]] = [:]
     private var lastRefresh: Int64 = 0
+    /// Caps Lock as last told to the drawing process.
+    private var capsLock: Bool?
+    /// The drawing process's last count of failed attempts, for one started after it (`failed N`).
+    private var failed: Line?
 
     private init(display: OpaquePointer, options: Options) {
         self.display = display
@@ -107,7 +112,7 @@ final class Locker {
         let (width, height) = screenSize
         var attributes = XSetWindowAttributes()
         attributes.override_redirect = 1
-        attributes.background_pixel = 0x10_1418
+        attributes.background_pixel = UInt(options.looks.background)
         attributes.event_mask = Int(ExposureMask | VisibilityChangeMask)
         window = XCreateWindow(
             display, root, 0, 0, width, height, 0, Int32(CopyFromParent), UInt32(InputOutput), nil,
@@ -132,6 +137,7 @@ final class Locker {
             if now - lastRefresh >= 1000 {
                 lastRefresh = now
                 if let failed = grab(attempts: 1) { complain("\(failed) (will try again)") }
+                checkCapsLock()
                 XRaiseWindow(display, window)
                 XFlush(display)
             }
@@ -142,7 +148,9 @@ final class Locker {
             XFlush(display)
             _ = poll(&fds, nfds_t(fds.count), XPending(display) > 0 ? 0 : 200)
             if let drawer, fds.contains(where: { $0.fd == drawer.output.descriptor && $0.revents != 0 }) {
-                for line in drawer.output.drain() where line.verb == "answer" {
+                for line in drawer.output.drain() {
+                    if line.verb == "failed" { failed = line }
+                    guard line.verb == "answer" else { continue }
                     if let authenticator { send(line, to: authenticator.input) }
                     pendingPrompt = nil
                     recent = []
@@ -183,6 +191,9 @@ final class Locker {
                 toDrawer(Line("move", "\(event.xmotion.x_root) \(event.xmotion.y_root)"))
             case KeyPress:
                 key(&event.xkey)
+                checkCapsLock()
+            case KeyRelease:
+                checkCapsLock()
             case MapNotify where event.xmap.window != window, VisibilityNotify:
                 XRaiseWindow(display, window)
             case ConfigureNotify:
@@ -215,6 +226,24 @@ final class Locker {
                 toDrawer(Line("text", text))
             }
         }
+    }
+
+    /// Tells the drawing process when Caps Lock goes on or off (the lock modifier in the server's state).
+    private func checkCapsLock() {
+        var rootReturn: Window = 0
+        var childReturn: Window = 0
+        var x: Int32 = 0
+        var y: Int32 = 0
+        var windowX: Int32 = 0
+        var windowY: Int32 = 0
+        var mask: UInt32 = 0
+        guard
+            XQueryPointer(display, root, &rootReturn, &childReturn, &x, &y, &windowX, &windowY, &mask) != 0
+        else { return }
+        let on = mask & UInt32(LockMask) != 0
+        guard on != capsLock else { return }
+        capsLock = on
+        toDrawer(Line("caps", on ? "on" : "off"))
     }
 
     private func toDrawer(_ line: Line) {
@@ -257,11 +286,12 @@ final class Locker {
     /// Starts the roles that are not running, at most five times in ten seconds each.
     private func startMissing() {
         if drawer == nil, mayStart("draw") {
-            var arguments = ["--draw", "\(window)"]
+            var arguments = ["--draw", "\(window)"] + options.looks.arguments
             if let socket = options.socket { arguments += ["--socket", socket] }
             drawer = Child.start(arguments)
             if let drawer {
-                for line in recent + (pendingPrompt.map { [$0] } ?? []) { send(line, to: drawer.input) }
+                let state = (failed.map { [$0] } ?? []) + (capsLock.map { [Line("caps", $0 ? "on" : "off")] } ?? [])
+                for line in state + recent + (pendingPrompt.map { [$0] } ?? []) { send(line, to: drawer.input) }
             }
         }
         if authenticator == nil, mayStart("authenticate") {

@@ -17,10 +17,25 @@ final class Painter {
     private var height: Double
     private let scale: Double
     private let showTrail: Bool
+    private let looks: Looks
+    /// The background image, when `looks` names one.
+    private let image: OpaquePointer?
+    /// Whose session is locked: the login name, and the full name from the account's GECOS field if it has one.
+    private let owner: String
     private var trace: PatternTrace
     private var asking = Asking.nothing
     private var field: [Character] = []
+    /// What PAM said since the person last answered: the verdict of that answer, and what explains the next prompt
+    /// (a lockout). An answer clears them, so a field never shows what was said of the grid, nor the grid of a field.
     private var messages: [(text: String, isError: Bool)] = []
+    /// The last field answered, until its verdict or the next prompt: a failure then is that field's.
+    private var answeredField: String?
+    /// A field's own result, shown under that field when it is asked again and below the grid meanwhile.
+    private var fieldResult: (label: String, text: String)?
+    /// Failed attempts since the lock began (wrong patterns and fields not accepted), as the screen counts them.
+    private var failures = 0
+    /// Whether Caps Lock is on (the locking process says).
+    private var capsLock = false
     /// When the wrong pattern was shown, for the shake and for clearing it.
     private var judgedAt: Int64 = 0
     /// How many wrong patterns this drawing process has shown. The red lasts 1.2 s; the count stays, so a reader of
@@ -40,10 +55,20 @@ final class Painter {
         case field(id: String, label: String, echo: Bool)
     }
 
-    private init(display: OpaquePointer, window: Window, showTrail: Bool) {
+    private init(display: OpaquePointer, window: Window, showTrail: Bool, looks: Looks) {
         self.display = display
         self.window = window
         self.showTrail = showTrail
+        self.looks = looks
+        image = looks.image.flatMap { path in
+            guard let surface = cairo_image_surface_create_from_png(path) else { return nil }
+            guard cairo_surface_status(surface) == CAIRO_STATUS_SUCCESS else {
+                cairo_surface_destroy(surface)
+                return nil
+            }
+            return surface
+        }
+        owner = Self.owner()
         var attributes = XWindowAttributes()
         XGetWindowAttributes(display, window, &attributes)
         width = Double(max(1, attributes.width))
@@ -59,14 +84,34 @@ final class Painter {
         XSelectInput(display, window, Int(ExposureMask | StructureNotifyMask))
     }
 
-    static func run(window: Window, socket: String?) -> Never {
+    /// "alice (Alice Liddell)", or the login name alone.
+    private static func owner() -> String {
+        guard let account = getpwuid(getuid()), let name = account.pointee.pw_name else { return "uid \(getuid())" }
+        let login = String(cString: name)
+        let gecos = account.pointee.pw_gecos.map { String(cString: $0) } ?? ""
+        let full = gecos.split(separator: ",", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        return full.isEmpty || full == login ? login : "\(login) (\(full))"
+    }
+
+    /// The time now, as the clock shows it ("14:02").
+    private var clock: String {
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        let hours = parts.tm_hour < 10 ? "0\(parts.tm_hour)" : "\(parts.tm_hour)"
+        let minutes = parts.tm_min < 10 ? "0\(parts.tm_min)" : "\(parts.tm_min)"
+        return "\(hours):\(minutes)"
+    }
+
+    static func run(window: Window, socket: String?, looks: Looks) -> Never {
         BrokenPipe.ignoreSignal()
         guard let display = XOpenDisplay(nil) else {
             complain("the drawing process cannot open the X display")
             exit(ExitStatus.unavailable)
         }
         _ = XSetErrorHandler { _, _ in 0 }
-        let painter = Painter(display: display, window: window, showTrail: Self.showTrail(socket: socket))
+        let painter = Painter(
+            display: display, window: window, showTrail: Self.showTrail(socket: socket), looks: looks)
         painter.loop()
     }
 
@@ -125,7 +170,12 @@ final class Painter {
             let message = PromptMarkReader(line.payload)
             if message.fields["explains"] != nil { return }  // the numbered grid: this screen draws the grid
             judgeWrongIfWaiting()
+            if line.verb == "error", let field = answeredField { fieldFailed(field, message.text) }
             messages = Array((messages + [(message.text, line.verb == "error")]).suffix(3))
+        case "caps":
+            capsLock = line.payload == "on"
+        case "failed":
+            failures = Int(line.payload) ?? failures
         case "woken":
             asking = .nothing
         case "result":
@@ -133,6 +183,9 @@ final class Painter {
                 trace.judged(right: true)
             } else {
                 judgeWrongIfWaiting()
+                if let field = answeredField { fieldFailed(field, nil) }
+                // A new transaction follows: what was said in this one is over, but a field's result.
+                messages = []
                 asking = .nothing
             }
         case "right":
@@ -149,6 +202,20 @@ final class Painter {
         trace.judged(right: false)
         judgedAt = MonotonicClock.milliseconds()
         wrongShown += 1
+        counted()
+    }
+
+    /// The field `label` was not accepted: said under it (PAM's words, or that it was not accepted), and counted.
+    private func fieldFailed(_ label: String, _ said: String?) {
+        answeredField = nil
+        fieldResult = (label, said ?? "\(label) not accepted.")
+        counted()
+    }
+
+    /// One more failed attempt, told to the locking process too, for a drawing process started after this one.
+    private func counted() {
+        failures += 1
+        send(Line("failed", "\(failures)"), to: 1)
     }
 
     private func prompt(_ line: Line) {
@@ -157,6 +224,7 @@ final class Painter {
         let echo = parts.first == "shown"
         let prompt = PromptMarkReader(parts.count > 1 ? String(parts[1]) : "")
         judgeWrongIfWaiting()
+        answeredField = nil
         field = []
         promptsShown += 1
         if prompt.factor == FactorKind.gesture.rawValue {
@@ -239,7 +307,12 @@ final class Painter {
 
     private func answer(_ id: String, _ text: String) {
         send(Line("answer", "\(id) \(text)"), to: 1)
-        if case .field = asking { field = [] }
+        messages = []
+        if case .field(_, let label, _) = asking {
+            field = []
+            answeredField = heading(of: label)
+            if fieldResult?.label == answeredField { fieldResult = nil }
+        }
         asking = .nothing
     }
 
@@ -281,6 +354,11 @@ final class Painter {
             lines = [heading]
         }
         lines += messages.map { $0.text }
+        if let resultLine { lines.append("result: \(resultLine)") }
+        lines.append("locked by: \(owner)")
+        lines.append("clock: \(clock)")
+        lines.append("failed attempts: \(failures)")
+        lines.append("caps lock: \(capsLock ? "on" : "off")")
         lines.append("grid: \(trace.state)")
         lines.append("wrong patterns shown: \(wrongShown)")
         lines.append("prompts shown: \(promptsShown)")
@@ -293,9 +371,21 @@ final class Painter {
     private var heading: String {
         switch asking {
         case .grid(_, let invitation, _): invitation.map { "\($0) or draw your pattern" } ?? "Draw your pattern"
-        case .field(_, let label, _): label.hasSuffix(": ") ? String(label.dropLast(2)) : label
+        case .field(_, let label, _): heading(of: label)
         case .nothing: trace.state == .idle ? "Checking…" : "Checking the pattern…"
         }
+    }
+
+    /// A field's label without its ": " ("Password").
+    private func heading(of label: String) -> String {
+        label.hasSuffix(": ") ? String(label.dropLast(2)) : label.hasSuffix(":") ? String(label.dropLast()) : label
+    }
+
+    /// A field's own result as the grid shows it.
+    private var resultLine: String? {
+        guard let fieldResult else { return nil }
+        return fieldResult.text.hasPrefix(fieldResult.label)
+            ? fieldResult.text : "\(fieldResult.label): \(fieldResult.text)"
     }
 
     private func publishWords() {
@@ -323,16 +413,45 @@ final class Painter {
             cairo_surface_flush(surface)
         }
         cairo_push_group(cr)
-        set(cr, .background)
+        set(cr, Colour(looks.background))
         cairo_paint(cr)
+        if let image {
+            cairo_set_source_surface(cr, image, 0, 0)
+            if looks.tiling, let pattern = cairo_get_source(cr) {
+                cairo_pattern_set_extend(pattern, CAIRO_EXTEND_REPEAT)
+            }
+            cairo_paint(cr)
+        }
         let geometry = trace.geometry
         let gridTop = geometry.middle.y - geometry.spacing - geometry.hitRadius
         cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL)
         let size = 18 * scale
         cairo_set_font_size(cr, size)
+        // Whose session, and the time: at the top, above everything asked.
+        set(cr, .text)
+        cairo_set_font_size(cr, size * 2.6)
+        centred(cr, clock, y: size * 4)
+        cairo_set_font_size(cr, size)
+        centred(cr, "Locked by \(owner)", y: size * 5.8)
+        // What stays true whatever is asked: Caps Lock, and the failed attempts so far, at the bottom.
+        var bottom = height - size * 2
+        if failures > 0 {
+            set(cr, .text)
+            centred(cr, failures == 1 ? "1 failed attempt" : "\(failures) failed attempts", y: bottom)
+            bottom -= size * 1.6
+        }
+        if capsLock {
+            set(cr, .errorText)
+            centred(cr, "Caps Lock is on", y: bottom)
+        }
         var y = gridTop - size * 2.2
         if case .field = asking { y = geometry.middle.y - size * 4 }
-        for message in messages.reversed() {
+        let underField: String? = {
+            guard case .field(_, let label, _) = asking, let fieldResult, fieldResult.label == heading(of: label)
+            else { return nil }
+            return fieldResult.text
+        }()
+        for message in messages.reversed() where message.text != underField {
             set(cr, message.isError ? .errorText : .text)
             centred(cr, message.text, y: y)
             y -= size * 1.5
@@ -345,7 +464,13 @@ final class Painter {
             cairo_set_font_size(cr, size * 0.8)
             let hint =
                 "or type the dots 1-9 and press Enter" + (fallback.map { " · Enter alone: \($0.lowercased())" } ?? "")
-            centred(cr, hint, y: geometry.middle.y + geometry.spacing + geometry.hitRadius + size * 2)
+            let hintY = geometry.middle.y + geometry.spacing + geometry.hitRadius + size * 2
+            centred(cr, hint, y: hintY)
+            if let resultLine {
+                set(cr, .errorText)
+                cairo_set_font_size(cr, size)
+                centred(cr, resultLine, y: hintY + size * 1.8)
+            }
             grid(cr)
         case .field(_, _, let echo):
             set(cr, .text)
@@ -359,6 +484,10 @@ final class Painter {
             cairo_set_font_size(cr, size)
             let typed = echo ? String(field) : String(repeating: "•", count: field.count)
             centred(cr, typed, y: geometry.middle.y + size * 0.5)
+            if let underField {
+                set(cr, .errorText)
+                centred(cr, underField, y: geometry.middle.y + size * 3)
+            }
         case .nothing:
             if trace.state == .idle {
                 set(cr, .text)

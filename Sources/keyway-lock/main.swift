@@ -8,7 +8,8 @@ import KeywayPlatform
 /// The command line: the options, and which of the three processes this is.
 enum Command {
     static let usage = """
-        usage: keyway-lock [--service NAME] [--pam-directory DIR] [--socket PATH]
+        usage: keyway-lock [-c|--color RRGGBB] [-i|--image FILE.png] [-t|--tiling] [--service NAME]
+                           [--pam-directory DIR] [--socket PATH]
         Locks the X display until the person who locked it authenticates through PAM (the keyway-lock service).
         """
 
@@ -27,6 +28,17 @@ enum Command {
             case "--service": options.service = value(after: option)
             case "--pam-directory": options.pamDirectory = value(after: option)
             case "--socket": options.socket = value(after: option)
+            case "-c", "--color":
+                let given = value(after: option)
+                guard let colour = Looks.colour(given) else {
+                    refuse("\(option) \(given): give six hexadecimal digits, RRGGBB (as i3lock takes them)")
+                }
+                options.looks.background = colour
+            case "-i", "--image":
+                let path = value(after: option)
+                if let problem = Looks.imageProblem(path) { refuse("\(option) \(path): \(problem)") }
+                options.looks.image = path
+            case "-t", "--tiling": options.looks.tiling = true
             case "--authenticate": role = .authenticate
             case "--draw":
                 guard let window = Window(value(after: option)) else { refuse("--draw needs a window number") }
@@ -62,6 +74,6 @@ if let comm = fopen("/proc/self/comm", "w") {
 let (role, options) = Command.parse(Array(CommandLine.arguments.dropFirst()))
 switch role {
 case .authenticate: Authentication.run(service: options.service, directory: options.pamDirectory)
-case .draw(let window): Painter.run(window: window, socket: options.socket)
+case .draw(let window): Painter.run(window: window, socket: options.socket, looks: options.looks)
 case .lock: Locker.run(options)
 }

@@ -24,6 +24,8 @@ struct LockScreenTests {
         case trail = 0x3D_8BFD
         case wrong = 0xE5_484D
         case right = 0x30_A46C
+        case text = 0xEE_EEEE
+        case errorText = 0xFF_9A9A
     }
 
     /// A user with the pattern 2-4-9-6 and the passcode 739155, a `keyway-lock` PAM service with `policy`, keywayd.
@@ -67,13 +69,14 @@ struct LockScreenTests {
     }
 
     /// keyway-lock started as the user on `server`'s display; its standard error goes to a file of the fixture.
-    func lock(_ server: XServer) throws -> Process {
+    func lock(_ server: XServer, _ options: [String] = []) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        process.arguments = [
-            "--reuid", user, "--regid", user, "--init-groups", "--", Self.lockPath, "--pam-directory",
-            fixture.services, "--socket", fixture.socket,
-        ]
+        process.arguments =
+            [
+                "--reuid", user, "--regid", user, "--init-groups", "--", Self.lockPath, "--pam-directory",
+                fixture.services, "--socket", fixture.socket,
+            ] + options
         process.environment = ["DISPLAY": server.display, "PATH": "/usr/bin:/bin"]
         let log = fixture.directory + "/keyway-lock.log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
@@ -214,8 +217,7 @@ struct LockScreenTests {
             #expect(said.contains("Too many failed attempts; try again after "), "no lockout in words:\n\(said)")
             #expect(said.contains("(in 30 seconds)."), "the lockout does not say how long:\n\(said)")
             _ = try server.screenshot(Self.artifacts + "/passcode.png")
-            server.xdotool(["type", "--delay", "20", "739155"])
-            server.xdotool(["key", "Return"])
+            server.enter("739155")
             try expectUnlocked(locker, server, "after the passcode")
         }
     }
@@ -231,6 +233,104 @@ struct LockScreenTests {
                 cliPath, ["sensor", "present", user, "right-index", "--wait", "5", "--sensor", fixture.sensor])
             #expect(touched.status == 0, "\(touched.text)")
             try expectUnlocked(locker, server, "after the touch")
+        }
+    }
+
+    @Test("a person's lock: name and clock; a wrong pattern, then a wrong password, each said where it was typed")
+    func whoseAndWhat() throws {
+        try withServer("gesture") { server in
+            // The installed example's stack: the pattern, and the password after it (pam/examples/keyway-lock).
+            let stack = """
+                auth     [success=done default=ignore] \(modulePath) \(fixture.moduleArguments) policy=lock \
+                config=\(fixture.configPath) next=password
+                auth     required pam_unix.so
+                account  required pam_permit.so
+
+                """
+            _ = FileManager.default.createFile(
+                atPath: fixture.services + "/keyway-lock", contents: Data(stack.utf8))
+            #expect(try run("/usr/sbin/usermod", ["-c", "Alice Liddell", user]).status == 0)
+            #expect(try TestAccounts.setPassword(user, "Correct-horse-739"))
+            let before = try run("/usr/bin/date", ["+%H:%M"]).text.trimmingCharacters(in: .whitespacesAndNewlines)
+            let locker = try lock(server)
+            defer { if locker.isRunning { locker.terminate() } }
+            // Whose session, and the time.
+            var said = try waitForScreen(server, saying: "Draw your pattern")
+            let after = try run("/usr/bin/date", ["+%H:%M"]).text.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(said.contains("locked by: \(user) (Alice Liddell)"), "\(said)")
+            #expect(said.contains("clock: \(before)") || said.contains("clock: \(after)"), "\(said)")
+            #expect(said.contains("failed attempts: 0") && said.contains("caps lock: off"), "\(said)")
+            let top = try server.screenshot(Self.artifacts + "/keyway-lock-name-clock.png")
+            #expect(top.count(.text, in: 0..<130) > 200, "no clock or name drawn at the top")
+            // A wrong pattern: said above the grid, and counted on screen.
+            server.drag(through: [1, 2, 3, 6], geometry: Self.geometry)
+            said = try waitForScreen(server, saying: "failed attempts: 1")
+            said = try waitForScreen(server, saying: "Not recognized.")
+            // Enter alone: the password. Its field says nothing of the pattern.
+            try waitForScreen(server, saying: "Enter alone: use password")
+            server.xdotool(["key", "Return"])
+            said = try waitForScreen(server, saying: "Password (hidden field)")
+            #expect(!said.contains("Not recognized"), "the pattern's verdict shows at the password:\n\(said)")
+            // A wrong password: its own result, below the grid the next transaction shows, and counted.
+            server.enter("wrong-horse")
+            said = try waitForScreen(server, saying: "result: Password not accepted.")
+            said = try waitForScreen(server, saying: "Draw your pattern")
+            #expect(said.contains("failed attempts: 2"), "\(said)")
+            #expect(!said.contains("Not recognized"), "the old verdict is still shown:\n\(said)")
+            let wrong = try server.waitForScreenshot(Self.artifacts + "/keyway-lock-wrong-password.png") {
+                $0.count(.errorText, in: 500..<700) > 100
+            }
+            #expect(wrong.count(.errorText, in: 500..<700) > 100, "the password's result is not drawn below the grid")
+            // At the password again, the result is under its field; then Caps Lock, said before anything is typed.
+            server.xdotool(["key", "Return"])
+            said = try waitForScreen(server, saying: "Password (hidden field)")
+            #expect(said.contains("result: Password not accepted."), "\(said)")
+            let plain = try server.screenshot(Self.artifacts + "/password-again.png")
+            #expect(plain.count(.errorText, in: 660..<768) == 0, "something is drawn in red at the bottom already")
+            server.xdotool(["key", "Caps_Lock"])
+            said = try waitForScreen(server, saying: "caps lock: on")
+            let caps = try server.waitForScreenshot(Self.artifacts + "/keyway-lock-caps-lock.png") {
+                $0.count(.errorText, in: 660..<768) > 40
+            }
+            #expect(caps.count(.errorText, in: 660..<768) > 40, "Caps Lock is not drawn at the bottom")
+            server.xdotool(["key", "Caps_Lock"])
+            try waitForScreen(server, saying: "caps lock: off")
+            server.enter("Correct-horse-739")
+            try expectUnlocked(locker, server, "after the password")
+        }
+    }
+
+    @Test("--color and --image (tiled) as i3lock's; a bad colour or image refused before anything is locked")
+    func looks() throws {
+        try withServer("gesture") { server in
+            for bad in [["--color", "red"], ["--image", "/nonexistent/x.png"], ["--image", "/etc/hostname"]] {
+                let refused = try lock(server, bad)
+                #expect(exited(refused, seconds: 15))
+                #expect(refused.terminationStatus == 64, "\(bad): \(lockLog)")
+                #expect(lockLog.contains("keyway-lock: \(bad[0]) \(bad[1]): "), "\(lockLog)")
+                let top = try run(Self.probePath, ["top"], environment: server.environment)
+                #expect(!top.text.contains("keyway-lock"), "\(bad): a lock window was shown")
+            }
+            let image = fixture.directory + "/tile.png"
+            #expect(try run("/usr/bin/convert", ["-size", "64x64", "xc:#ff8800", image]).status == 0)
+            chmod(image, 0o644)
+            let locker = try lock(server, ["--color", "336699", "--image", image, "--tiling"])
+            defer { if locker.isRunning { locker.terminate() } }
+            try waitForScreen(server, saying: "Draw your pattern")
+            let shot = try server.waitForScreenshot(Self.artifacts + "/looks.png") {
+                $0.colour(x: 1000, y: 5) == 0xFF_8800
+            }
+            #expect(shot.colour(x: 1000, y: 5) == 0xFF_8800, "the image is not tiled over the screen")
+            #expect(shot.colour(x: 30, y: 30) == 0xFF_8800)
+            locker.terminate()
+            locker.waitUntilExit()
+            let plain = try lock(server, ["-c", "#336699"])
+            defer { if plain.isRunning { plain.terminate() } }
+            try waitForScreen(server, saying: "Draw your pattern")
+            let coloured = try server.waitForScreenshot(Self.artifacts + "/colour.png") {
+                $0.colour(x: 5, y: 5) == 0x33_6699
+            }
+            #expect(coloured.colour(x: 5, y: 5) == 0x33_6699, "the background is not the colour given")
         }
     }
 
@@ -295,8 +395,7 @@ struct LockScreenTests {
             server.xdotool(["key", "Escape"])
             try waitForScreen(server, saying: "grid: idle")
             // The person's own keys (XTEST: the server's events) type the dots: 2, 4, 9, 6, Enter unlocks.
-            server.xdotool(["type", "--delay", "30", "2496"])
-            server.xdotool(["key", "Return"])
+            server.enter("2496")
             try expectUnlocked(locker, server, "after the pattern typed as dots")
         }
     }
@@ -547,6 +646,12 @@ final class XServer {
 
     func release() { xdotool(["mouseup", "1"]) }
 
+    /// Types `text` as keys (the server's own events, through XTEST), then Enter.
+    func enter(_ text: String) {
+        xdotool(["type", "--delay", "20", text])
+        xdotool(["key", "Return"])
+    }
+
     /// The lock window's `_KEYWAY_LOCK_SCREEN` property: what the lock says now, in words.
     func lockScreenText() -> String {
         guard let found = xdotool(["search", "--name", "^keyway-lock$"]) else { return "(xdotool did not run)" }
@@ -599,6 +704,15 @@ struct Screenshot {
             let value = UInt32(pixels[index]) << 16 | UInt32(pixels[index + 1]) << 8 | UInt32(pixels[index + 2])
             return value == colour.rawValue ? count + 1 : count
         }
+    }
+
+    /// Pixels of exactly `colour` in the rows `rows`.
+    func count(_ wanted: LockScreenTests.Colour, in rows: Range<Int>) -> Int {
+        var found = 0
+        for y in rows {
+            for x in 0..<width where colour(x: x, y: y) == wanted.rawValue { found += 1 }
+        }
+        return found
     }
 
     /// Pixels of exactly `colour` within 20 pixels of `point`.
