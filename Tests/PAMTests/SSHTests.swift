@@ -394,7 +394,9 @@ struct SSHTests {
             let enroll = "\(cliPath) --socket \(fixture.socket) enroll totp --user \(Self.coder)"
             try terminal.type("clear; printf 'ENROLL%s\\n' -STARTS; \(enroll)")
             try terminal.waitFor("ENROLL-STARTS")
-            try terminal.waitFor("Verification code (Enter: use recovery):")
+            do { try terminal.waitFor("Verification code (Enter: use recovery):") } catch {
+                throw TerminalError(text: "\(error)\nkeywayd's log:\n\(fixture.daemonLog)")
+            }
             try terminal.type("")
             // The person's own proof, not concealed from them: the prompt names the code it wants, by number.
             try terminal.waitFor("Recovery code 1:")
