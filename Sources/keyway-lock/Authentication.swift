@@ -1,6 +1,7 @@
 import CPAM
 import Glibc
 import KeywayPlatform
+import KeywayRuntime
 
 /// The authentication process: one PAM transaction of the `keyway-lock` service as the user who locked the screen,
 /// its conversation carried over standard input and output to the locking process (`Line`). It asks for marked
@@ -17,7 +18,7 @@ enum Authentication {
     static func run(service: String, directory: String?) -> Never {
         BrokenPipe.ignoreSignal()
         guard let account = getpwuid(getuid()), let name = account.pointee.pw_name else {
-            say(Line("result", "failure this process's account has no name"))
+            say(Line(.result, "failure this process's account has no name"))
             exit(1)
         }
         let user = String(cString: name)
@@ -27,7 +28,7 @@ enum Authentication {
             directory.map { pam_start_confdir(service, user, &conversation, $0, &handle) }
             ?? pam_start(service, user, &conversation, &handle)
         guard started == PAM_SUCCESS, let handle else {
-            say(Line("result", "failure PAM could not start the \(service) service (code \(started))"))
+            say(Line(.result, "failure PAM could not start the \(service) service (code \(started))"))
             exit(1)
         }
         _ = pam_putenv(handle, "KEYWAY_PROMPTS=marked")
@@ -40,10 +41,10 @@ enum Authentication {
         let explanation = String(cString: pam_strerror(handle, status))
         pam_end(handle, status)
         if status == PAM_SUCCESS {
-            say(Line("result", "success"))
+            say(Line(.result, "success"))
             exit(0)
         }
-        say(Line("result", "failure \(explanation)"))
+        say(Line(.result, "failure \(explanation)"))
         exit(1)
     }
 
@@ -60,7 +61,7 @@ enum Authentication {
             let ready = poll(&fds, nfds_t(fds.count), -1)
             if ready < 0 && errno == EINTR { continue }
             guard ready > 0 else { return nil }
-            if fds.count > 1 && fds[1].revents != 0 { return Line("woken") }
+            if fds.count > 1 && fds[1].revents != 0 { return Line(.woken) }
             if fds[0].revents != 0 { queued += input.drain() }
         }
     }
@@ -69,13 +70,13 @@ enum Authentication {
     static func answer(to prompt: PromptLine) -> String? {
         promptNumber += 1
         let number = promptNumber
-        say(Line("prompt", "\(number) \(prompt.echo ? "shown" : "hidden") \(prompt.text)"))
+        say(Line(.prompt, "\(number) \(prompt.echo ? "shown" : "hidden") \(prompt.text)"))
         while let line = next(wake: prompt.wake) {
-            if line.verb == "woken" {
-                say(Line("woken", "\(number)"))
+            if line.verb == .woken {
+                say(Line(.woken, "\(number)"))
                 return ""
             }
-            guard line.verb == "answer" else { continue }
+            guard line.verb == .answer else { continue }
             let (id, text) = line.split
             if id == "\(number)" { return text }
         }
@@ -88,7 +89,7 @@ enum Authentication {
         var echo: Bool
         /// The `wake=` descriptor of a marked prompt, when it is one this process has open.
         var wake: Int32? {
-            guard let value = PromptMarkReader(text).fields["wake"], let descriptor = Int32(value),
+            guard let descriptor = PromptMark.read(text).mark?.wake,
                 descriptor > 2, fcntl(descriptor, F_GETFD) >= 0
             else { return nil }
             return descriptor
@@ -125,8 +126,8 @@ private func converse(
             let prompt = Authentication.PromptLine(text: text, echo: message.msg_style == PAM_PROMPT_ECHO_ON)
             guard let answer = Authentication.answer(to: prompt) else { return abandon() }
             replies[index].resp = strdup(answer)
-        case PAM_ERROR_MSG: Authentication.say(Line("error", text))
-        case PAM_TEXT_INFO: Authentication.say(Line("info", text))
+        case PAM_ERROR_MSG: Authentication.say(Line(.error, text))
+        case PAM_TEXT_INFO: Authentication.say(Line(.info, text))
         default: return abandon()
         }
     }

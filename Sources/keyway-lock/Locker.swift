@@ -149,8 +149,8 @@ final class Locker {
             _ = poll(&fds, nfds_t(fds.count), XPending(display) > 0 ? 0 : 200)
             if let drawer, fds.contains(where: { $0.fd == drawer.output.descriptor && $0.revents != 0 }) {
                 for line in drawer.output.drain() {
-                    if line.verb == "failed" { failed = line }
-                    guard line.verb == "answer" else { continue }
+                    if line.verb == .failed { failed = line }
+                    guard line.verb == .answer else { continue }
                     if let authenticator { send(line, to: authenticator.input) }
                     pendingPrompt = nil
                     recent = []
@@ -165,9 +165,9 @@ final class Locker {
     /// A line from the authentication process, passed on to the drawing and remembered for a new drawing process.
     private func relay(_ line: Line) {
         switch line.verb {
-        case "prompt":
+        case .prompt:
             pendingPrompt = line
-        case "woken", "result":
+        case .woken, .result:
             pendingPrompt = nil
         default:
             recent = Array((recent + [line]).suffix(4))
@@ -184,11 +184,11 @@ final class Locker {
             if isInput && event.xany.send_event != 0 { continue }
             switch event.type {
             case ButtonPress where event.xbutton.button == 1:
-                toDrawer(Line("down", "\(event.xbutton.x_root) \(event.xbutton.y_root)"))
+                toDrawer(Line(.down, "\(event.xbutton.x_root) \(event.xbutton.y_root)"))
             case ButtonRelease where event.xbutton.button == 1:
-                toDrawer(Line("up", "\(event.xbutton.x_root) \(event.xbutton.y_root)"))
+                toDrawer(Line(.up, "\(event.xbutton.x_root) \(event.xbutton.y_root)"))
             case MotionNotify:
-                toDrawer(Line("move", "\(event.xmotion.x_root) \(event.xmotion.y_root)"))
+                toDrawer(Line(.move, "\(event.xmotion.x_root) \(event.xmotion.y_root)"))
             case KeyPress:
                 key(&event.xkey)
                 checkCapsLock()
@@ -216,14 +216,14 @@ final class Locker {
         var symbol: KeySym = 0
         let count = XLookupString(&event, &buffer, Int32(buffer.count - 1), &symbol, nil)
         switch Int32(symbol) {
-        case XK_Return, XK_KP_Enter: toDrawer(Line("key", "Return"))
-        case XK_BackSpace: toDrawer(Line("key", "BackSpace"))
-        case XK_Escape: toDrawer(Line("key", "Escape"))
+        case XK_Return, XK_KP_Enter: toDrawer(Line(.key, "Return"))
+        case XK_BackSpace: toDrawer(Line(.key, "BackSpace"))
+        case XK_Escape: toDrawer(Line(.key, "Escape"))
         default:
             guard count > 0 else { return }
             let text = String(decoding: buffer[0..<Int(count)].map { UInt8(bitPattern: $0) }, as: UTF8.self)
             if text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) {
-                toDrawer(Line("text", text))
+                toDrawer(Line(.text, text))
             }
         }
     }
@@ -243,7 +243,7 @@ final class Locker {
         let on = mask & UInt32(LockMask) != 0
         guard on != capsLock else { return }
         capsLock = on
-        toDrawer(Line("caps", on ? "on" : "off"))
+        toDrawer(Line(.caps, on ? "on" : "off"))
     }
 
     private func toDrawer(_ line: Line) {
@@ -265,7 +265,7 @@ final class Locker {
                 authenticator.closePipes()
                 self.authenticator = nil
                 if exited(status) == 0 { unlock() }
-                toDrawer(Line("restarted"))
+                toDrawer(Line(.restarted))
                 pendingPrompt = nil
                 if exited(status) != 1 {
                     complain("the authentication process ended (\(describe(status))); starting it again")
@@ -290,7 +290,7 @@ final class Locker {
             if let socket = options.socket { arguments += ["--socket", socket] }
             drawer = Child.start(arguments)
             if let drawer {
-                let state = (failed.map { [$0] } ?? []) + (capsLock.map { [Line("caps", $0 ? "on" : "off")] } ?? [])
+                let state = (failed.map { [$0] } ?? []) + (capsLock.map { [Line(.caps, $0 ? "on" : "off")] } ?? [])
                 for line in state + recent + (pendingPrompt.map { [$0] } ?? []) { send(line, to: drawer.input) }
             }
         }
@@ -314,7 +314,7 @@ final class Locker {
 
     /// PAM_SUCCESS: the drawing shows the right pattern for a moment, then the grabs and the window go.
     private func unlock() -> Never {
-        toDrawer(Line("right"))
+        toDrawer(Line(.right))
         let shown = MonotonicClock.milliseconds()
         var event = XEvent()
         while MonotonicClock.milliseconds() - shown < 300 {

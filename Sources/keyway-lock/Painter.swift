@@ -162,23 +162,23 @@ final class Painter {
 
     private func handle(_ line: Line) {
         switch line.verb {
-        case "down", "move", "up": pointer(line)
-        case "key": key(line.payload)
-        case "text": typed(line.payload)
-        case "prompt": prompt(line)
-        case "info", "error":
-            let message = PromptMarkReader(line.payload)
-            if message.fields["explains"] != nil { return }  // the numbered grid: this screen draws the grid
+        case .down, .move, .up: pointer(line)
+        case .key: key(line.payload)
+        case .text: typed(line.payload)
+        case .prompt: prompt(line)
+        case .info, .error:
+            let message = PromptMark.read(line.payload)
+            if message.mark?.explains != nil { return }  // the numbered grid: this screen draws the grid
             judgeWrongIfWaiting()
-            if line.verb == "error", let field = answeredField { fieldFailed(field, message.text) }
-            messages = Array((messages + [(message.text, line.verb == "error")]).suffix(3))
-        case "caps":
+            if line.verb == .error, let field = answeredField { fieldFailed(field, message.text) }
+            messages = Array((messages + [(message.text, line.verb == .error)]).suffix(3))
+        case .caps:
             capsLock = line.payload == "on"
-        case "failed":
+        case .failed:
             failures = Int(line.payload) ?? failures
-        case "woken":
+        case .woken:
             asking = .nothing
-        case "result":
+        case .result:
             if line.payload == "success" {
                 trace.judged(right: true)
             } else {
@@ -188,12 +188,12 @@ final class Painter {
                 messages = []
                 asking = .nothing
             }
-        case "right":
+        case .right:
             trace.judged(right: true)
-        case "restarted":
+        case .restarted:
             asking = .nothing
-        default:
-            break
+        case .answer:
+            break  // the drawing process's own verb: never sent to it
         }
     }
 
@@ -215,20 +215,20 @@ final class Painter {
     /// One more failed attempt, told to the locking process too, for a drawing process started after this one.
     private func counted() {
         failures += 1
-        send(Line("failed", "\(failures)"), to: 1)
+        send(Line(.failed, "\(failures)"), to: 1)
     }
 
     private func prompt(_ line: Line) {
         let (id, rest) = line.split
         let parts = rest.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
         let echo = parts.first == "shown"
-        let prompt = PromptMarkReader(parts.count > 1 ? String(parts[1]) : "")
+        let prompt = PromptMark.read(parts.count > 1 ? String(parts[1]) : "")
         judgeWrongIfWaiting()
         answeredField = nil
         field = []
         promptsShown += 1
-        if prompt.factor == FactorKind.gesture.rawValue {
-            asking = .grid(id: id, invitation: prompt.fields["invitation"], fallback: prompt.fields["fallback"])
+        if let mark = prompt.mark, mark.factor == FactorKind.gesture.rawValue {
+            asking = .grid(id: id, invitation: mark.invitation, fallback: mark.fallback)
         } else {
             // A prompt that carries messages held back (PAM_SILENT) has them on lines above it.
             var lines = prompt.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -244,12 +244,12 @@ final class Painter {
         guard numbers.count == 2 else { return }
         let point = GridGeometry.Point(x: numbers[0], y: numbers[1])
         switch line.verb {
-        case "down":
+        case .down:
             if trace.state == .wrong || trace.state == .right { trace.clear() }
             guard trace.state == .idle || trace.state == .drawing else { return }
             messages = []
             trace.began(at: point)
-        case "move":
+        case .move:
             trace.moved(to: point)
         default:
             trace.moved(to: point)
@@ -306,7 +306,7 @@ final class Painter {
     }
 
     private func answer(_ id: String, _ text: String) {
-        send(Line("answer", "\(id) \(text)"), to: 1)
+        send(Line(.answer, "\(id) \(text)"), to: 1)
         messages = []
         if case .field(_, let label, _) = asking {
             field = []

@@ -7,19 +7,30 @@ import KeywayPlatform
 /// The authentication process says `prompt ID hidden|shown TEXT`, `info TEXT`, `error TEXT`, `woken ID` and
 /// `result success|failure TEXT`; the drawing process answers `answer ID TEXT`; the locking process passes both on
 /// and adds the person's input for the drawing: `down X Y`, `move X Y`, `up X Y`, `key NAME`, `text CHARACTERS`,
-/// and `restarted` when it started a new authentication process.
+/// `restarted` when it started a new authentication process, `right` before it unlocks and `caps on|off`; the
+/// drawing process also says `failed N` after each failed attempt. `Verb` is the table.
 struct Line: Equatable {
-    var verb: String
+    /// What a line says, one table for the three processes: who sends each is in the comment above.
+    enum Verb: String, CaseIterable {
+        // The authentication process.
+        case prompt, info, error, woken, result
+        // The drawing process.
+        case answer, failed
+        // The locking process: the person's input, and what it adds.
+        case down, move, up, key, text, restarted, right, caps
+    }
+
+    var verb: Verb
     var payload: String
 
-    init(_ verb: String, _ payload: String = "") {
+    init(_ verb: Verb, _ payload: String = "") {
         self.verb = verb
         self.payload = payload
     }
 
     /// The line as written, with its line feed.
     var encoded: String {
-        var out = verb
+        var out = verb.rawValue
         if !payload.isEmpty {
             out += " "
             for character in payload.unicodeScalars {
@@ -34,11 +45,13 @@ struct Line: Equatable {
         return out + "\n"
     }
 
-    /// Reads one line as written (without its line feed); nil for an empty line.
+    /// Reads one line as written (without its line feed); nil for an empty line or an unknown verb.
     init?(decoding text: String) {
         guard !text.isEmpty else { return nil }
         let parts = text.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false)
-        verb = String(parts[0])
+        // A verb no process of this version sends is dropped with its line.
+        guard let known = Verb(rawValue: String(parts[0])) else { return nil }
+        verb = known
         guard parts.count == 2 else {
             payload = ""
             return

@@ -2,6 +2,7 @@ import CKeywayLibc
 import CPAM
 import KeywayCore
 import KeywayPlatform
+import KeywayRuntime
 
 /// The person at the terminal or greeter, through the application's PAM conversation.
 ///
@@ -67,37 +68,5 @@ final class PAMConversation: Conversation {
         if marked, let factor = message.explains { message.text = PromptMark(explaining: factor).text + message.text }
         guard handle.silent && !message.isInstruction else { return handle.show(message) }
         held.append(message.text)
-    }
-}
-
-/// The mark that starts a prompt when the application asked for marked prompts (pam_keyway(8), MARKED PROMPTS): a
-/// graphical client learns what is asked without reading English. It is `RS "keyway" (US key=value)* RS`, where RS
-/// is U+001E and US U+001F, and the prompt's usual text follows. The keys: `factor` (`gesture` for a pattern, so a
-/// client draws the grid; `passcode`, `totp`…), `invitation` (what else the person may do meanwhile, "Touch the
-/// sensor"), `fallback` (what an empty reply chooses, "Use passcode"), `wake` (a descriptor of this process that
-/// becomes readable when an armed factor has something: a client that waits on it too answers an empty reply then,
-/// as read-tty does), and `explains` on a message that shows how to type a factor's entry (the numbered grid). No
-/// value holds RS, US or a line break. Any other application gets the text alone, as before.
-struct PromptMark {
-    /// The PAM environment variable an application sets, and its value.
-    static let variable = "KEYWAY_PROMPTS"
-    static let requested = "marked"
-
-    private var fields: [(String, String)] = []
-
-    init(_ prompt: Prompt) {
-        if let factor = prompt.factor { fields.append(("factor", factor.rawValue)) }
-        if let invitation = prompt.invitation { fields.append(("invitation", invitation)) }
-        if let fallback = prompt.fallbackLabel { fields.append(("fallback", fallback)) }
-        if let wake = prompt.wake { fields.append(("wake", "\(wake.descriptor)")) }
-    }
-
-    init(explaining factor: FactorKind) { fields = [("explains", factor.rawValue)] }
-
-    /// The mark, to put before the text.
-    var text: String {
-        let separators: Set<Character> = ["\u{1E}", "\u{1F}", "\n", "\r"]
-        let pairs = fields.map { "\($0.0)=" + String($0.1.filter { !separators.contains($0) }) }
-        return "\u{1E}keyway" + pairs.map { "\u{1F}" + $0 }.joined() + "\u{1E}"
     }
 }
