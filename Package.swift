@@ -242,6 +242,8 @@ let package = Package(
                 "KeywayCrypto",
             ]),
         tests("TOTPTests", ["KeywayTOTP", "KeywayCore", "KeywayTestSupport"]),
+        // The security key's record codec, alone: no libfido2, no key (the PAM tests drive those).
+        tests("FIDO2RecordTests", ["KeywayFIDO2", "KeywayCore"]),
         tests(
             "RecoveryTests",
             ["KeywayRecovery", "KeywayCore", "KeywayCrypto", "KeywayStore", "KeywayTestSupport", "KeywayTOTP"]),
