@@ -1,3 +1,5 @@
+public import KeywayCore
+
 /// A store that tells its observer what it did: each row it adds to the audit trail (an enrollment, a removal, a
 /// reset, a switch, a single-use secret spent, a mark), once the change is made, and how long each call took. keywayd
 /// wraps its store in one, so every audited change is also an event and every call a latency sample, whatever the

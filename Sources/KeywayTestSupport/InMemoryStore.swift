@@ -1,6 +1,8 @@
+public import KeywayCore
 import Synchronization
 
-/// A `Store` in memory, for tests and dry runs (`keyway policy test`). Thread-safe; nothing persists.
+/// A `Store` in memory, for tests: thread-safe, nothing persists. Beside the tests, not in the core, since nothing
+/// Keyway ships uses it.
 public final class InMemoryStore: Store {
     private struct Contents {
         var enrollments: [String: [FactorKind: Enrollment]] = [:]
